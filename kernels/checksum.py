@@ -1,0 +1,65 @@
+"""kvh64 — the trace's 64-bit slot checksum, CPU reference (numpy).
+
+Definition (the Triton kernel in ``kernels/triton_checksum.py`` computes the same bits):
+
+* the slot's ``n`` bytes are zero-padded to a multiple of 4 and read as little-endian
+  uint32 words ``w[0..m)``;
+* for word ``i``: ``k = i * 0x9E3779B1``, ``lo_i = fmix32(w[i] ^ k)``,
+  ``hi_i = fmix32(lo_i + 0x27D4EB2F)`` (all arithmetic mod 2**32; ``fmix32`` is
+  MurmurHash3's finalizer);
+* ``lo = (sum(lo_i) + n) mod 2**32``, ``hi = sum(hi_i) mod 2**32``;
+* ``kvh64 = hi << 32 | lo``.
+
+Each word is mixed with its own position, so moved or misaligned bytes change the hash,
+and the reduction is a plain sum, so any number of GPU threads can compute partial sums
+in any order and get the same bits.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+GOLDEN = np.uint32(0x9E3779B1)
+HI_SALT = np.uint32(0x27D4EB2F)
+M1 = np.uint32(0x85EBCA6B)
+M2 = np.uint32(0xC2B2AE35)
+
+
+def fmix32(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3 32-bit finalizer, elementwise on a uint32 array."""
+    h = h ^ (h >> np.uint32(16))
+    h = h * M1
+    h = h ^ (h >> np.uint32(13))
+    h = h * M2
+    return h ^ (h >> np.uint32(16))
+
+
+def _words(rows: np.ndarray) -> np.ndarray:
+    """(slots, nbytes) uint8 → (slots, m) uint32, zero-padded to a multiple of 4 bytes."""
+    n = rows.shape[1]
+    pad = (-n) % 4
+    if pad:
+        rows = np.concatenate([rows, np.zeros((rows.shape[0], pad), np.uint8)], axis=1)
+    return np.ascontiguousarray(rows).view("<u4")
+
+
+def kvh64_rows(rows: np.ndarray) -> np.ndarray:
+    """kvh64 of every row of a (slots, nbytes) array (any dtype: hashed as raw bytes)."""
+    rows = np.ascontiguousarray(rows)
+    if rows.ndim == 1:
+        rows = rows[None, :]
+    rows = rows.reshape(rows.shape[0], -1).view(np.uint8)
+    n = rows.shape[1]
+    w = _words(rows)
+    idx = np.arange(w.shape[1], dtype=np.uint32) * GOLDEN
+    with np.errstate(over="ignore"):
+        lo_i = fmix32(w ^ idx[None, :])
+        hi_i = fmix32(lo_i + HI_SALT)
+        lo = (lo_i.sum(axis=1, dtype=np.uint64) + np.uint64(n)) & np.uint64(0xFFFFFFFF)
+        hi = hi_i.sum(axis=1, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
+    return (hi << np.uint64(32)) | lo
+
+
+def kvh64(data) -> int:
+    """kvh64 of one buffer (bytes, bytearray, memoryview or numpy array)."""
+    arr = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    return int(kvh64_rows(arr.reshape(1, -1))[0])

@@ -1,0 +1,70 @@
+"""`kvtrace` command line. Each subcommand lives in its own light module exposing
+``add_arguments(parser)`` and ``run(args) -> int``; heavy imports happen inside ``run``
+so ``kvtrace --help`` stays instant."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+#: (command, module, one-line help) in the order a user meets them
+COMMANDS = [
+    ("record", "kvtrace.tracer.cli_record", "record a PD session (reference engine) or any NIXL program: record -- CMD"),
+    ("info", "kvtrace.tracer.cli_info", "summarize a trace: shards, events, requests, transfers, truncation"),
+    ("check", "kvtrace.analysis.cli_check", "run the hazard checks and print findings and a verdict"),
+    ("sql", "kvtrace.analysis.cli_sql", "query a trace with DuckDB SQL (interactive without a query)"),
+    ("replay", "kvtrace.replay.cli_replay", "re-execute a trace's transfers under a seeded schedule"),
+    ("explore", "kvtrace.replay.cli_explore", "replay many seeds and summarize the failing schedules"),
+    ("minimize", "kvtrace.replay.cli_minimize", "shrink a failing schedule to the reorderings that matter"),
+    ("tui", "kvtrace.tui.cli_tui", "step through a trace in the terminal UI"),
+    ("export", "kvtrace.analysis.cli_export", "export to Perfetto, Chrome JSON or Parquet"),
+    ("report", "kvtrace.analysis.cli_report", "write a self-contained HTML report with plots"),
+    ("sweep", "kvtrace.analysis.cli_sweep", "record and check a workload across concurrencies"),
+]
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line, exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kvtrace",
+        description="Record, check, replay and inspect disaggregated prefill/decode KV-cache transfers.",
+        epilog="Typical session: kvtrace record -o s.kvtrace; kvtrace check s.kvtrace; "
+               "kvtrace replay s.kvtrace --scheduler pct --seed 3 -o r.kvtrace; kvtrace tui s.kvtrace")
+    parser.add_argument("--version", action="version", version="kvtrace " + __import__("kvtrace").__version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, modname, helptext in COMMANDS:
+        if importlib.util.find_spec(modname) is None:
+            continue
+        mod = importlib.import_module(modname)
+        p = sub.add_parser(name, help=helptext, description=(mod.__doc__ or helptext).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    from kvtrace.tracer.reader import TraceError
+    try:
+        return int(args._run(args) or 0)
+    except (TraceError, UserError) as e:
+        print(f"kvtrace {args.command}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"kvtrace {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

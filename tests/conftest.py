@@ -1,0 +1,34 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
+VALIDATOR = os.path.join(SHARED, "tools", "validate_trace.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available()
+    except Exception:
+        has_gpu = False
+    if not has_gpu:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+def validate(trace_dir: str) -> None:
+    """Assert that ../shared/tools/validate_trace.py accepts the trace (skips if absent)."""
+    if not os.path.exists(VALIDATOR):
+        pytest.skip("shared validator not present")
+    r = subprocess.run([sys.executable, VALIDATOR, str(trace_dir)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.fixture
+def validate_trace():
+    return validate

@@ -1,0 +1,69 @@
+"""Summarize a trace: shards, events by kind, requests, transfers, bytes, time span,
+and what is missing or cut short (truncated streams, unclosed or missing shards)."""
+from __future__ import annotations
+
+
+def add_arguments(p) -> None:
+    p.add_argument("trace", help="trace directory (NAME.kvtrace)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def summarize(trace) -> dict:
+    """The numbers `kvtrace info` prints, as a dict."""
+    import pyarrow.compute as pc
+
+    ev = trace.table("events")
+    ds = trace.table("descs")
+    kinds = ev.column("kind").value_counts().to_pylist() if ev.num_rows else []
+    posts = pc.equal(ev.column("kind"), "xfer_post") if ev.num_rows else None
+    reqs = pc.unique(pc.drop_null(ev.column("request"))) if ev.num_rows else []
+    shards = []
+    for s in trace.shards:
+        e = s.streams["events"].table
+        span = (pc.min(e.column("t_ns")).as_py(), pc.max(e.column("t_ns")).as_py()) if e.num_rows else (None, None)
+        shards.append({"name": s.name, "pid": s.info.get("pid"), "host": s.info.get("host"),
+                       "closed": s.closed, "events": e.num_rows,
+                       "descs": s.streams["descs"].table.num_rows,
+                       "span_ms": (span[1] - span[0]) / 1e6 if span[0] is not None else 0.0})
+    return {
+        "path": trace.path,
+        "complete": bool(trace.manifest.get("complete")),
+        "workload": trace.manifest.get("workload"),
+        "shards": shards,
+        "events": ev.num_rows,
+        "kinds": {k["values"]: k["counts"] for k in sorted(kinds, key=lambda k: -k["counts"])},
+        "requests": len(reqs),
+        "transfers": int(pc.sum(posts).as_py() or 0) if posts is not None else 0,
+        "descriptors": ds.num_rows,
+        "bytes": int(pc.sum(ds.column("nbytes")).as_py() or 0) if ds.num_rows else 0,
+        "layouts": trace.table("layouts").num_rows,
+        "notes": list(trace.notes),
+    }
+
+
+def run(args) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .reader import open_trace
+
+    info = summarize(open_trace(args.trace))
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    con = Console()
+    con.print(f"[bold]{info['path']}[/]  {'complete' if info['complete'] else '[yellow]incomplete[/]'}"
+              + (f"  workload={info['workload']}" if info['workload'] else ""))
+    t = Table("shard", "pid", "host", "closed", "events", "descs", "span ms", box=None)
+    for s in info["shards"]:
+        t.add_row(s["name"], str(s["pid"]), str(s["host"]), "yes" if s["closed"] else "[red]no[/]",
+                  f"{s['events']:,}", f"{s['descs']:,}", f"{s['span_ms']:.1f}")
+    con.print(t)
+    con.print(f"events {info['events']:,}  requests {info['requests']:,}  transfers {info['transfers']:,}  "
+              f"descriptors {info['descriptors']:,}  bytes {info['bytes']:,}  layouts {info['layouts']}")
+    con.print("kinds: " + "  ".join(f"{k}={v:,}" for k, v in info["kinds"].items()))
+    for n in info["notes"]:
+        con.print(f"[yellow]note:[/] {n}")
+    return 0

@@ -1,0 +1,307 @@
+"""Recorder: one per process ("shard"), columnar buffers flushed to Arrow IPC streams.
+
+Hot path: ``event()`` appends one tuple under a lock; ``descs_array()``/``dlist_array()``
+take whole numpy arrays. A background thread turns buffers into complete record
+batches every ``flush_interval`` seconds or ``flush_rows`` rows, writing descs, dlists
+and layouts *before* the events that reference them. A kill -9 therefore loses at most
+the last flush window; every batch already written is a complete IPC message.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import json
+import os
+import socket
+import threading
+import time
+from typing import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from . import manifest as _manifest
+from .schema import DESCS, DLISTS, EVENTS, LAYOUTS, SHARD_INFO, EventKind
+
+_EVENT_COLS = EVENTS.names  # tuple positions in the per-event buffer follow this order
+_N_EVENT_COLS = len(_EVENT_COLS)
+_LIST_COLS = {"slots", "pages", "checksums"}
+
+#: the request that events default to inside ``Recorder.request(...)``
+current_request: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvtrace_request", default=None)
+
+
+def _col_array(name: str, values: list, typ: pa.DataType) -> pa.Array:
+    return pa.array(values, type=typ)
+
+
+class Recorder:
+    """Writes one shard of a trace. Thread-safe; one instance per process.
+
+    Args:
+        trace_dir: the trace directory (created if needed; its manifest gains this shard).
+        shard: shard name, unique within the trace (e.g. "prefill", "decode-1").
+        flush_interval: seconds between background flushes (the kill -9 loss window).
+        flush_rows: buffered rows that trigger an early flush.
+        manifest_extra: fields merged into manifest.json (command, workload, ...).
+    """
+
+    def __init__(self, trace_dir: str, shard: str = "main", *, flush_interval: float = 0.2,
+                 flush_rows: int = 65536, manifest_extra: dict | None = None):
+        self.trace_dir = os.fspath(trace_dir)
+        self.shard = shard
+        self.dir = os.path.join(self.trace_dir, shard)
+        os.makedirs(self.dir, exist_ok=True)
+        self.flush_interval = flush_interval
+        self.flush_rows = flush_rows
+        self._lock = threading.Lock()          # guards buffers + seq (seq order == buffer order)
+        self._io_lock = threading.Lock()       # one flush at a time
+        self._seq = itertools.count()
+        self._xfer_ids = itertools.count()
+        self._dlist_ids = itertools.count()
+        self._threads: dict[int, int] = {}
+        self._events: list[tuple] = []
+        self._descs: list[dict] = []
+        self._dlists: list[dict] = []
+        self._layouts: list[dict] = []
+        self._pending_rows = 0
+        self.closed = False
+        self._t0 = time.monotonic_ns()
+        self._info = {"pid": os.getpid(), "host": socket.gethostname(),
+                      "clock": f"monotonic_ns@{socket.gethostname()}", "closed": False,
+                      "started_unix": time.time(), "shard": shard}
+        self._write_info()
+        self._writers = {}
+        for name, schema in (("descs", DESCS), ("dlists", DLISTS), ("layouts", LAYOUTS), ("events", EVENTS)):
+            sink = pa.OSFile(os.path.join(self.dir, name + ".arrows"), "wb")
+            self._writers[name] = (sink, pa.ipc.new_stream(sink, schema))
+            sink.flush()
+        _manifest.add_shard(self.trace_dir, shard, manifest_extra or {})
+        self._wake = threading.Event()
+        self._stop = False
+        self._flusher = threading.Thread(target=self._flush_loop, name=f"kvtrace-flush-{shard}", daemon=True)
+        self._flusher.start()
+
+    # ---------------------------------------------------------------- ids
+    def new_xfer_id(self) -> int:
+        """A fresh transfer id (every posting gets one)."""
+        return next(self._xfer_ids)
+
+    def new_dlist_id(self) -> int:
+        """A fresh prepared-list id."""
+        return next(self._dlist_ids)
+
+    # ---------------------------------------------------------------- events
+    def event(self, kind: str | EventKind, agent: str | None = None, request: str | None = None, *,
+              pool: str | None = None, layer: int | None = None, slots: Sequence[int] | None = None,
+              pages: Sequence[int] | None = None, checksums: Sequence[int] | None = None,
+              xfer: int | None = None, peer: str | None = None, addr: int | None = None,
+              nbytes: int | None = None, mem_type: str | None = None, device: int | None = None,
+              msg: bytes | None = None, status: str | None = None, detail: dict | str | None = None,
+              t_ns: int | None = None) -> int:
+        """Record one event; returns its seq. ``request`` defaults to the current context."""
+        if request is None:
+            request = current_request.get()
+        if detail is not None and not isinstance(detail, str):
+            detail = json.dumps(detail, separators=(",", ":"))
+        if t_ns is None:
+            t_ns = time.monotonic_ns()
+        tid = threading.get_ident()
+        with self._lock:
+            th = self._threads.get(tid)
+            if th is None:
+                th = self._threads[tid] = len(self._threads)
+            seq = next(self._seq)
+            self._events.append((seq, t_ns, th, agent, str(kind), request, pool, layer, slots, pages,
+                                 checksums, xfer, peer, addr, nbytes, mem_type, device, msg, status, detail))
+            self._pending_rows += 1
+        if self._pending_rows >= self.flush_rows:
+            self._wake.set()
+        return seq
+
+    @contextlib.contextmanager
+    def request(self, request: str):
+        """Attribute events recorded inside the block (this thread/task) to ``request``."""
+        token = current_request.set(request)
+        try:
+            yield
+        finally:
+            current_request.reset(token)
+
+    # ---------------------------------------------------------------- array paths
+    def descs_array(self, xfer: int, op: str, src_agent: str, dst_agent: str,
+                    src_addr, dst_addr, nbytes, *, src_device=0, dst_device=0,
+                    src_dlist: int | None = None, src_idx=None, dst_dlist: int | None = None,
+                    dst_idx=None) -> None:
+        """Record every descriptor of one posting; address/size/index columns as arrays."""
+        src_addr = np.asarray(src_addr, dtype=np.uint64)
+        n = len(src_addr)
+        cols = {
+            "xfer": np.full(n, xfer, np.int64), "pos": np.arange(n, dtype=np.int32), "op": op,
+            "src_agent": src_agent, "src_addr": src_addr,
+            "src_device": np.broadcast_to(np.asarray(src_device, np.int32), (n,)),
+            "dst_agent": dst_agent, "dst_addr": np.asarray(dst_addr, np.uint64),
+            "dst_device": np.broadcast_to(np.asarray(dst_device, np.int32), (n,)),
+            "nbytes": np.broadcast_to(np.asarray(nbytes, np.uint64), (n,)),
+            "src_dlist": src_dlist, "src_idx": None if src_idx is None else np.asarray(src_idx, np.int64),
+            "dst_dlist": dst_dlist, "dst_idx": None if dst_idx is None else np.asarray(dst_idx, np.int64),
+            "_n": n,
+        }
+        with self._lock:
+            self._descs.append(cols)
+            self._pending_rows += n
+        if self._pending_rows >= self.flush_rows:
+            self._wake.set()
+
+    def dlist_array(self, dlist: int, agent: str, remote_agent: str | None, addr, nbytes, device=0,
+                    mem_type: str | None = None) -> None:
+        """Record a prepared descriptor list (entry i has index i)."""
+        addr = np.asarray(addr, dtype=np.uint64)
+        n = len(addr)
+        cols = {"dlist": np.full(n, dlist, np.int64), "agent": agent, "remote_agent": remote_agent,
+                "idx": np.arange(n, dtype=np.int64), "addr": addr,
+                "nbytes": np.broadcast_to(np.asarray(nbytes, np.uint64), (n,)),
+                "device": np.broadcast_to(np.asarray(device, np.int32), (n,)), "mem_type": mem_type, "_n": n}
+        with self._lock:
+            self._dlists.append(cols)
+            self._pending_rows += n
+
+    # ---------------------------------------------------------------- engine / allocator hooks
+    def layout(self, agent: str, pool: str, layer: int, addr: int, slot_bytes: int, num_slots: int, *,
+               page_tokens: int = 1, dtype: str = "bytes", part: str | None = None,
+               mem_type: str = "DRAM", device: int = 0, nbytes: int | None = None,
+               from_seq: int | None = None) -> None:
+        """Declare what a region means: slot s of (pool, layer) is [addr+s*slot_bytes, +slot_bytes)."""
+        row = {"agent": agent, "pool": pool, "layer": layer, "part": part, "addr": addr,
+               "nbytes": nbytes if nbytes is not None else slot_bytes * num_slots,
+               "slot_bytes": slot_bytes, "num_slots": num_slots, "page_tokens": page_tokens,
+               "dtype": dtype, "mem_type": mem_type, "device": device, "from_seq": from_seq}
+        with self._lock:
+            self._layouts.append(row)
+            self._pending_rows += 1
+
+    def alloc(self, agent: str, request: str | None, pool: str, slots: Sequence[int],
+              pages: Sequence[int] | None = None, *, shared: bool = False, detail: dict | None = None) -> int:
+        """Slots of ``pool`` handed to ``request`` (``shared``: a prefix-cache reference)."""
+        d = dict(detail or {})
+        if shared:
+            d["shared"] = True
+        return self.event(EventKind.ALLOC, agent, request, pool=pool, slots=list(slots),
+                          pages=list(pages) if pages is not None else list(range(len(slots))),
+                          detail=d or None)
+
+    def free(self, agent: str, request: str | None, pool: str, slots: Sequence[int], *,
+             reason: str | None = None, detail: dict | None = None) -> int:
+        """Slots of ``pool`` taken back from ``request`` (reason: finish, abort, timeout...)."""
+        d = dict(detail or {})
+        if reason:
+            d["reason"] = reason
+        return self.event(EventKind.FREE, agent, request, pool=pool, slots=list(slots), detail=d or None)
+
+    def write(self, agent: str, request: str | None, pool: str, layer: int, slots: Sequence[int],
+              checksums: Sequence[int], pages: Sequence[int] | None = None, *, detail: dict | None = None) -> int:
+        """The producer filled slots of (pool, layer); checksums are kvh64 of what it wrote."""
+        return self.event(EventKind.WRITE, agent, request, pool=pool, layer=layer, slots=list(slots),
+                          pages=list(pages) if pages is not None else None,
+                          checksums=[int(c) for c in checksums], detail=detail)
+
+    def read(self, agent: str, request: str | None, pool: str, layer: int, slots: Sequence[int],
+             checksums: Sequence[int], pages: Sequence[int] | None = None, *, detail: dict | None = None) -> int:
+        """The consumer used slots of (pool, layer); checksums are kvh64 of what it saw."""
+        return self.event(EventKind.READ, agent, request, pool=pool, layer=layer, slots=list(slots),
+                          pages=list(pages) if pages is not None else None,
+                          checksums=[int(c) for c in checksums], detail=detail)
+
+    def mark(self, text: str, agent: str | None = None, **detail) -> int:
+        """A user annotation."""
+        return self.event(EventKind.MARK, agent, detail={"text": text, **detail})
+
+    # ---------------------------------------------------------------- flushing
+    def _flush_loop(self) -> None:
+        while not self._stop:
+            self._wake.wait(self.flush_interval)
+            self._wake.clear()
+            try:
+                self.flush()
+            except Exception:  # never kill the recorded program; the next flush retries
+                pass
+
+    def flush(self) -> None:
+        """Write everything buffered as complete record batches (referenced tables first)."""
+        with self._io_lock:
+            with self._lock:
+                events, self._events = self._events, []
+                descs, self._descs = self._descs, []
+                dlists, self._dlists = self._dlists, []
+                layouts, self._layouts = self._layouts, []
+                self._pending_rows = 0
+            if descs:
+                self._write("descs", _concat_arrays(descs, DESCS))
+            if dlists:
+                self._write("dlists", _concat_arrays(dlists, DLISTS))
+            if layouts:
+                self._write("layouts", pa.RecordBatch.from_pylist(layouts, schema=LAYOUTS))
+            if events:
+                self._write("events", _events_batch(events))
+
+    def _write(self, name: str, batch: pa.RecordBatch) -> None:
+        sink, writer = self._writers[name]
+        writer.write_batch(batch)
+        sink.flush()
+
+    def close(self) -> None:
+        """Flush, end the streams and mark the shard closed. Idempotent."""
+        if self.closed:
+            return
+        self._stop = True
+        self._wake.set()
+        self._flusher.join()
+        self.flush()
+        for sink, writer in self._writers.values():
+            writer.close()
+            sink.close()
+        self.closed = True
+        self._info["closed"] = True
+        self._info["events"] = next(self._seq)
+        self._write_info()
+
+    def _write_info(self) -> None:
+        tmp = os.path.join(self.dir, SHARD_INFO + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self._info, f)
+        os.replace(tmp, os.path.join(self.dir, SHARD_INFO))
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
+    cols = list(zip(*rows))
+    arrays = [pa.array(cols[i], type=EVENTS.field(i).type) for i in range(_N_EVENT_COLS)]
+    return pa.RecordBatch.from_arrays(arrays, schema=EVENTS)
+
+
+def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+    arrays = []
+    for field in schema:
+        parts = []
+        for c in chunks:
+            v = c[field.name]
+            n = c["_n"]
+            if v is None or isinstance(v, (str, int)):
+                parts.append(pa.array([v] * n, type=field.type) if v is not None else pa.nulls(n, field.type))
+            else:
+                parts.append(pa.array(np.ascontiguousarray(v), type=field.type))
+        arrays.append(pa.concat_arrays(parts) if len(parts) > 1 else parts[0])
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def record_many(rec: Recorder, rows: Iterable[dict]) -> None:
+    """Convenience: record an iterable of event dicts (kind + columns)."""
+    for r in rows:
+        r = dict(r)
+        rec.event(r.pop("kind"), r.pop("agent", None), r.pop("request", None), **r)
