@@ -1,0 +1,42 @@
+"""Record a trace.
+
+Two ways:
+  kvtrace record [--workload PRESET|FILE] [--inject BUG ...] [--processes 1|2] -o DIR
+      runs the reference PD engine (prefill + decode on real NIXL) and records it;
+  kvtrace record -o DIR [--request-tag PRESET|REGEX] -- python prog.py ARGS
+      runs any NIXL program unmodified with every nixl_agent it creates traced.
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-o", "--output", required=True, help="trace directory to create (NAME.kvtrace)")
+    p.add_argument("--workload", default="small", help="engine workload: a preset name (small, production) or a TOML file")
+    p.add_argument("--inject", action="append", default=[], metavar="BUG",
+                   help="engine bug to inject (repeatable): uniform-slot-count, early-src-free, "
+                        "abort-free-inflight, notify-first-handle")
+    p.add_argument("--processes", type=int, choices=(1, 2), default=1,
+                   help="engine: 1 = prefill and decode in this process, 2 = separate OS processes")
+    p.add_argument("--concurrency", type=int, default=None, help="engine: override the workload's concurrency")
+    p.add_argument("--index-k", choices=("fp8", "bf16"), default=None, help="engine: override the index_k dtype")
+    p.add_argument("--seed", type=int, default=None, help="engine: override the workload's seed")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="engine: where the KV pools live")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--request-tag", default=None,
+                   help="program mode: request attribution from notification tags: sglang, vllm, or a regex "
+                        "with a named group (?P<request>...)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing output directory")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: a program to run traced")
+
+
+def run(args) -> int:
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if cmd:
+        from .record_any import run_program
+        return run_program(args, cmd)
+    from .engine.cli import run_engine
+    return run_engine(args)
