@@ -44,7 +44,7 @@ class TraceSession:
 
     def query(self, sql: str, params: list | None = None) -> pa.Table:
         """Run SQL and return the result as an Arrow table."""
-        return self.con.execute(sql, params or []).fetch_arrow_table()
+        return self.con.execute(sql, params or []).to_arrow_table()
 
     def execute(self, sql: str, params: list | None = None):
         """Run SQL and return the DuckDB cursor (for row-by-row or scalar use)."""
