@@ -12,10 +12,13 @@ import contextlib
 import contextvars
 import itertools
 import json
+import operator
 import os
 import socket
 import threading
 import time
+from threading import get_ident
+from time import monotonic_ns
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -26,7 +29,18 @@ from .schema import DESCS, DLISTS, EVENTS, LAYOUTS, SHARD_INFO, EventKind
 
 _EVENT_COLS = EVENTS.names  # tuple positions in the per-event buffer follow this order
 _N_EVENT_COLS = len(_EVENT_COLS)
-_LIST_COLS = {"slots", "pages", "checksums"}
+
+
+def _dict_strings(schema: pa.Schema, names: tuple[str, ...]) -> pa.Schema:
+    """The on-disk variant of an array-path schema: repeated names dictionary-encoded
+    (the contract allows it; readers see plain strings)."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), pa.string())) if f.name in names else f
+                      for f in schema], metadata=schema.metadata)
+
+
+_DESCS_WIRE = _dict_strings(DESCS, ("op", "src_agent", "dst_agent"))
+_DLISTS_WIRE = _dict_strings(DLISTS, ("agent", "remote_agent", "mem_type"))
+_GETTERS = [operator.itemgetter(i) for i in range(_N_EVENT_COLS)]
 
 #: the request that events default to inside ``Recorder.request(...)``
 current_request: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvtrace_request", default=None)
@@ -57,7 +71,8 @@ class Recorder:
         self.flush_rows = flush_rows
         self._lock = threading.Lock()          # guards buffers + seq (seq order == buffer order)
         self._io_lock = threading.Lock()       # one flush at a time
-        self._seq = itertools.count()
+        self._next_seq = 0
+        self._flushed_seq = 0
         self._xfer_ids = itertools.count()
         self._dlist_ids = itertools.count()
         self._threads: dict[int, int] = {}
@@ -73,7 +88,7 @@ class Recorder:
                       "started_unix": time.time(), "shard": shard}
         self._write_info()
         self._writers = {}
-        for name, schema in (("descs", DESCS), ("dlists", DLISTS), ("layouts", LAYOUTS), ("events", EVENTS)):
+        for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE), ("layouts", LAYOUTS), ("events", EVENTS)):
             sink = pa.OSFile(os.path.join(self.dir, name + ".arrows"), "wb")
             self._writers[name] = (sink, pa.ipc.new_stream(sink, schema))
             sink.flush()
@@ -82,6 +97,10 @@ class Recorder:
         self._stop = False
         self._flusher = threading.Thread(target=self._flush_loop, name=f"kvtrace-flush-{shard}", daemon=True)
         self._flusher.start()
+
+    def _thread_id(self) -> int:
+        with self._lock:
+            return self._threads.setdefault(get_ident(), len(self._threads))
 
     # ---------------------------------------------------------------- ids
     def new_xfer_id(self) -> int:
@@ -103,20 +122,20 @@ class Recorder:
         """Record one event; returns its seq. ``request`` defaults to the current context."""
         if request is None:
             request = current_request.get()
-        if detail is not None and not isinstance(detail, str):
+        if detail is not None and type(detail) is not str:
             detail = json.dumps(detail, separators=(",", ":"))
-        if t_ns is None:
-            t_ns = time.monotonic_ns()
-        tid = threading.get_ident()
+        if type(kind) is not str:
+            kind = kind.value
+        th = self._threads.get(get_ident())
+        if th is None:
+            th = self._thread_id()
         with self._lock:
-            th = self._threads.get(tid)
-            if th is None:
-                th = self._threads[tid] = len(self._threads)
-            seq = next(self._seq)
-            self._events.append((seq, t_ns, th, agent, str(kind), request, pool, layer, slots, pages,
-                                 checksums, xfer, peer, addr, nbytes, mem_type, device, msg, status, detail))
-            self._pending_rows += 1
-        if self._pending_rows >= self.flush_rows:
+            seq = self._next_seq
+            self._next_seq = seq + 1
+            self._events.append((seq, t_ns or monotonic_ns(), th, agent, kind, request, pool, layer, slots,
+                                 pages, checksums, xfer, peer, addr, nbytes, mem_type, device, msg, status,
+                                 detail))
+        if seq - self._flushed_seq >= self.flush_rows:
             self._wake.set()
         return seq
 
@@ -232,14 +251,15 @@ class Recorder:
         with self._io_lock:
             with self._lock:
                 events, self._events = self._events, []
+                self._flushed_seq = self._next_seq
                 descs, self._descs = self._descs, []
                 dlists, self._dlists = self._dlists, []
                 layouts, self._layouts = self._layouts, []
                 self._pending_rows = 0
             if descs:
-                self._write("descs", _concat_arrays(descs, DESCS))
+                self._write("descs", _concat_arrays(descs, _DESCS_WIRE))
             if dlists:
-                self._write("dlists", _concat_arrays(dlists, DLISTS))
+                self._write("dlists", _concat_arrays(dlists, _DLISTS_WIRE))
             if layouts:
                 self._write("layouts", pa.RecordBatch.from_pylist(layouts, schema=LAYOUTS))
             if events:
@@ -263,7 +283,7 @@ class Recorder:
             sink.close()
         self.closed = True
         self._info["closed"] = True
-        self._info["events"] = next(self._seq)
+        self._info["events"] = self._next_seq
         self._write_info()
 
     def _write_info(self) -> None:
@@ -279,24 +299,63 @@ class Recorder:
         self.close()
 
 
+def _list_array(col: tuple, typ: pa.DataType) -> pa.Array:
+    """A list<int> column from Python lists/None without per-element boxing in Arrow."""
+    n = len(col)
+    nulls = col.count(None)
+    if nulls == n:
+        return pa.nulls(n, typ)
+    lens = np.fromiter((0 if v is None else len(v) for v in col), dtype=np.int32, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    flat = list(itertools.chain.from_iterable(v for v in col if v is not None))
+    values = pa.array(flat, type=typ.value_type)
+    mask = pa.array(np.fromiter((v is None for v in col), dtype=bool, count=n)) if nulls else None
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=typ, mask=mask)
+
+
 def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
-    cols = list(zip(*rows))
-    arrays = [pa.array(cols[i], type=EVENTS.field(i).type) for i in range(_N_EVENT_COLS)]
+    n = len(rows)
+    first = rows[0][0]
+    arrays = [pa.array(np.arange(first, first + n, dtype=np.int64))]  # seq is contiguous per flush
+    for i in range(1, _N_EVENT_COLS):
+        typ = EVENTS.field(i).type
+        col = list(map(_GETTERS[i], rows))  # faster than zip(*rows) on wide, long buffers
+        if col.count(None) == n:
+            arrays.append(pa.nulls(n, typ))
+        else:
+            arrays.append(pa.array(col, type=typ))
     return pa.RecordBatch.from_arrays(arrays, schema=EVENTS)
 
 
 def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+    """One batch from many array-path chunks: numpy columns concatenated once, per-chunk
+    scalars (agent names, op, dlist ids) expanded with one ``take``."""
+    lens = np.fromiter((c["_n"] for c in chunks), dtype=np.int64, count=len(chunks))
+    expand = np.repeat(np.arange(len(chunks)), lens)
     arrays = []
     for field in schema:
-        parts = []
-        for c in chunks:
-            v = c[field.name]
-            n = c["_n"]
-            if v is None or isinstance(v, (str, int)):
-                parts.append(pa.array([v] * n, type=field.type) if v is not None else pa.nulls(n, field.type))
+        vals = [c[field.name] for c in chunks]
+        if all(v is None or isinstance(v, (str, int, np.integer)) for v in vals):
+            if all(v is None for v in vals):
+                arrays.append(pa.nulls(len(expand), field.type))
+            elif pa.types.is_dictionary(field.type):  # names: store each distinct one once
+                uniq = list(dict.fromkeys(vals))
+                pos = {v: i for i, v in enumerate(uniq)}
+                codes = np.fromiter((pos[v] for v in vals), dtype=np.int32, count=len(vals))[expand]
+                mask = None if None not in pos else pa.array(codes == pos[None])
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(uniq, pa.string())))
             else:
-                parts.append(pa.array(np.ascontiguousarray(v), type=field.type))
-        arrays.append(pa.concat_arrays(parts) if len(parts) > 1 else parts[0])
+                arrays.append(pa.array(vals, type=field.type).take(pa.array(expand)))
+        else:
+            parts = [np.full(n, v if v is not None else 0) if (v is None or np.ndim(v) == 0) else np.asarray(v)
+                     for v, n in zip(vals, lens)]
+            arr = pa.array(np.concatenate(parts).astype(field.type.to_pandas_dtype(), copy=False), type=field.type)
+            if any(v is None for v in vals):
+                mask = np.repeat(np.fromiter((v is None for v in vals), dtype=bool, count=len(vals)), lens)
+                arr = pa.array(np.concatenate(parts).astype(field.type.to_pandas_dtype(), copy=False),
+                               type=field.type, mask=mask)
+            arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
