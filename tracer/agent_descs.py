@@ -1,0 +1,81 @@
+"""Descriptor lists of the NIXL binding as numpy columns (address, bytes, device).
+
+NIXL's descriptor lists (``nixlXferDList``, ``nixlRegDList``) are C++ objects; reading
+them item by item costs ~0.3 µs per descriptor. Their pickled state ends with the raw
+array of ``(addr u64, len u64, dev u64)`` triples, which we view with numpy (~25 µs for
+1000 descriptors) after checking it against the first and last items, and fall back to
+item access whenever the check fails (a future NIXL may change that layout).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+_EMPTY_U64 = np.zeros(0, np.uint64)
+_EMPTY_I32 = np.zeros(0, np.int32)
+
+
+class Descs(NamedTuple):
+    """Parallel columns of a descriptor list."""
+    addr: np.ndarray      # uint64
+    nbytes: np.ndarray    # uint64
+    device: np.ndarray    # int32
+    mem_type: str         # DRAM | VRAM | BLOCK | OBJ | FILE
+
+    def take(self, idx: np.ndarray) -> "Descs":
+        """The entries at ``idx`` (a prepped transfer's index list)."""
+        return Descs(self.addr[idx], self.nbytes[idx], self.device[idx], self.mem_type)
+
+
+def mem_name(seg) -> str:
+    """'DRAM' for DRAM_SEG, 'VRAM' for VRAM_SEG, 'BLOCK' for BLK_SEG..."""
+    name = getattr(seg, "name", str(seg)).rsplit(".", 1)[-1]
+    name = name[:-4] if name.endswith("_SEG") else name
+    return "BLOCK" if name == "BLK" else name
+
+
+def _fast(dl, n: int):
+    raw = dl.__getstate__()
+    if not raw.endswith(b"|") or len(raw) < 24 * n + 1:
+        return None
+    a = np.frombuffer(raw, dtype="<u8", count=3 * n, offset=len(raw) - 1 - 24 * n).reshape(n, 3)
+    first, last = dl[0], dl[n - 1]
+    if (int(a[0, 0]), int(a[0, 1]), int(a[0, 2]) & 0xFFFFFFFF) != (first[0], first[1], first[2]) or \
+            (int(a[-1, 0]), int(a[-1, 1]), int(a[-1, 2]) & 0xFFFFFFFF) != (last[0], last[1], last[2]):
+        return None
+    return a
+
+
+def xfer_descs(dl) -> Descs:
+    """Columns of a ``nixlXferDList`` (also works for any list with item access)."""
+    n = dl.descCount()
+    mem = mem_name(dl.getType())
+    if n == 0:
+        return Descs(_EMPTY_U64, _EMPTY_U64, _EMPTY_I32, mem)
+    a = None
+    try:
+        a = _fast(dl, n)
+    except Exception:  # layout changed: item access below is always right
+        a = None
+    if a is None:
+        a = np.array([tuple(dl[i])[:3] for i in range(n)], dtype=np.uint64).reshape(n, 3)
+    return Descs(a[:, 0].copy(), a[:, 1].copy(), (a[:, 2] & 0xFFFFFFFF).astype(np.int32), mem)
+
+
+def reg_descs(dl) -> Descs:
+    """Columns of a ``nixlRegDList`` (few entries: item access; entries carry meta strings)."""
+    n = dl.descCount()
+    rows = [tuple(dl[i])[:3] for i in range(n)]
+    a = np.array(rows, dtype=np.uint64).reshape(n, 3)
+    return Descs(a[:, 0].copy(), a[:, 1].copy(), a[:, 2].astype(np.int32), mem_name(dl.getType()))
+
+
+def strided_descs(arr: np.ndarray, mem_type: str) -> Descs:
+    """Expand an Nx5 (addr, len, dev, stride, count) prep array, row by row."""
+    arr = np.asarray(arr, dtype=np.uint64)
+    counts = arr[:, 4].astype(np.int64)
+    rows = np.repeat(np.arange(len(arr)), counts)
+    k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    addr = arr[rows, 0] + k.astype(np.uint64) * arr[rows, 3]
+    return Descs(addr, arr[rows, 1].copy(), arr[rows, 2].astype(np.int32), mem_type)

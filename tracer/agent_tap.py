@@ -1,0 +1,225 @@
+"""BindingTap: records what a nixl_agent asks of its C++ binding object.
+
+``nixl_agent`` keeps the binding in ``self.agent`` and every public method funnels into
+it (``register_memory`` -> ``registerMem``, ``transfer`` -> ``postXferReq``, handle
+``release()`` and ``__del__`` -> ``releaseXferReq``, ``update_notifs`` and
+``check_remote_xfer_done`` -> ``getNotifs``...). Tapping there, instead of overriding the
+Python methods, records every path -- including the ones that bypass the public methods
+-- while the Python layer, its arguments and its results stay NIXL's own.
+
+Ordering invariant: an ``xfer_post`` / ``notif_send`` is recorded *before* NIXL is asked
+to act, so no effect of it (a notification polled by another thread of this process)
+can get a smaller ``seq``. Completions and registrations are recorded after NIXL
+reports them.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+import numpy as np
+
+from .agent_descs import Descs, reg_descs, strided_descs, xfer_descs
+from .recorder import Recorder, current_request
+from .schema import EventKind as K
+
+
+class _Dlist:
+    __slots__ = ("id", "agent", "descs")
+
+    def __init__(self, id_: int, agent: str, descs: Descs):
+        self.id, self.agent, self.descs = id_, agent, descs
+
+
+class _Handle:
+    """One transfer handle: descriptors resolved once, state of its latest posting."""
+    __slots__ = ("op", "remote", "src_agent", "dst_agent", "src", "dst", "src_dlist", "src_idx",
+                 "dst_dlist", "dst_idx", "notif", "total", "detail", "xfer", "request", "terminal")
+
+    def __init__(self, op: str, local_name: str, remote: str, local: Descs, remote_d: Descs,
+                 notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = ""):
+        self.op, self.remote, self.notif, self.detail = op, remote, notif, detail
+        write = op == "WRITE"  # src/dst is the direction the bytes move, whoever initiated
+        self.src_agent, self.dst_agent = (local_name, remote) if write else (remote, local_name)
+        self.src, self.dst = (local, remote_d) if write else (remote_d, local)
+        self.src_dlist, self.src_idx = (ldl, lidx) if write else (rdl, ridx)
+        self.dst_dlist, self.dst_idx = (rdl, ridx) if write else (ldl, lidx)
+        self.total = int(local.nbytes.sum()) if len(local.nbytes) else 0
+        self.xfer = None
+        self.request = None
+        self.terminal = False
+
+
+class BindingTap:
+    """Stands in for ``nixl_agent.agent``; unknown attributes pass through (and are cached)."""
+
+    def __init__(self, inner, name: str, recorder: Recorder, parse=None, telemetry: bool = False):
+        self._inner = inner
+        self._name = name
+        self._rec = recorder
+        self._parse = parse
+        self._telemetry = telemetry
+        self._bind = sys.modules[type(inner).__module__]
+        self._dlists: dict[int, _Dlist] = {}
+        self._handles: dict[int, _Handle] = {}
+        self._lock = threading.Lock()  # a completion is recorded once even if two threads poll
+
+    def __getattr__(self, attr):
+        value = getattr(self._inner, attr)
+        if callable(value):
+            setattr(self, attr, value)  # next call skips __getattr__
+        return value
+
+    def _request(self, msg) -> str | None:
+        req = current_request.get()
+        if req is None and self._parse is not None and msg:
+            req = self._parse(msg)
+        return req
+
+    # ------------------------------------------------------------ memory
+    def registerMem(self, descs, *args, **kwargs):
+        out = self._inner.registerMem(descs, *args, **kwargs)
+        self._regions(K.REGISTER, descs)
+        return out
+
+    def deregisterMem(self, descs, *args, **kwargs):
+        out = self._inner.deregisterMem(descs, *args, **kwargs)
+        self._regions(K.DEREGISTER, descs)
+        return out
+
+    def _regions(self, kind, descs) -> None:
+        d = reg_descs(descs)
+        for a, n, dev in zip(d.addr.tolist(), d.nbytes.tolist(), d.device.tolist()):
+            self._rec.event(kind, self._name, None, addr=a, nbytes=n, mem_type=d.mem_type, device=dev)
+
+    # ------------------------------------------------------------ prepared lists
+    def prepXferDlist(self, agent_name, *args):
+        handle = self._inner.prepXferDlist(agent_name, *args)
+        if len(args) >= 2 and isinstance(args[1], np.ndarray) and args[1].ndim == 2 and args[1].shape[1] == 5:
+            from .agent_descs import mem_name
+            d = strided_descs(args[1], mem_name(args[0]))
+        else:
+            d = xfer_descs(args[0])
+        local = agent_name == self._bind.NIXL_INIT_AGENT
+        owner = self._name if local else agent_name
+        dl = _Dlist(self._rec.new_dlist_id(), owner, d)
+        self._rec.dlist_array(dl.id, owner, None if local else agent_name, d.addr, d.nbytes, d.device,
+                              mem_type=d.mem_type)
+        self._dlists[handle] = dl
+        return handle
+
+    def releasedDlistH(self, handle):
+        out = self._inner.releasedDlistH(handle)
+        self._dlists.pop(handle, None)
+        return out
+
+    # ------------------------------------------------------------ transfer handles
+    def _op(self, op) -> str:
+        return "WRITE" if op == self._bind.NIXL_WRITE else "READ"
+
+    def makeXferReq(self, op, local_h, local_idx, remote_h, remote_idx, notif=b"", *args):
+        handle = self._inner.makeXferReq(op, local_h, local_idx, remote_h, remote_idx, notif, *args)
+        L, R = self._dlists.get(local_h), self._dlists.get(remote_h)
+        if L is not None and R is not None:
+            li = np.asarray(local_idx, dtype=np.int64)
+            ri = np.asarray(remote_idx, dtype=np.int64)
+            detail = json.dumps({"handle": hex(handle), "prepped": True})
+            self._handles[handle] = _Handle(self._op(op), self._name, R.agent, L.descs.take(li),
+                                            R.descs.take(ri), _bytes(notif), L.id, li, R.id, ri, detail)
+        return handle
+
+    def createXferReq(self, op, local_descs, remote_descs, remote_agent, notif=b"", *args):
+        handle = self._inner.createXferReq(op, local_descs, remote_descs, remote_agent, notif, *args)
+        detail = json.dumps({"handle": hex(handle), "prepped": False})
+        self._handles[handle] = _Handle(self._op(op), self._name, remote_agent, xfer_descs(local_descs),
+                                        xfer_descs(remote_descs), _bytes(notif), detail=detail)
+        return handle
+
+    def postXferReq(self, handle, notif=b"", *args):
+        H = self._handles.get(handle)
+        if H is None or self._rec.closed:
+            return self._inner.postXferReq(handle, notif, *args)
+        msg = _bytes(notif) or H.notif  # an empty message keeps the one given at creation
+        req = self._request(msg)
+        xid = self._rec.new_xfer_id()
+        self._rec.descs_array(xid, H.op, H.src_agent, H.dst_agent, H.src.addr, H.dst.addr, H.src.nbytes,
+                              src_device=H.src.device, dst_device=H.dst.device,
+                              src_dlist=H.src_dlist, src_idx=H.src_idx,
+                              dst_dlist=H.dst_dlist, dst_idx=H.dst_idx)
+        with self._lock:
+            H.xfer, H.request, H.terminal = xid, req, False
+        self._rec.event(K.XFER_POST, self._name, req, xfer=xid, peer=H.remote, nbytes=H.total,
+                        msg=msg or None, detail=H.detail)
+        try:
+            status = self._inner.postXferReq(handle, notif, *args)
+        except Exception as e:  # NIXL raises on failures found at post (e.g. peer disconnected)
+            self._terminal(handle, H, None, e)
+            raise
+        if status != self._bind.NIXL_IN_PROG:
+            self._terminal(handle, H, status)
+        return status
+
+    def getXferStatus(self, handle):
+        try:
+            status = self._inner.getXferStatus(handle)
+        except Exception as e:  # NIXL 1.x raises instead of returning an error status
+            H = self._handles.get(handle)
+            if H is not None:
+                self._terminal(handle, H, None, e)
+            raise
+        if status != self._bind.NIXL_IN_PROG:
+            H = self._handles.get(handle)
+            if H is not None and not H.terminal:
+                self._terminal(handle, H, status)
+        return status
+
+    def _terminal(self, handle, H: _Handle, status, error: Exception | None = None) -> None:
+        with self._lock:
+            if H.terminal or H.xfer is None:
+                return
+            H.terminal = True
+        ok = error is None and status == self._bind.NIXL_SUCCESS
+        detail = {}
+        if error is not None:
+            detail["error"] = f"{type(error).__name__}: {error}"
+        elif not ok:
+            detail["error"] = str(status)
+        if ok and self._telemetry:
+            try:
+                t = self._inner.getXferTelemetry(handle)
+                detail["telemetry"] = {"start_us": t.startTime, "post_us": t.postDuration,
+                                       "xfer_us": t.xferDuration, "bytes": t.totalBytes, "descs": t.descCount}
+            except Exception:  # telemetry is best effort; the completion itself is the fact
+                pass
+        self._rec.event(K.XFER_DONE if ok else K.XFER_ERROR, self._name, H.request, xfer=H.xfer,
+                        peer=H.remote, nbytes=H.total, status="DONE" if ok else "ERR", detail=detail or None)
+
+    def releaseXferReq(self, handle):
+        out = self._inner.releaseXferReq(handle)
+        H = self._handles.pop(handle, None)
+        if H is not None and H.xfer is not None and not self._rec.closed:
+            self._rec.event(K.XFER_RELEASE, self._name, H.request, xfer=H.xfer, peer=H.remote)
+        return out
+
+    # ------------------------------------------------------------ notifications
+    def genNotif(self, remote, msg, *args):
+        if not self._rec.closed:
+            m = _bytes(msg)
+            self._rec.event(K.NOTIF_SEND, self._name, self._request(m), peer=remote, msg=m)
+        return self._inner.genNotif(remote, msg, *args)
+
+    def getNotifs(self, notif_map, *args):
+        before = {k: len(v) for k, v in notif_map.items()} if notif_map else {}
+        out = self._inner.getNotifs(notif_map, *args)
+        if out and not self._rec.closed:
+            for peer, msgs in out.items():
+                for m in msgs[before.get(peer, 0):]:  # one notif_recv per new message
+                    self._rec.event(K.NOTIF_RECV, self._name, self._request(m), peer=peer, msg=m)
+        return out
+
+
+def _bytes(msg) -> bytes:
+    if isinstance(msg, str):
+        return msg.encode()
+    return bytes(msg) if msg else b""
