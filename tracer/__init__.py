@@ -1,10 +1,21 @@
 """kvtrace.tracer — the trace format, the Recorder, the reader and the trace builder.
 
-Heavy parts (TracedAgent, the reference engine) live in their own modules and are
-imported by those who need them.
+Names are imported lazily (PEP 562) so that `kvtrace --help` does not pay for pyarrow.
 """
-from .reader import Trace, TraceError, open_trace
-from .recorder import Recorder
-from .schema import SCHEMA_VERSION, EventKind
+from __future__ import annotations
 
-__all__ = ["EventKind", "Recorder", "SCHEMA_VERSION", "Trace", "TraceError", "open_trace"]
+import importlib
+
+_LAZY = {
+    "EventKind": ".schema", "SCHEMA_VERSION": ".schema",
+    "Recorder": ".recorder",
+    "Trace": ".reader", "TraceError": ".reader", "open_trace": ".reader",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -67,7 +67,7 @@ def read_stream(path: str, schema: pa.Schema) -> StreamRead:
     if ver is not None and int(ver) != SCHEMA_VERSION:
         raise TraceError(f"{path}: written by trace format version {int(ver)}; this kvtrace reads version {SCHEMA_VERSION}")
     table = pa.Table.from_batches(batches, schema=file_schema)
-    return StreamRead(_conform(table, schema), len(batches), truncated, max(0, size - good_pos) if truncated else 0)
+    return StreamRead(_conform(table, schema), sum(1 for b in batches if b.num_rows), truncated, max(0, size - good_pos) if truncated else 0)
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -15,6 +15,7 @@ import json
 import operator
 import os
 import socket
+import sys
 import threading
 import time
 from threading import get_ident
@@ -82,6 +83,8 @@ class Recorder:
         self._layouts: list[dict] = []
         self._pending_rows = 0
         self.closed = False
+        self.dropped_rows = 0
+        self._warned = False
         self._t0 = time.monotonic_ns()
         self._info = {"pid": os.getpid(), "host": socket.gethostname(),
                       "clock": f"monotonic_ns@{socket.gethostname()}", "closed": False,
@@ -90,7 +93,9 @@ class Recorder:
         self._writers = {}
         for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE), ("layouts", LAYOUTS), ("events", EVENTS)):
             sink = pa.OSFile(os.path.join(self.dir, name + ".arrows"), "wb")
-            self._writers[name] = (sink, pa.ipc.new_stream(sink, schema))
+            writer = pa.ipc.new_stream(sink, schema)
+            writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema))  # schema on disk now: a crash leaves a readable stream
+            self._writers[name] = (sink, writer)
             sink.flush()
         _manifest.add_shard(self.trace_dir, shard, manifest_extra or {})
         self._wake = threading.Event()
@@ -257,15 +262,38 @@ class Recorder:
                 layouts, self._layouts = self._layouts, []
                 self._pending_rows = 0
             if descs:
-                self._write("descs", _concat_arrays(descs, _DESCS_WIRE))
+                self._write("descs", self._convert(descs, lambda c: _concat_arrays(c, _DESCS_WIRE)))
             if dlists:
-                self._write("dlists", _concat_arrays(dlists, _DLISTS_WIRE))
+                self._write("dlists", self._convert(dlists, lambda c: _concat_arrays(c, _DLISTS_WIRE)))
             if layouts:
-                self._write("layouts", pa.RecordBatch.from_pylist(layouts, schema=LAYOUTS))
+                self._write("layouts", self._convert(layouts, lambda c: pa.RecordBatch.from_pylist(c, schema=LAYOUTS)))
             if events:
-                self._write("events", _events_batch(events))
+                self._write("events", self._convert(events, _events_batch))
 
-    def _write(self, name: str, batch: pa.RecordBatch) -> None:
+    def _convert(self, rows: list, convert) -> pa.RecordBatch | None:
+        """Convert buffered rows; if some row has values of the wrong type, keep every good
+        row (one at a time) and say once on stderr how many were dropped and why."""
+        try:
+            return convert(rows)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as first_error:
+            good = []
+            for r in rows:
+                try:
+                    convert([r])
+                    good.append(r)
+                except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                    self.dropped_rows += 1
+            if not self._warned:
+                self._warned = True
+                print(f"kvtrace: recorder {self.shard}: dropped rows with invalid values ({first_error})",
+                      file=sys.stderr)
+            if not good:
+                return None
+            return convert(good) if not isinstance(good[0], tuple) else _events_batch_sparse(good)
+
+    def _write(self, name: str, batch: pa.RecordBatch | None) -> None:
+        if batch is None:
+            return
         sink, writer = self._writers[name]
         writer.write_batch(batch)
         sink.flush()
@@ -328,6 +356,12 @@ def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=EVENTS)
 
 
+def _events_batch_sparse(rows: list[tuple]) -> pa.RecordBatch:
+    """Like _events_batch for rows whose seqs may have gaps (after dropping bad rows)."""
+    batch = _events_batch(rows)
+    return batch.set_column(0, EVENTS.field(0), pa.array([r[0] for r in rows], pa.int64()))
+
+
 def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
     """One batch from many array-path chunks: numpy columns concatenated once, per-chunk
     scalars (agent names, op, dlist ids) expanded with one ``take``."""
@@ -340,11 +374,12 @@ def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
             if all(v is None for v in vals):
                 arrays.append(pa.nulls(len(expand), field.type))
             elif pa.types.is_dictionary(field.type):  # names: store each distinct one once
-                uniq = list(dict.fromkeys(vals))
+                uniq = [v for v in dict.fromkeys(vals) if v is not None]
                 pos = {v: i for i, v in enumerate(uniq)}
-                codes = np.fromiter((pos[v] for v in vals), dtype=np.int32, count=len(vals))[expand]
-                mask = None if None not in pos else pa.array(codes == pos[None])
-                arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, mask=mask), pa.array(uniq, pa.string())))
+                codes = np.fromiter((pos.get(v, -1) for v in vals), dtype=np.int32, count=len(vals))[expand]
+                mask = codes < 0
+                idx = pa.array(np.maximum(codes, 0), mask=mask if mask.any() else None)
+                arrays.append(pa.DictionaryArray.from_arrays(idx, pa.array(uniq, pa.string())))
             else:
                 arrays.append(pa.array(vals, type=field.type).take(pa.array(expand)))
         else:
