@@ -1,0 +1,109 @@
+"""``kvtrace record -o DIR -- CMD``: run any NIXL program unmodified, every agent traced.
+
+The launcher creates the trace directory, then runs CMD with ``autotrace/_site`` first on
+PYTHONPATH and ``KVTRACE_TRACE_DIR`` set; the injected ``sitecustomize`` patches NIXL's
+``nixl_agent`` in that process and, since the environment is inherited, in every Python
+child it starts (multiprocessing spawn included). Each process that creates an agent
+writes its own shard ``<prog>-<pid>`` and lists it in the manifest; the launcher marks the
+trace complete when CMD exits. CMD's stdin/stdout/stderr are CMD's own and its exit code
+is returned unchanged. Interpreters started with ``-E``/``-I`` ignore PYTHONPATH and are
+not traced.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+
+def _prog_name(cmd: list[str]) -> str:
+    """'prog' for ``python prog.py``, ``python -m pkg.prog`` or ``./prog``."""
+    exe = os.path.basename(cmd[0])
+    if exe.startswith("python"):
+        args = cmd[1:]
+        for i, a in enumerate(args):
+            if a == "-m" and i + 1 < len(args):
+                return args[i + 1].rsplit(".", 1)[-1]
+            if a == "-c":
+                return "python-c"
+            if not a.startswith("-"):
+                return os.path.splitext(os.path.basename(a))[0] or "python"
+        return "python"
+    return os.path.splitext(exe)[0] or "proc"
+
+
+def _prepare_dir(out: str, force: bool) -> None:
+    from ..cli import UserError
+    if os.path.exists(out):
+        if not os.path.isdir(out):
+            raise UserError(f"{out} exists and is not a directory")
+        if os.listdir(out):
+            if not force:
+                raise UserError(f"{out} already exists; pass --force to overwrite it")
+            if not os.path.exists(os.path.join(out, "manifest.json")):
+                raise UserError(f"{out} is not a trace directory; refusing to delete it")
+            shutil.rmtree(out)
+    os.makedirs(out, exist_ok=True)
+
+
+def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | None = None) -> dict:
+    """The environment that makes a Python process trace its NIXL agents into ``trace_dir``."""
+    from . import autotrace
+    env = dict(os.environ if base is None else base)
+    site = os.path.join(os.path.dirname(os.path.abspath(autotrace.__file__)), "_site")
+    env["PYTHONPATH"] = site + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env[autotrace.ENV_DIR] = os.path.abspath(trace_dir)
+    env[autotrace.ENV_TAG] = request_tag or "auto"
+    env[autotrace.ENV_PROG] = prog
+    return env
+
+
+def run_program(args, cmd: list[str]) -> int:
+    """Run ``cmd`` traced into ``args.output``; returns cmd's exit code (128+N for signal N)."""
+    from ..cli import UserError
+    from . import manifest
+    from .tags import make_parser
+    try:
+        make_parser(args.request_tag)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    out = args.output
+    _prepare_dir(out, bool(getattr(args, "force", False)))
+    prog = _prog_name(cmd)
+    manifest.update(out, tool="kvtrace", command=list(cmd), mode="program",
+                    request_tag=args.request_tag or "auto")
+    env = child_env(out, args.request_tag, prog)
+    try:
+        proc = subprocess.Popen(cmd, env=env)
+    except OSError as e:
+        manifest.finish(out, exit_code=None, error=str(e))
+        raise UserError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
+    while True:
+        try:
+            rc = proc.wait()
+            break
+        except KeyboardInterrupt:  # the child got the same SIGINT; wait for it to finish
+            continue
+    man = manifest.read(out)
+    manifest.finish(out, exit_code=rc)
+    _summary(out, man.get("shards", []))
+    return rc if rc >= 0 else 128 - rc
+
+
+def _summary(out: str, shards: list[str]) -> None:
+    import json
+    events, unclosed = 0, []
+    for s in shards:
+        try:
+            with open(os.path.join(out, s, "shard.json")) as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            unclosed.append(s)
+            continue
+        events += int(info.get("events") or 0)
+        if not info.get("closed"):
+            unclosed.append(s)
+    note = f"; not closed: {', '.join(unclosed)}" if unclosed else ""
+    print(f"kvtrace record: {len(shards)} shard(s), {events} events -> {out}{note}", file=sys.stderr)
+
