@@ -1,0 +1,160 @@
+"""Host side of the Triton kernels: views, offsets, grids, and finishing the reductions.
+
+Inputs arrive bounds-checked from ``api.py`` as flat uint8 torch views and int64 numpy
+arrays. Word (int32) views are used when every offset and size allows them, else the
+byte variants run; both give the same bits.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import _cpu
+from ._triton import build
+from .provenance import Provenance
+
+# elements per block and blocks per program; the interpreter gets small blocks so tests
+# cover chunk splitting at small sizes and stay fast
+CONFIG = {False: dict(BLOCK=1024, ITERS=4, num_warps=4), True: dict(BLOCK=64, ITERS=2, num_warps=1)}
+_MAX_GRID_Y = 65535
+
+
+def _dev(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a)).to(like.device)
+
+
+def _words(u8: torch.Tensor) -> torch.Tensor | None:
+    """An int32 view of a uint8 view, or None when its address or length forbid one."""
+    if u8.data_ptr() % 4 or u8.numel() < 4:
+        return None
+    try:
+        return u8[: u8.numel() // 4 * 4].view(torch.int32)
+    except RuntimeError:
+        return None
+
+
+def _grid_y(units: int, per_program: int) -> tuple[int, int]:
+    """(programs along y, iterations) so that y stays under CUDA's grid limit."""
+    iters = 1
+    while -(-units // (per_program * iters)) > _MAX_GRID_Y:
+        iters *= 2
+    return max(1, -(-units // (per_program * iters))), iters
+
+
+def checksum(views: list[torch.Tensor], reg, off, n, interpret: bool) -> np.ndarray:
+    cfg = CONFIG[interpret]
+    if len(off) == 0:
+        return np.zeros(0, np.uint64)
+    anchor = views[0]
+    ptrs = np.array([v.data_ptr() for v in views], dtype=np.int64)
+    delta = ptrs[reg] - ptrs[0] + off
+    a32 = _words(anchor)
+    aligned = a32 is not None and not (delta % 4).any() and not (n % 4).any()
+    d = delta // 4 if aligned else delta
+    words = int(((n.max() + 3) // 4))
+    split, mult = _grid_y(words, cfg["BLOCK"] * cfg["ITERS"])
+    lo = torch.empty(len(off) * split, dtype=torch.int32, device=anchor.device)
+    hi = torch.empty_like(lo)
+    build(interpret).kvh64[(len(off), split)](
+        anchor, a32 if aligned else anchor, _dev(d, anchor), _dev(n, anchor), lo, hi, split,
+        BLOCK=cfg["BLOCK"], ITERS=cfg["ITERS"] * mult, ALIGNED=aligned, num_warps=cfg["num_warps"])
+    mask = 0xFFFFFFFF
+    lo = ((lo.view(-1, split).to(torch.int64) & mask).sum(1).cpu().numpy() + n) & mask
+    hi = (hi.view(-1, split).to(torch.int64) & mask).sum(1).cpu().numpy() & mask
+    return (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
+
+
+def _overlapping(so, do, n, same: bool) -> bool:
+    """Would running the ranges at once differ from running them in order?"""
+    k = n > 0
+    so, do, n = so[k], do[k], n[k]
+    order = np.argsort(do, kind="stable")
+    ds, de = do[order], (do + n)[order]
+    if len(ds) > 1 and (ds[1:] < np.maximum.accumulate(de)[:-1]).any():
+        return True
+    if not same or len(so) == 0:
+        return False
+    # does any destination intersect any source? (sources may overlap each other freely)
+    s_order = np.argsort(so)
+    ss, se = so[s_order], np.maximum.accumulate((so + n)[s_order])
+    i = np.searchsorted(ss, do + n, side="left")  # sources starting before each dst end
+    return bool(((i > 0) & (se[np.maximum(i - 1, 0)] > do)).any())
+
+
+def copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool) -> None:
+    same = sv.untyped_storage().data_ptr() == dv.untyped_storage().data_ptr()
+    if _overlapping(so, do, n, same):
+        for a, b, k in zip(so.tolist(), do.tolist(), n.tolist()):
+            if k:  # in order, through a temporary: exactly numpy's slice semantics
+                dv[b:b + k].copy_(sv[a:a + k].clone())
+        return
+    s32, d32 = _words(sv), _words(dv)
+    word_ok = (s32 is not None and d32 is not None) & (so % 4 == 0) & (do % 4 == 0) & (n % 4 == 0)
+    for sel, words in ((np.nonzero(word_ok)[0], True), (np.nonzero(~word_ok)[0], False)):
+        if len(sel) == 0 or not n[sel].any():
+            continue
+        unit = 4 if words else 1
+        a, b, k = so[sel] // unit, do[sel] // unit, n[sel] // unit
+        hint = 4 if words and not ((a % 4).any() or (b % 4).any()) else 1
+        _copy_launch(s32 if words else sv, d32 if words else dv, a, b, k, hint, interpret)
+
+
+def _copy_launch(src, dst, a, b, k, hint, interpret):
+    cfg = CONFIG[interpret]
+    split, mult = _grid_y(int(k.max()), cfg["BLOCK"] * cfg["ITERS"])
+    build(interpret).copy[(len(k), split)](
+        src, dst, _dev(a, dst), _dev(b, dst), _dev(k, dst),
+        BLOCK=cfg["BLOCK"], ITERS=cfg["ITERS"] * mult, HINT=hint, num_warps=cfg["num_warps"])
+
+
+def fill(dv: torch.Tensor, off, n, w0, w1, w2, kind, interpret: bool) -> None:
+    cfg = CONFIG[interpret]
+    if len(off) == 0 or not n.any():
+        return
+    d32 = _words(dv)
+    aligned = d32 is not None and not (off % 4).any() and not (n % 4).any()
+    units = int((n.max() + 3) // 4) if aligned else int(n.max())
+    split, mult = _grid_y(units, cfg["BLOCK"] * cfg["ITERS"])
+    i32 = lambda a: _dev(a.astype(np.uint32).view(np.int32), dv)  # noqa: E731
+    build(interpret).fill[(len(off), split)](
+        dv, d32 if aligned else dv, _dev(off // 4 if aligned else off, dv), _dev(n, dv),
+        i32(w0), i32(w1), i32(w2), _dev(kind, dv),
+        BLOCK=cfg["BLOCK"], ITERS=cfg["ITERS"] * mult, ALIGNED=aligned, num_warps=cfg["num_warps"])
+
+
+def decode(dv: torch.Tensor, off, n, interpret: bool) -> list[Provenance]:
+    """Counts on the device; a page without a strict majority is decoded on the host, so
+    the answer always equals provenance.decode's."""
+    d32 = _words(dv)
+    out: list[Provenance | None] = [None] * len(off)
+    ng = n // 16
+    fast = np.nonzero((ng > 0) & (off % 4 == 0))[0] if d32 is not None else np.zeros(0, np.int64)
+    if len(fast):
+        cfg = CONFIG[interpret]
+        dw, g = off[fast] // 4, ng[fast]
+        pick = np.stack([np.zeros_like(g), g // 2, g - 1], 1)           # candidate groups
+        idx = dw[:, None, None] + pick[:, :, None] * 4 + np.arange(3)[None, None, :]
+        cand = d32[_dev(idx.reshape(-1), dv)].contiguous()
+        split, _ = _grid_y(int(g.max()), cfg["BLOCK"])
+        cnt = torch.zeros(len(fast) * split * 5, dtype=torch.int32, device=dv.device)
+        build(interpret).decode[(len(fast), split)](
+            d32, _dev(dw, dv), _dev(g, dv), cand, cnt, split, BLOCK=cfg["BLOCK"],
+            num_warps=cfg["num_warps"])
+        cnt = cnt.view(len(fast), split, 5).sum(1).cpu().numpy()
+        cw = cand.view(-1, 3, 3).cpu().numpy().view(np.uint32)
+        for j, p in enumerate(fast.tolist()):
+            groups = int(g[j])
+            if 2 * cnt[j, 0] > groups:
+                out[p] = Provenance("poison", agree=float(cnt[j, 0]) / groups)
+                continue
+            k = int(np.argmax(cnt[j, 1:4]))
+            if 2 * cnt[j, 1 + k] > groups:   # a strict majority is the mode decode() finds
+                w0, w1, w2 = (int(x) for x in cw[j, k])
+                out[p] = Provenance("data", w0, w1 >> 24, w1 & 0xFFFFFF, w2,
+                                    float(cnt[j, 1 + k]) / groups, bool(cnt[j, 4] == 0))
+    rest = [i for i, p in enumerate(out) if p is None]
+    if rest:
+        host = {i: dv[off[i]: off[i] + n[i]].cpu().numpy() for i in rest}
+        for i in rest:
+            out[i] = _cpu.decode_many(host[i], np.zeros(1, np.int64), n[i:i + 1])[0]
+    return out
