@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The README's main job: set up, record a production-like PD session on real NIXL (CPU),
+# check the trace against the format contract, and print its summary and findings.
+# The session runs the seeds' configuration: bf16 index_k with the uniform-slot-count bug.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+K=.venv/bin/kvtrace
+$K record --workload production --index-k bf16 --inject uniform-slot-count -o "$OUT/session.kvtrace" --force
+if [ -f ../shared/tools/validate_trace.py ]; then
+  .venv/bin/python ../shared/tools/validate_trace.py "$OUT/session.kvtrace"
+fi
+$K info "$OUT/session.kvtrace"
+# exit status 1 from check means "findings at error level" — expected for this buggy session
+$K check "$OUT/session.kvtrace" || true
+echo
+echo "Next: kvtrace tui $OUT/session.kvtrace    |  kvtrace replay $OUT/session.kvtrace --scheduler pct --seed 1 -o $OUT/replay.kvtrace"
