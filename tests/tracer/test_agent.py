@@ -1,0 +1,237 @@
+"""TracedAgent with two real NIXL agents (UCX, DRAM) in one process."""
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+import numpy as np
+import pytest
+
+nixl_api = pytest.importorskip("nixl._api")
+
+from kvtrace.tracer import Recorder, open_trace  # noqa: E402
+from kvtrace.tracer.agent import TracedAgent, original_agent_class  # noqa: E402
+
+PAGE = 256
+
+
+def _cfg(**kw):
+    return nixl_api.nixl_agent_config(backends=["UCX"], **kw)
+
+
+def _wait(agent, h):
+    while (s := agent.check_xfer_state(h)) == "PROC":
+        pass
+    return s
+
+
+def _notifs(agent, n, timeout=10.0, how="get"):
+    got, deadline = {}, time.time() + timeout
+    while sum(len(v) for v in got.values()) < n and time.time() < deadline:
+        new = agent.get_new_notifs() if how == "get" else agent.update_notifs()
+        for k, v in new.items():
+            got.setdefault(k, []).extend(v) if how == "get" else got.__setitem__(k, list(v))
+    return got
+
+
+def scenario(make):
+    """WRITE (prepped, posted twice), READ (plain lists), standalone notification.
+
+    Returns every result a program could observe, with handle pointers left out.
+    """
+    a, b = make("A", _cfg(capture_telemetry=True)), make("B", _cfg(capture_telemetry=True))
+    src = (np.arange(8 * PAGE) % 251).astype(np.uint8)
+    dst = np.zeros(8 * PAGE, np.uint8)
+    out = []
+    ra = a.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
+    rb = b.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
+    rel = [(ra[0][0] - src.ctypes.data,) + tuple(ra[0][1:]), (rb[0][0] - dst.ctypes.data,) + tuple(rb[0][1:])]
+    out.append((ra.descCount(), rb.descCount(), rel))
+    out.append(a.add_remote_agent(b.get_agent_metadata()))
+    out.append(b.add_remote_agent(a.get_agent_metadata()))
+    loc = a.prep_xfer_dlist("", [(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
+    rem = a.prep_xfer_dlist("B", [(dst.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
+    out.append((type(loc).__name__, type(rem).__name__))
+    h = a.make_prepped_xfer("WRITE", loc, [0, 1, 2], rem, [5, 6, 7], b"42_kv_0_1_0")
+    out.append(type(h).__name__)
+    out.append(a.transfer(h) in ("PROC", "DONE"))
+    out += [_wait(a, h), a.check_xfer_state(h), a.check_xfer_state(h)]
+    out.append(a.get_xfer_telemetry(h).totalBytes)
+    a.transfer(h)  # the same handle posted again
+    out.append(_wait(a, h))
+    a.release_xfer_handle(h)
+    out.append(_notifs(b, 2))
+    ld = b.get_xfer_descs(np.array([[dst.ctypes.data, 2 * PAGE, 0]], dtype=np.uint64), "DRAM")
+    rd = b.get_xfer_descs([(src.ctypes.data + 3 * PAGE, 2 * PAGE, 0)], "DRAM")
+    r = b.initialize_xfer("READ", ld, rd, "A", b"req-7:1")
+    b.transfer(r)
+    out.append(_wait(b, r))
+    r.release()  # through the handle, not the agent
+    out.append(_notifs(a, 1, how="update"))
+    b.send_notif("A", b"42_aux")
+    deadline = time.time() + 10
+    while not a.check_remote_xfer_done("B", b"42_") and time.time() < deadline:
+        pass
+    out.append(a.notifs)
+    out.append(bytes(dst))
+    a.deregister_memory(ra)
+    b.deregister_memory(rb)
+    return out, (a, b, src, dst)
+
+
+def _events(trace, kind=None):
+    ev = trace.table("events").to_pylist()
+    return [e for e in ev if kind is None or e["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    path = tmp_path_factory.mktemp("agent") / "t.kvtrace"
+    rec = Recorder(str(path), "main")
+    out, (a, b, src, dst) = scenario(lambda n, c: TracedAgent(n, c, recorder=rec, request_tags="auto"))
+    rec.close()
+    return out, open_trace(str(path)), path, src.ctypes.data, dst.ctypes.data
+
+
+def test_wrapped_results_equal_unwrapped(traced):
+    plain, _ = scenario(lambda n, c: original_agent_class()(n, c))
+    assert traced[0] == plain
+    assert issubclass(TracedAgent, original_agent_class())
+
+
+def test_trace_passes_validator(traced, validate_trace):
+    validate_trace(traced[2])
+
+
+def test_registrations_per_region(traced):
+    _, t, _, sa, da = traced
+    reg = [(e["agent"], e["addr"], e["nbytes"], e["mem_type"], e["device"]) for e in _events(t, "register")]
+    assert reg == [("A", sa, 8 * PAGE, "DRAM", 0), ("B", da, 8 * PAGE, "DRAM", 0)]
+    assert [(e["agent"], e["addr"]) for e in _events(t, "deregister")] == [("A", sa), ("B", da)]
+
+
+def test_prepared_lists_recorded_once(traced):
+    _, t, _, sa, da = traced
+    dl = t.table("dlists").to_pylist()
+    assert sorted({d["dlist"] for d in dl}) == [0, 1]
+    loc = [d for d in dl if d["dlist"] == 0]
+    rem = [d for d in dl if d["dlist"] == 1]
+    assert [(d["agent"], d["remote_agent"], d["idx"], d["addr"]) for d in loc] == \
+        [("A", None, i, sa + i * PAGE) for i in range(8)]
+    assert [(d["agent"], d["remote_agent"], d["addr"]) for d in rem] == [("B", "B", da + i * PAGE) for i in range(8)]
+
+
+def test_write_posted_twice_gets_two_xfers_with_descriptors(traced):
+    _, t, _, sa, da = traced
+    posts = [e for e in _events(t, "xfer_post") if e["agent"] == "A"]
+    assert [e["xfer"] for e in posts] == [0, 1]
+    assert all(e["request"] == "42" and e["msg"] == b"42_kv_0_1_0" and e["nbytes"] == 3 * PAGE for e in posts)
+    assert json.loads(posts[0]["detail"]) == json.loads(posts[1]["detail"])  # same handle
+    descs = [d for d in t.table("descs").to_pylist() if d["op"] == "WRITE"]
+    for x in (0, 1):
+        rows = [d for d in descs if d["xfer"] == x]
+        assert [(d["pos"], d["src_agent"], d["src_addr"], d["dst_agent"], d["dst_addr"], d["nbytes"],
+                 d["src_dlist"], d["src_idx"], d["dst_dlist"], d["dst_idx"]) for d in rows] == \
+            [(i, "A", sa + i * PAGE, "B", da + (5 + i) * PAGE, PAGE, 0, i, 1, 5 + i) for i in range(3)]
+
+
+def test_read_src_dst_follow_the_bytes(traced):
+    _, t, _, sa, da = traced
+    post = [e for e in _events(t, "xfer_post") if e["agent"] == "B"]
+    assert len(post) == 1 and post[0]["peer"] == "A" and post[0]["request"] == "req-7"
+    rows = [d for d in t.table("descs").to_pylist() if d["xfer"] == post[0]["xfer"]]
+    assert [(d["op"], d["src_agent"], d["src_addr"], d["dst_agent"], d["dst_addr"], d["nbytes"], d["src_dlist"])
+            for d in rows] == [("READ", "A", sa + 3 * PAGE, "B", da, 2 * PAGE, None)]
+
+
+def test_completion_recorded_once_per_posting_with_telemetry(traced):
+    _, t, _, _, _ = traced
+    done = _events(t, "xfer_done")
+    assert sorted(e["xfer"] for e in done) == [0, 1, 2]  # check_xfer_state polled many times
+    assert all(e["status"] == "DONE" for e in done)
+    tel = json.loads(done[0]["detail"])["telemetry"]
+    assert tel["bytes"] == 3 * PAGE and tel["xfer_us"] >= 0
+    assert sorted(e["xfer"] for e in _events(t, "xfer_release")) == [1, 2]  # release ends the last posting
+    assert not _events(t, "xfer_error")
+
+
+def test_notifications_one_per_message(traced):
+    _, t, _, _, _ = traced
+    recv = [(e["agent"], e["peer"], e["msg"], e["request"], e["xfer"]) for e in _events(t, "notif_recv")]
+    assert recv == [("B", "A", b"42_kv_0_1_0", "42", None)] * 2 + [
+        ("A", "B", b"req-7:1", "req-7", None), ("A", "B", b"42_aux", "42", None)]
+    send = [(e["agent"], e["peer"], e["msg"], e["request"]) for e in _events(t, "notif_send")]
+    assert send == [("B", "A", b"42_aux", "42")]
+    seqs = {e["msg"]: e["seq"] for e in _events(t) if e["kind"] in ("notif_send",)}
+    assert seqs[b"42_aux"] < [e["seq"] for e in _events(t, "notif_recv") if e["msg"] == b"42_aux"][0]
+
+
+def test_explicit_request_context_wins_over_tags(tmp_path):
+    rec = Recorder(str(tmp_path / "c.kvtrace"), "main")
+    a, b = (TracedAgent(n, _cfg(), recorder=rec, request_tags="sglang") for n in ("A", "B"))
+    a.add_remote_agent(b.get_agent_metadata())
+    with rec.request("room-9"):
+        a.send_notif("B", b"5_aux")
+    a.send_notif("B", b"6_aux")
+    a.send_notif("B", b"untagged")
+    rec.close()
+    assert [e["request"] for e in _events(open_trace(str(tmp_path / "c.kvtrace")), "notif_send")] == \
+        ["room-9", "6", None]
+
+
+def test_strided_prep_expands_in_nixl_order(tmp_path, validate_trace):
+    """An Nx5 list's entry i is the one NIXL moves for index i (checked by moving bytes)."""
+    rec = Recorder(str(tmp_path / "s.kvtrace"), "main")
+    a, b = (TracedAgent(n, _cfg(), recorder=rec) for n in ("A", "B"))
+    src = (np.arange(4096) % 249).astype(np.uint8)
+    dst = np.zeros(4096, np.uint8)
+    a.register_memory([(src.ctypes.data, 4096, 0, "")], "DRAM")
+    b.register_memory([(dst.ctypes.data, 4096, 0, "")], "DRAM")
+    a.add_remote_agent(b.get_agent_metadata())
+    strided = np.array([[src.ctypes.data, 128, 0, 512, 4], [src.ctypes.data + 2048, 128, 0, 128, 2]], np.uint64)
+    loc = a.prep_xfer_dlist("", strided, "DRAM")
+    rem = a.prep_xfer_dlist("B", [(dst.ctypes.data + i * 128, 128, 0) for i in range(6)], "DRAM")
+    h = a.make_prepped_xfer("WRITE", loc, [5, 2], rem, [0, 1])
+    a.transfer(h)
+    assert _wait(a, h) == "DONE"
+    rec.close()
+    t = open_trace(str(tmp_path / "s.kvtrace"))
+    entries = {d["idx"]: d["addr"] for d in t.table("dlists").to_pylist() if d["dlist"] == 0}
+    assert len(entries) == 6
+    for pos, i in enumerate([5, 2]):
+        off = entries[i] - src.ctypes.data
+        assert bytes(dst[pos * 128:(pos + 1) * 128]) == bytes(src[off:off + 128])
+    validate_trace(tmp_path / "s.kvtrace")
+
+
+def test_post_to_a_destroyed_peer_records_error(tmp_path, validate_trace):
+    """ERR path: the peer agent is gone when the handle is posted; NIXL raises, the trace
+    shows the posting and its error, and the exception reaches the program unchanged."""
+    rec = Recorder(str(tmp_path / "e.kvtrace"), "main")
+    a, b = TracedAgent("A", _cfg(), recorder=rec), TracedAgent("B", _cfg(), recorder=rec)
+    src, dst = np.ones(1024, np.uint8), np.zeros(1024, np.uint8)
+    a.register_memory([(src.ctypes.data, 1024, 0, "")], "DRAM")
+    rb = b.register_memory([(dst.ctypes.data, 1024, 0, "")], "DRAM")
+    a.add_remote_agent(b.get_agent_metadata())
+    h = a.initialize_xfer("WRITE", a.get_xfer_descs([(src.ctypes.data, 1024, 0)], "DRAM"),
+                          a.get_xfer_descs([(dst.ctypes.data, 1024, 0)], "DRAM"), "B", b"3_kv_0_1_0")
+    b.deregister_memory(rb)
+    del b
+    gc.collect()
+    with pytest.raises(Exception) as err:
+        a.transfer(h)
+    rec.close()
+    assert "Disconnect" in type(err.value).__name__
+    t = open_trace(str(tmp_path / "e.kvtrace"))
+    kinds = [(e["kind"], e["xfer"], e["status"]) for e in _events(t) if e["kind"].startswith("xfer")]
+    assert kinds == [("xfer_post", 0, None), ("xfer_error", 0, "ERR")]
+    assert "REMOTE_DISCONNECT" in json.loads(_events(t, "xfer_error")[0]["detail"])["error"]
+    validate_trace(tmp_path / "e.kvtrace")
+
+
+def test_without_recorder_it_is_a_plain_agent(monkeypatch):
+    monkeypatch.delenv("KVTRACE_TRACE_DIR", raising=False)
+    a = TracedAgent("solo", _cfg())
+    assert a.kvtrace_recorder is None
+    assert type(a.agent).__name__ == "nixlAgent"
