@@ -1,0 +1,132 @@
+"""Findings and the check catalog: every check is one ``sql/<name>.sql`` file.
+
+A check file starts with a header the runner reads::
+
+    -- check: src_free_before_done
+    -- severity: error
+    -- needs: slots, descs            (capabilities; missing ones skip the check, with why)
+    -- summary: one line for tables and --explain
+    -- explain: free text, continued on following "--   " lines
+
+and ends in one SELECT whose rows are findings with the columns severity, agent, request,
+pool, layer, slot, slots, events, count, message (extra columns are kept in
+``Finding.extra``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import re
+from typing import Any
+
+SEVERITIES = ("warning", "error")
+
+#: capability → why a check that needs it cannot run without it
+CAPABILITIES = {
+    "descs": "the trace has no descriptor rows (no transfers were posted)",
+    "layouts": "the trace has no layouts, so descriptor bytes cannot be mapped to pool/layer/slot",
+    "slots": "the trace has no alloc/free events (no allocator hooks), so slot ownership is unknown",
+    "writes": "the trace has no write events, so what a source held at post time is unknown",
+    "reads": "the trace has no read events (no consumer hooks)",
+    "checksums": "read/write events carry no checksums",
+    "closed": "a shard is missing or was not closed, so the trace may end mid-run",
+}
+
+
+@dataclasses.dataclass
+class Finding:
+    """One root cause found by one check (many affected slots give one finding with a count)."""
+
+    check: str
+    severity: str            #: "error" | "warning"
+    agent: str | None        #: the agent whose memory or action is at fault
+    request: str | None
+    pool: str | None
+    layer: int | None        #: first affected layer
+    slot: int | None         #: first affected slot
+    events: list[tuple[str, int]]  #: (shard, seq) of the events involved, first examples
+    count: int               #: affected (slot, layer) instances or transfers folded in
+    message: str             #: one sentence a serving engineer understands
+    slots: list[int] = dataclasses.field(default_factory=list)  #: every affected slot
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["events"] = [list(e) for e in self.events]
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A check as declared by its SQL file header."""
+
+    name: str
+    severity: str
+    needs: tuple[str, ...]
+    summary: str
+    explain: str
+    sql: str
+
+
+_HEADER = re.compile(r"^--\s*(check|severity|needs|summary|explain):\s*(.*)$")
+
+
+def parse_check(text: str) -> Check:
+    """Parse a check file's header (see module doc)."""
+    meta: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        m = _HEADER.match(line)
+        if m:
+            key = m.group(1)
+            meta[key] = m.group(2).strip()
+        elif key == "explain" and line.startswith("--   "):
+            meta["explain"] += " " + line[2:].strip()
+        else:
+            key = None
+    needs = tuple(n.strip() for n in meta.get("needs", "").split(",") if n.strip())
+    return Check(meta["check"], meta.get("severity", "error"), needs, meta.get("summary", ""),
+                 meta.get("explain", meta.get("summary", "")), text)
+
+
+_CATALOG: dict[str, Check] | None = None
+
+
+def catalog() -> dict[str, Check]:
+    """Every check, by name, in file-name order."""
+    global _CATALOG
+    if _CATALOG is None:
+        files = importlib.resources.files("kvtrace.analysis.sql")
+        out = {}
+        for f in sorted(files.iterdir(), key=lambda p: p.name):
+            if f.name.endswith(".sql") and not f.name.startswith("view_"):
+                text = f.read_text()
+                if text.startswith("-- check:"):   # other .sql files here are views/exports
+                    c = parse_check(text)
+                    out[c.name] = c
+        _CATALOG = out
+    return _CATALOG
+
+
+def view_sql(name: str) -> str:
+    """The text of ``sql/view_<name>.sql``."""
+    return importlib.resources.files("kvtrace.analysis.sql").joinpath(f"view_{name}.sql").read_text()
+
+
+def rows_to_findings(check: str, table) -> list[Finding]:
+    """Turn a check query's Arrow result into Findings."""
+    std = {"severity", "agent", "request", "pool", "layer", "slot", "slots", "events", "count", "message"}
+    out = []
+    for r in table.to_pylist():
+        ev = [(e["shard"], int(e["seq"])) for e in (r.get("events") or []) if e and e.get("seq") is not None]
+        out.append(Finding(
+            check=check, severity=r.get("severity") or "error", agent=r.get("agent"),
+            request=r.get("request"), pool=r.get("pool"),
+            layer=None if r.get("layer") is None else int(r["layer"]),
+            slot=None if r.get("slot") is None else int(r["slot"]), events=ev,
+            count=int(r.get("count") or 1), message=r.get("message") or check,
+            slots=[int(s) for s in (r.get("slots") or []) if s is not None],
+            extra={k: v for k, v in r.items() if k not in std}))
+    return out

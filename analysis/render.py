@@ -1,0 +1,80 @@
+"""Output of `kvtrace check`: a rich table grouped by check, JSON, or CSV."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+from .findings import Check, Finding
+
+
+def _ev(events: list[tuple[str, int]], n: int = 3) -> str:
+    return " ".join(f"{s}#{q}" for s, q in events[:n])
+
+
+def explain(name: str, cat: dict[str, Check]) -> int:
+    """Print what a check finds (``all``: one line per check)."""
+    from kvtrace.cli import UserError
+
+    if name == "all":
+        for c in cat.values():
+            print(f"{c.name:28} {c.severity:8} {c.summary}")
+        return 0
+    if name not in cat:
+        raise UserError(f"unknown check {name!r}; known: {', '.join(cat)}")
+    c = cat[name]
+    print(f"{c.name} ({c.severity}; needs {', '.join(c.needs) or 'events only'})\n")
+    print(c.explain)
+    return 0
+
+
+def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3, file=None) -> None:
+    """Write findings (and the verdict, in table form) in ``fmt``."""
+    file = file or sys.stdout
+    if fmt == "json":
+        json.dump({"trace": session.path, "notes": session.notes,
+                   "skipped": [{"check": c, "why": w} for c, w in session.checks_skipped],
+                   "findings": [f.to_dict() for f in findings],
+                   "verdict": verdict.to_dict() if verdict else None}, file, indent=1, default=str)
+        file.write("\n")
+        return
+    if fmt == "csv":
+        w = csv.writer(file)
+        w.writerow(["check", "severity", "agent", "request", "pool", "layer", "slot", "slots", "count", "events", "message"])
+        for f in findings:
+            w.writerow([f.check, f.severity, f.agent, f.request, f.pool, f.layer, f.slot,
+                        " ".join(map(str, f.slots)), f.count, _ev(f.events, 99), f.message])
+        return
+    _table(session, findings, verdict, examples, file)
+
+
+def _table(session, findings, verdict, examples, file) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(file=file, width=160 if not file.isatty() else None)
+    for n in session.notes:
+        con.print(f"[yellow]note:[/] {n}", markup=True, highlight=False)
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(f.check, []).append(f)
+    if not findings:
+        con.print("[green]No findings.[/]")
+    else:
+        t = Table(title=f"{len(findings)} finding(s) in {session.path}", show_lines=True)
+        for col in ("check", "sev", "findings", "affected", "example (request · agent · pool/layer/slot · events)", "message"):
+            t.add_column(col, overflow="fold")
+        for name, fs in groups.items():
+            for i, f in enumerate(fs[:examples]):
+                where = f"{f.request} · {f.agent} · {f.pool}/{f.layer}/{f.slot} · {_ev(f.events)}"
+                t.add_row(name if i == 0 else "", f.severity if i == 0 else "",
+                          str(len(fs)) if i == 0 else "", str(sum(x.count for x in fs)) if i == 0 else "",
+                          where, f.message)
+            if len(fs) > examples:
+                t.add_row("", "", "", "", f"… {len(fs) - examples} more", "")
+        con.print(t)
+    for c, why in session.checks_skipped:
+        con.print(f"[dim]skipped {c}: {why}[/]")
+    if verdict is not None:
+        for line in verdict.lines():
+            con.print(line, markup=False, highlight=False)

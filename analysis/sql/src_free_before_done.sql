@@ -1,0 +1,38 @@
+-- check: src_free_before_done
+-- severity: error
+-- needs: descs, layouts, slots
+-- summary: a source slot went back to the allocator before any completion of the transfer reading it was observed
+-- explain: For every descriptor source slot, take the holding of the transfer's request
+--   that covers the post and the first free that returns the slot to the allocator
+--   (counting shared prefix references). If no xfer_done, xfer_error or paired
+--   notification of the transfer happens-before that free, the next owner can overwrite
+--   bytes the transfer is still reading (ai-dynamo/dynamo #826). Freeing a shared slot
+--   while another request still holds it is not a release and is not flagged.
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- the source agent (whose slot was freed)
+--   request VARCHAR    -- the transfer's request
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected slot
+--   slots BIGINT[]     -- every affected slot
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, premature free]
+--   count BIGINT       -- affected (transfer, layer, slot) descriptors
+--   xfers BIGINT       -- transfers affected
+--   message VARCHAR
+WITH bad AS (
+    SELECT e.*, s.end_seq
+    FROM end_hold e
+    LEFT JOIN xfer_seen s ON s.shard = e.shard AND s.xfer = e.xfer AND s.side_shard = e.h_shard
+    WHERE e.side = 'src' AND e.release_seq IS NOT NULL
+      AND NOT hb(e.h_sidx, e.release_seq, e.know)           -- released after the post, not before
+      AND (s.end_seq IS NULL OR e.release_seq < s.end_seq)  -- and before the end is known
+)
+SELECT 'error' AS severity, agent, request, pool,
+       arg_min(layer, release_seq) AS layer, arg_min(slot, release_seq) AS slot,
+       list(DISTINCT slot ORDER BY slot) AS slots,
+       [ev(arg_min(shard, post_seq), min(post_seq)), ev(arg_min(h_shard, release_seq), min(release_seq))] AS events,
+       count(*) AS count, count(DISTINCT (shard, xfer)) AS xfers,
+       format('{} freed source slot(s) {} of pool {} for request {} before any completion of the {} transfer(s) reading them was observed (no done/notification happens-before the free): a new owner can overwrite bytes still in flight.',
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request,
+              count(DISTINCT (shard, xfer))) AS message
+FROM bad GROUP BY agent, request, pool
+ORDER BY min(post_seq);

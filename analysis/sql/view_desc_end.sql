@@ -1,0 +1,32 @@
+-- view desc_end: both ends of every descriptor resolved through layouts to
+-- (agent, pool, layer, slot, offset). Layout lookup is an ASOF join on the region start.
+-- Columns:
+--   shard VARCHAR, xfer BIGINT, pos INTEGER  -- the descriptor (initiator shard)
+--   side VARCHAR        -- src | dst (the direction bytes move)
+--   agent VARCHAR, addr UBIGINT, nbytes UBIGINT
+--   dlist BIGINT, idx BIGINT   -- prepped list and index used (null: not prepped)
+--   pool VARCHAR, layer INTEGER, part VARCHAR  -- the layout region (null: none covers it)
+--   slot BIGINT, off BIGINT    -- slot within the region, byte offset within the slot
+--   slot_bytes UBIGINT, num_slots BIGINT
+--   crosses BOOLEAN     -- the range runs past the end of its slot
+CREATE OR REPLACE TEMP TABLE lay AS
+SELECT DISTINCT agent, pool, layer, part, addr, nbytes, slot_bytes, num_slots FROM layouts;
+
+CREATE OR REPLACE TEMP TABLE desc_end AS
+WITH d AS (
+    SELECT shard, xfer, pos, nbytes, 'src' AS side, src_agent AS agent, src_addr AS addr,
+           src_dlist AS dlist, src_idx AS idx FROM descs
+    UNION ALL
+    SELECT shard, xfer, pos, nbytes, 'dst', dst_agent, dst_addr, dst_dlist, dst_idx FROM descs
+), j AS (
+    SELECT d.*, l.pool, l.layer, l.part, l.addr AS l_addr, l.nbytes AS l_nbytes, l.slot_bytes, l.num_slots
+    FROM d ASOF LEFT JOIN lay l ON d.agent = l.agent AND d.addr >= l.addr
+)
+SELECT shard, xfer, pos, side, agent, addr, nbytes, dlist, idx,
+       CASE WHEN inl THEN pool END AS pool, CASE WHEN inl THEN layer END AS layer,
+       CASE WHEN inl THEN part END AS part,
+       CASE WHEN inl THEN ((addr - l_addr) // slot_bytes)::BIGINT END AS slot,
+       CASE WHEN inl THEN ((addr - l_addr) % slot_bytes)::BIGINT END AS off,
+       CASE WHEN inl THEN slot_bytes END AS slot_bytes, CASE WHEN inl THEN num_slots END AS num_slots,
+       coalesce(inl AND (addr - l_addr) % slot_bytes + nbytes > slot_bytes, false) AS crosses
+FROM (SELECT *, l_addr IS NOT NULL AND addr + nbytes <= l_addr + l_nbytes AS inl FROM j);

@@ -1,0 +1,19 @@
+-- view slot_ev: alloc/free/write/read events, one row per slot touched.
+-- Columns:
+--   shard VARCHAR, sidx INTEGER, seq BIGINT, agent VARCHAR, kind VARCHAR, request VARCHAR
+--   pool VARCHAR, layer INTEGER (write/read), slot BIGINT
+--   page BIGINT          -- the slot's page ordinal within the request (alloc/write/read)
+--   checksum UBIGINT     -- kvh64 written or seen (write/read)
+--   shared BOOLEAN       -- alloc of a prefix-cache reference (detail.shared)
+--   src_request VARCHAR  -- write copying another request's data (detail.src_request)
+CREATE OR REPLACE TEMP TABLE slot_ev AS
+SELECT shard, sidx, seq, agent, kind, request, pool, layer, slot, page, checksum,
+       coalesce(kind = 'alloc' AND shared_s = 'true', false) AS shared, src_request
+FROM (
+    SELECT e.shard, s.sidx, e.seq, e.agent, e.kind, e.request, e.pool, e.layer,
+           unnest(e.slots) AS slot, unnest(e.pages) AS page, unnest(e.checksums) AS checksum,
+           CASE WHEN e.detail IS NOT NULL THEN json_extract_string(e.detail, '$.shared') END AS shared_s,
+           CASE WHEN e.detail IS NOT NULL THEN json_extract_string(e.detail, '$.src_request') END AS src_request
+    FROM events e JOIN shards s USING (shard)
+    WHERE e.kind IN ('alloc', 'free', 'write', 'read')
+);

@@ -1,0 +1,38 @@
+-- check: write_after_free
+-- severity: error
+-- needs: descs, layouts, slots
+-- summary: a destination slot was freed (abort, timeout) while a transfer into it was not observed complete
+-- explain: For every descriptor destination slot, take the holding of the transfer's
+--   request that covers the post and the first free that returns the slot to the
+--   allocator. If neither the target's notification nor a done/error of the transfer
+--   happens-before that free, the transfer's late bytes can land in the slot's next
+--   owner (sglang #24527; fixed upstream by deferring the release, #35049). An abort
+--   after the completion was observed is legal and not flagged.
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- the destination agent (whose slot was freed)
+--   request VARCHAR    -- the transfer's request
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected slot
+--   slots BIGINT[]     -- every affected slot
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, premature free]
+--   count BIGINT       -- affected (transfer, layer, slot) descriptors
+--   xfers BIGINT       -- transfers affected
+--   message VARCHAR
+WITH bad AS (
+    SELECT e.*, s.end_seq
+    FROM end_hold e
+    LEFT JOIN xfer_seen s ON s.shard = e.shard AND s.xfer = e.xfer AND s.side_shard = e.h_shard
+    WHERE e.side = 'dst' AND e.release_seq IS NOT NULL
+      AND NOT hb(e.h_sidx, e.release_seq, e.know)
+      AND (s.end_seq IS NULL OR e.release_seq < s.end_seq)
+)
+SELECT 'error' AS severity, agent, request, pool,
+       arg_min(layer, release_seq) AS layer, arg_min(slot, release_seq) AS slot,
+       list(DISTINCT slot ORDER BY slot) AS slots,
+       [ev(arg_min(shard, post_seq), min(post_seq)), ev(arg_min(h_shard, release_seq), min(release_seq))] AS events,
+       count(*) AS count, count(DISTINCT (shard, xfer)) AS xfers,
+       format('{} freed destination slot(s) {} of pool {} (request {}) while {} transfer(s) into them were not observed complete: their late bytes can land in the next owner of those slots.',
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request,
+              count(DISTINCT (shard, xfer))) AS message
+FROM bad GROUP BY agent, request, pool
+ORDER BY min(post_seq);

@@ -1,0 +1,103 @@
+"""The verdict on the seeds' question: bf16 index-K corrupts only under PD at high
+concurrency — is it the uniform slot count, slot reuse before the read, or a completion
+signal that precedes the data?
+
+Each hypothesis maps to the checks whose findings are its evidence. A hypothesis is
+*supported* when those checks found something, *ruled out* when they all ran and found
+nothing over a stated amount of evidence, and *untested* when the trace cannot say.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .findings import Finding, catalog
+
+#: hypothesis → (checks that are evidence for it, what "nothing found" was measured over)
+HYPOTHESES = {
+    "uniform slot count": ("layer_offset_mismatch",),
+    "slot reuse before read": ("slot_reuse_before_read", "write_after_free", "src_free_before_done"),
+    "completion before data": ("read_before_done", "checksum_mismatch"),
+}
+
+
+@dataclasses.dataclass
+class Hypothesis:
+    """One suspect and what the evidence says about it."""
+
+    name: str
+    status: str                 #: "supported" | "ruled out" | "untested"
+    reason: str                 #: one sentence
+    findings: int = 0
+
+
+@dataclasses.dataclass
+class Verdict:
+    """All three suspects, in the seeds' order."""
+
+    hypotheses: list[Hypothesis]
+
+    @property
+    def supported(self) -> list[Hypothesis]:
+        return [h for h in self.hypotheses if h.status == "supported"]
+
+    def lines(self) -> list[str]:
+        """Human-readable verdict, one line per hypothesis plus a summary."""
+        out = []
+        sup = self.supported
+        if sup:
+            out.append("VERDICT: the evidence supports " + " and ".join(h.name for h in sup) + ".")
+        elif all(h.status == "ruled out" for h in self.hypotheses):
+            out.append("VERDICT: all three suspects are ruled out for this trace.")
+        else:
+            out.append("VERDICT: no suspect is supported by this trace.")
+        for h in self.hypotheses:
+            out.append(f"  {h.status:>9}: {h.name} — {h.reason}")
+        return out
+
+    def to_dict(self) -> dict:
+        return {"hypotheses": [dataclasses.asdict(h) for h in self.hypotheses]}
+
+
+def _scalar(session, sql: str) -> int:
+    return int(session.con.sql(sql).fetchall()[0][0] or 0)
+
+
+def verdict(session, findings: list[Finding]) -> Verdict:
+    """Decide each hypothesis from ``findings`` and the amount of evidence in ``session``."""
+    skipped = dict(session.checks_skipped)
+    by_check: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_check.setdefault(f.check, []).append(f)
+    session.derive()
+    n_xfers = _scalar(session, "SELECT count(*) FROM xfers")
+    n_prepped = _scalar(session, "SELECT count(DISTINCT (shard, xfer)) FROM descs WHERE dst_idx IS NOT NULL OR src_idx IS NOT NULL")
+    n_reads = _scalar(session, "SELECT count(*) FROM events WHERE kind = 'read'")
+    multi = _scalar(session, "SELECT count(*) FROM (SELECT agent FROM lay GROUP BY agent HAVING count(DISTINCT num_slots) > 1)")
+    out = []
+    for name, checks in HYPOTHESES.items():
+        hits = [f for c in checks for f in by_check.get(c, [])]
+        ran = [c for c in checks if c in catalog() and c not in skipped]
+        if hits:
+            first = hits[0]
+            reqs = len({f.request for f in hits})
+            reason = f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))}); e.g. {first.message}"
+            out.append(Hypothesis(name, "supported", reason, len(hits)))
+            continue
+        if not ran:
+            out.append(Hypothesis(name, "untested", skipped[checks[0]]))
+            continue
+        if name == "uniform slot count":
+            if n_prepped == 0:
+                out.append(Hypothesis(name, "untested", "no prepped (indexed) transfers in the trace"))
+            elif not multi:
+                out.append(Hypothesis(name, "untested", f"{n_prepped} prepped transfers, but every pool has the same slot count, so a uniform count cannot misaddress"))
+            else:
+                out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over pools with different slot counts"))
+        elif name == "slot reuse before read":
+            out.append(Hypothesis(name, "ruled out", f"zero findings of {', '.join(ran)} across {n_xfers} transfers"))
+        else:
+            if n_reads == 0:
+                out.append(Hypothesis(name, "untested", "the trace has no read events"))
+            else:
+                out.append(Hypothesis(name, "ruled out", f"every one of {n_reads} reads happens after a completion observation and matches its predicted checksum ({', '.join(ran)})"))
+    return Verdict(out)
