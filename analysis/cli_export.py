@@ -68,5 +68,5 @@ def run(args) -> int:
             what = f"{n} events"
     except OSError as e:
         raise UserError(f"{out}: cannot write ({e.strerror or e})") from None
-    print(f"wrote {out}: {what}, {len(tl.agents)} agent(s), {len(tl.flows)} flows, verdict: {tl.verdict}")
+    print(f"wrote {out}: {what}, {len(tl.agents)} agent(s), {len(tl.flows)} flows, verdict: {tl.verdict.splitlines()[0]}")
     return 0

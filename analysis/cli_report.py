@@ -32,5 +32,5 @@ def run(args) -> int:
             data = write_report(s, out, args.trace, with_findings=not args.no_findings)
         except OSError as e:
             raise UserError(f"{out}: cannot write ({e.strerror or e})") from None
-    print(f"wrote {out}: {len(data['findings'])} finding(s), verdict: {data['verdict']}")
+    print(f"wrote {out}: {len(data['findings'])} finding(s), verdict: {data['verdict'].splitlines()[0]}")
     return 0

@@ -29,6 +29,8 @@ def _verdict_text(v) -> str:
         return "unknown"
     if isinstance(v, str):
         return v
+    if callable(getattr(v, "lines", None)):   # analysis.verdict.Verdict: headline + one line per suspect
+        return "\n".join(line.strip() for line in v.lines())
     for attr in ("text", "summary", "line", "value", "name"):
         x = getattr(v, attr, None)
         if isinstance(x, str):
@@ -37,15 +39,18 @@ def _verdict_text(v) -> str:
 
 
 def findings_and_verdict(session) -> tuple[list[dict], str]:
-    """``(findings as dicts, verdict line)``; ``([], 'checks unavailable')`` when this
+    """``(findings as dicts, verdict text: a headline, then one line per hypothesis)``; ``([], 'checks unavailable')`` when this
     kvtrace has no checks yet."""
     get = getattr(session, "findings", None)
     if get is None:
         return [], "checks unavailable"
-    findings = [_as_dict(f) for f in get()]
+    raw = list(get())
+    findings = [_as_dict(f) for f in raw]
+    fallback = "no findings" if not findings else f"{len(findings)} finding(s)"
     verdict = getattr(session, "verdict", None)
     if verdict is None:
-        text = "clean" if not findings else f"{len(findings)} finding(s)"
-    else:
-        text = _verdict_text(verdict())
-    return findings, text
+        return findings, fallback
+    try:
+        return findings, _verdict_text(verdict(raw))
+    except ImportError:   # a checkout whose verdict module is not there yet
+        return findings, fallback

@@ -44,7 +44,7 @@ def verdict_class(verdict: str, findings: list) -> str:
 
 def report_data(session, with_findings: bool = True) -> dict:
     """Everything the report shows, as plain Python data."""
-    t0 = session.execute("SELECT min(t_ns) FROM events").fetchone()[0] or 0
+    t0 = session.execute("SELECT min(t_ns) FROM events").fetchall()[0][0] or 0
     occ = {k: [((t - t0) / 1e9, v) for t, v in pts] for k, pts in occupancy_series(session).items()}
     cap = {(a, p): n for a, p, n in session.execute(
         "SELECT agent, pool, max(num_slots) FROM layouts GROUP BY 1, 2").fetchall()}
@@ -55,7 +55,7 @@ def report_data(session, with_findings: bool = True) -> dict:
         if xf["end_kind"][i] == "xfer_done" and xf["t_end"][i] is not None:
             lat.append((xf["t_end"][i] - xf["t_post"][i]) / 1e3)
             done.setdefault(xf["agent"][i], []).append(((xf["t_end"][i] - t0) / 1e9, int(xf["nbytes"][i] or 0)))
-    t_max = (session.execute("SELECT max(t_ns) FROM events").fetchone()[0] or t0) - t0
+    t_max = (session.execute("SELECT max(t_ns) FROM events").fetchall()[0][0] or t0) - t0
     bin_s = max(t_max / 1e9 / 50, 1e-6)
     thr = {}
     for agent, pts in done.items():
@@ -108,10 +108,12 @@ def render_report(data: dict, title: str, trace_arg: str) -> str:
                           f["pool"] or "", "" if f["layer"] is None else f["layer"],
                           "" if f["slot"] is None else f["slot"], f["count"] or 1, f["message"] or "", evs],
                          f["severity"] or ""))
+    headline, *details = data["verdict"].splitlines() or [""]
     notes = "".join(f'<p class="notes">note: {html.escape(n)}</p>' for n in data["notes"])
     return tmpl.substitute(
         title=html.escape(title), subtitle=html.escape(f"{len(data['findings'])} finding(s)"),
-        verdict=html.escape(data["verdict"]), verdict_class=verdict_class(data["verdict"], data["findings"]),
+        verdict=html.escape(headline if headline.lower().startswith("verdict") else "Verdict: " + headline),
+        verdict_details="".join(f"<li>{html.escape(x)}</li>" for x in details), verdict_class=verdict_class(data["verdict"], data["findings"]),
         notes=notes, summary=_kv_rows(data["summary"]), transfer_stats=_kv_rows(stats),
         occupancy_png=plots.occupancy_png(data["occupancy"], data["capacity"]),
         distributions_png=plots.distributions_png(lat, data["sizes"]),

@@ -39,7 +39,8 @@ def occupancy_png(series: dict, capacity: dict) -> str:
             if a != agent or not pts:
                 continue
             xs, ys = zip(*pts)
-            line, = ax.step(xs, ys, where="post", label=pool)
+            # start from empty at the first event so the first allocation shows as a rise
+            line, = ax.step((xs[0],) + xs, (0,) + ys, where="post", label=pool)
             cap = capacity.get((a, pool))
             if cap:
                 ax.axhline(cap, ls="--", lw=0.8, color=line.get_color())
