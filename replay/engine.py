@@ -1,0 +1,126 @@
+"""The replay engine: runs an operation graph under a scheduler on an executor.
+
+Invisible program events (everything but ``write``/``read``) have no effect on data and
+only enable others, so they run as soon as they can without asking the scheduler —
+this loses no data outcome and keeps schedules short. The scheduler is consulted
+whenever two or more visible events or moves are enabled; its answers are the
+run's *decisions*, which replay it exactly (``schedule.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+class ScheduleMismatch(Exception):
+    """A replayed decision list does not fit the trace."""
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What one run did: the order of operations and what every read observed."""
+    order: list[int]
+    decisions: list[int]
+    reads: dict[int, list]          # read op -> observed content per slot (executor-specific)
+    stale_moves: list[int]          # moves whose source changed after the post
+    forced: list[int]               # ops run against a wait that could never be met
+
+
+class Run:
+    """Public state a scheduler may read."""
+
+    def __init__(self, n_ops: int):
+        self.done = bytearray(n_ops)
+        self.step = 0
+
+
+def execute(graph, scheduler, executor) -> RunResult:
+    """Run ``graph`` to the end; deterministic for a deterministic scheduler."""
+    g = graph
+    n_prog, n_ops = g.n_prog, g.n_ops
+    kinds = g.col["kind"]
+    run = Run(n_ops)
+    done = run.done
+    need = [len(w) for w in g.waits]
+    dependents: list[list[int]] = [[] for _ in range(n_ops)]
+    for op, ws in enumerate(g.waits):
+        for w in ws:
+            dependents[w].append(op)
+    threads = g.threads
+    thread_of = g.thread_of
+    cursor = [0] * len(threads)
+    head = [t[0] if t else -1 for t in threads]
+    visible_ready: set[int] = set()
+    auto: list[int] = []
+    moves: list[int] = []
+    post_xfer = {t.post: i for i, t in enumerate(g.transfers)}
+    order, decisions, stale, forced = [], [], [], []
+    reads: dict[int, list] = {}
+    executor.start(g)
+    scheduler.start(g, run)
+
+    def ready(t: int) -> None:
+        op = head[t]
+        if kinds[op] in ("write", "read"):
+            visible_ready.add(t)
+        else:
+            auto.append(t)
+
+    for t, h in enumerate(head):
+        if h >= 0 and need[h] == 0:
+            ready(t)
+
+    def run_op(op: int) -> None:
+        done[op] = 1
+        order.append(op)
+        run.step += 1
+        if op >= n_prog:
+            moves.remove(op)
+            if not executor.move(op):
+                stale.append(op)
+        else:
+            k = kinds[op]
+            if k == "write":
+                executor.write(op)
+            elif k == "read":
+                reads[op] = executor.read(op)
+            elif k == "xfer_post":
+                xi = post_xfer[op]
+                executor.post(xi)
+            t = thread_of[op]
+            visible_ready.discard(t)
+            cursor[t] += 1
+            nxt = threads[t][cursor[t]] if cursor[t] < len(threads[t]) else -1
+            head[t] = nxt
+            if nxt >= 0 and need[nxt] == 0:
+                ready(t)
+        for d in dependents[op]:
+            need[d] -= 1
+            if need[d] == 0:
+                if d >= n_prog:
+                    moves.append(d)
+                elif head[thread_of[d]] == d:
+                    ready(thread_of[d])
+
+    while True:
+        while auto:
+            run_op(head[auto.pop()])
+        cands = [head[t] for t in sorted(visible_ready)] + moves
+        if not cands:
+            blocked = [t for t in range(len(threads)) if head[t] >= 0]
+            if not blocked:
+                break
+            # a wait that can never be met (e.g. a truncated trace): run it anyway, report it
+            op = head[blocked[0]]
+            forced.append(op)
+            need[op] = 0
+            ready(blocked[0])
+            continue
+        if len(cands) == 1:
+            i = 0
+        else:
+            i = scheduler.pick(cands)
+            if not 0 <= i < len(cands):
+                raise ScheduleMismatch(f"decision {len(decisions)} picks {i} of {len(cands)} enabled operations")
+            decisions.append(i)
+        run_op(cands[i])
+    return RunResult(order, decisions, reads, stale, forced)

@@ -1,0 +1,283 @@
+"""Loader: a trace → the operation graph replay executes.
+
+Operations are the recorded program events (ids ``0..n_prog-1``, in (shard, seq) order)
+followed by the data movements (*moves*) of every transfer, one per descriptor chunk.
+Program events keep their recorded order per (shard, thread) and their recorded slots;
+a move is enabled by its ``xfer_post`` and must run before the transfer's completion
+observations (``xfer_done``/``xfer_error`` on the initiator, the paired ``notif_recv``
+on the target). Cross-shard waits: post → notif_recv and notif_send → notif_recv
+(FIFO per (sender, receiver, msg)), msg_send → msg_recv (``detail.id``).
+Events of one shard on different threads that touch the same cell keep their recorded
+order too (the engine's own locking is not in the trace).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+
+from ..tracer.reader import TraceError, open_trace
+from .memory import MemoryMap, pair_pieces
+
+COLUMNS = ("shard", "seq", "t_ns", "thread", "agent", "kind", "request", "pool", "layer", "slots",
+           "pages", "checksums", "xfer", "peer", "addr", "nbytes", "mem_type", "device", "msg",
+           "status", "detail")
+VISIBLE = frozenset({"write", "read"})   # program events whose order against moves matters
+
+
+@dataclasses.dataclass
+class Transfer:
+    """One posting: who, what, where its bytes go, and what observes its completion."""
+    shard: str
+    xfer: int
+    agent: str
+    peer: str | None
+    request: str | None
+    post: int                       # op id of the xfer_post
+    chunks: list[int]               # move op ids
+    observers: list[int]            # op ids that observe completion
+    t_post: int
+    duration_ns: int | None         # from telemetry in the xfer_done detail
+    descs: list[tuple]              # (pos, op, src_agent, src_addr, dst_agent, dst_addr, nbytes)
+    out_of_bounds: list[int]        # desc positions outside the re-created memory (never run)
+    deadline_t: int | None = None   # recorded time of the first observation
+
+
+@dataclasses.dataclass
+class Graph:
+    """Everything a run needs, as flat per-op lists (op ids index them)."""
+    path: str
+    manifest: dict
+    col: dict[str, list]            # recorded columns of program ops
+    n_prog: int
+    threads: list[list[int]]        # program op ids per (shard, thread)
+    thread_names: list[tuple]
+    thread_of: list[int]
+    waits: list[list[int]]          # ops that must run first (beyond program order)
+    cells: list[list]               # write/read: cell per slot (None: no layout)
+    pages: list[list]               # write/read: page per slot (None: unknown)
+    transfers: list[Transfer]
+    move_xfer: list[int]            # per move (op - n_prog): transfer index
+    move_pieces: list[list[tuple]]  # per move: (src cell, src off, dst cell, dst off, n)
+    mem: MemoryMap
+    layouts: dict
+    descs_tables: dict
+    dlists_tables: dict
+    layouts_tables: dict
+    notes: list[str]
+    requests: list[str]
+
+    @property
+    def n_ops(self) -> int:
+        return self.n_prog + len(self.move_xfer)
+
+    def is_move(self, op: int) -> bool:
+        return op >= self.n_prog
+
+    def kind(self, op: int) -> str:
+        return "move" if op >= self.n_prog else self.col["kind"][op]
+
+    def describe(self, op: int) -> str:
+        """One line naming an operation for people."""
+        if op >= self.n_prog:
+            t = self.transfers[self.move_xfer[op - self.n_prog]]
+            return f"move of xfer {t.shard}:{t.xfer} ({t.request})"
+        c = self.col
+        s = f"{c['shard'][op]}#{c['seq'][op]} {c['kind'][op]} {c['request'][op] or ''}".rstrip()
+        if c["slots"][op]:
+            s += f" {c['pool'][op]} L{c['layer'][op]} slots {list(c['slots'][op])}"
+        return s
+
+
+def _detail(s):
+    if not s:
+        return {}
+    try:
+        d = json.loads(s)
+        return d if isinstance(d, dict) else {}
+    except ValueError:
+        return {}
+
+
+def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
+    """Build the operation graph of a trace.
+
+    Args:
+        path: trace directory.
+        chunks: split every transfer's descriptors into at most this many moves.
+        fault: ``"notify-before-data"`` makes a transfer's notification independent of
+            its data (the data then lands after the notification, NIXL #252).
+    Raises:
+        TraceError: unusable trace.
+    """
+    if fault not in (None, "notify-before-data"):
+        raise TraceError(f"unknown fault {fault!r} (known: notify-before-data)")
+    tr = open_trace(path)
+    ev = tr.table("events")
+    if ev.num_rows:
+        import pyarrow.compute as pc
+        ev = ev.filter(pc.not_equal(ev.column("kind"), "move"))  # replaying a replay
+    ev = ev.sort_by([("shard", "ascending"), ("seq", "ascending")])
+    col = {c: ev.column(c).to_pylist() for c in COLUMNS}
+    n = ev.num_rows
+    notes = list(tr.notes)
+    mem = MemoryMap()
+    lay = tr.table("layouts").to_pylist()
+    layouts = {}
+    for r in lay:
+        layouts[(r["agent"], r["pool"], r["layer"])] = r  # K/V parts: the last row wins
+    for r in layouts.values():
+        mem.add_layout(r["agent"], r["pool"], r["layer"], r["addr"], r["slot_bytes"], r["num_slots"])
+    dls = tr.table("dlists")
+    for a, ad, nb in zip(*(dls.column(c).to_pylist() for c in ("agent", "addr", "nbytes"))):
+        mem.add_range(a, ad, nb)
+    for k, a, ad, nb in zip(col["kind"], col["agent"], col["addr"], col["nbytes"]):
+        if k == "register" and ad is not None and nb:
+            mem.add_range(a, ad, nb)
+    dt = tr.table("descs")
+    dcols = {c: dt.column(c).to_pylist() for c in ("shard", "xfer", "pos", "op", "src_agent", "src_addr",
+                                                     "dst_agent", "dst_addr", "nbytes")}
+    descs_by = collections.defaultdict(list)
+    for i in range(dt.num_rows):
+        d = tuple(dcols[c][i] for c in ("pos", "op", "src_agent", "src_addr", "dst_agent", "dst_addr", "nbytes"))
+        descs_by[(dcols["shard"][i], dcols["xfer"][i])].append(d)
+        mem.add_boundary(d[2], d[3], d[6])
+        mem.add_boundary(d[4], d[5], d[6])
+    mem.finish()
+
+    # program order per (shard, thread)
+    tindex: dict[tuple, int] = {}
+    threads: list[list[int]] = []
+    thread_of = [0] * n
+    for op in range(n):
+        key = (col["shard"][op], col["thread"][op] or 0)
+        t = tindex.get(key)
+        if t is None:
+            t = tindex[key] = len(threads)
+            threads.append([])
+        threads[t].append(op)
+        thread_of[op] = t
+    waits: list[list[int]] = [[] for _ in range(n)]
+    cells: list[list] = [None] * n
+    pages: list[list] = [None] * n
+    owner_page: dict[tuple, int] = {}
+    last_touch: dict[int, int] = {}
+    missing_layout = set()
+    for op in range(n):
+        k = col["kind"][op]
+        if k == "alloc":
+            for s, p in zip(col["slots"][op] or [], col["pages"][op] or []):
+                owner_page[(col["agent"][op], col["pool"][op], s)] = p
+        elif k in VISIBLE:
+            a, pool, layer, slots = col["agent"][op], col["pool"][op], col["layer"][op], col["slots"][op] or []
+            if not mem.has_layout(a, pool, layer):
+                missing_layout.add((a, pool, layer))
+            cells[op] = [mem.slot_cell(a, pool, layer, s) for s in slots]
+            pg = col["pages"][op]
+            pages[op] = list(pg) if pg else [owner_page.get((a, pool, s)) for s in slots]
+            for c in cells[op]:
+                prev = last_touch.get(c)
+                if prev is not None and thread_of[prev] != thread_of[op] and col["shard"][prev] == col["shard"][op]:
+                    waits[op].append(prev)
+                if c is not None:
+                    last_touch[c] = op
+    for m in sorted(missing_layout, key=str):
+        notes.append(f"no layout for {m[0]} pool {m[1]} layer {m[2]}: its writes/reads are not replayed")
+
+    transfers, move_xfer, move_pieces = _transfers(col, n, descs_by, mem, chunks, fault, waits, notes)
+    _pair_messages(col, n, waits)
+    requests = sorted({r for r in col["request"] if r})
+    return Graph(tr.path, tr.manifest, col, n, threads, list(tindex), thread_of, waits, cells, pages,
+                 transfers, move_xfer, move_pieces, mem, layouts,
+                 {s.name: s.streams["descs"].table for s in tr.shards},
+                 {s.name: s.streams["dlists"].table for s in tr.shards},
+                 {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests)
+
+
+def _transfers(col, n, descs_by, mem, chunks, fault, waits, notes):
+    transfers: list[Transfer] = []
+    by_key: dict[tuple, Transfer] = {}
+    notif_q: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+    move_xfer, move_pieces = [], []
+    for op in range(n):
+        k = col["kind"][op]
+        if k == "xfer_post":
+            sh, x = col["shard"][op], col["xfer"][op]
+            descs = sorted(descs_by.get((sh, x), []))
+            t = Transfer(sh, x, col["agent"][op], col["peer"][op], col["request"][op], op, [], [],
+                         col["t_ns"][op] or 0, None, descs, [])
+            ti = len(transfers)
+            transfers.append(t)
+            by_key[(sh, x)] = t
+            resolved = []
+            for d in descs:
+                sp, dp = mem.pieces(d[2], d[3], d[6]), mem.pieces(d[4], d[5], d[6])
+                if sp is None or dp is None:
+                    t.out_of_bounds.append(d[0])
+                else:
+                    resolved.append(pair_pieces(sp, dp))
+            k_chunks = max(1, min(chunks, len(resolved)))
+            for c in range(k_chunks):
+                part = resolved[c * len(resolved) // k_chunks:(c + 1) * len(resolved) // k_chunks]
+                t.chunks.append(n + len(move_xfer))
+                move_xfer.append(ti)
+                move_pieces.append([p for ps in part for p in ps])
+            if col["msg"][op] is not None and t.peer:
+                notif_q[(t.agent, t.peer, col["msg"][op])].append(("post", t))
+        elif k == "notif_send":
+            notif_q[(col["agent"][op], col["peer"][op], col["msg"][op])].append(("send", op))
+        elif k in ("xfer_done", "xfer_error"):
+            t = by_key.get((col["shard"][op], col["xfer"][op]))
+            if t is None:
+                continue
+            t.observers.append(op)
+            if t.duration_ns is None:
+                tel = _detail(col["detail"][op]).get("telemetry") or {}
+                if "xfer_us" in tel:
+                    t.duration_ns = int(1000 * ((tel.get("post_us") or 0) + tel["xfer_us"]))
+    # moves wait for their post; observers wait for every move (data before observation)
+    waits.extend([t_post] for t_post in (transfers[ti].post for ti in move_xfer))
+    for t in transfers:
+        for o in t.observers:
+            waits[o].extend(t.chunks)
+    # notif_recv pairs FIFO with posts/sends from `peer` carrying the same msg; posts and
+    # receives sit in different shards, so pair in each side's own program order
+    for op in range(n):
+        if col["kind"][op] != "notif_recv":
+            continue
+        q = notif_q.get((col["peer"][op], col["agent"][op], col["msg"][op]))
+        if not q:
+            continue
+        what, s = q.popleft()
+        if what == "send":
+            waits[op].append(s)
+            continue
+        waits[op].append(s.post)
+        s.observers.append(op)
+        if fault == "notify-before-data":
+            for c in s.chunks:       # the data lands only after the notification
+                waits[c].append(op)
+        else:
+            waits[op].extend(s.chunks)
+    for t in transfers:
+        ts = [col["t_ns"][o] for o in t.observers if col["t_ns"][o] is not None]
+        t.deadline_t = min(ts) if ts else None
+        if t.out_of_bounds:
+            notes.append(f"xfer {t.shard}:{t.xfer} ({t.request}): {len(t.out_of_bounds)} descriptor(s) "
+                         f"outside the re-created memory — reported, never executed")
+    return transfers, move_xfer, move_pieces
+
+
+def _pair_messages(col, n, waits):
+    sends: dict = collections.defaultdict(collections.deque)
+    recvs = []
+    for op in range(n):
+        k = col["kind"][op]
+        if k in ("msg_send", "msg_recv"):
+            mid = _detail(col["detail"][op]).get("id")
+            if mid is None:
+                continue
+            (sends[str(mid)].append(op) if k == "msg_send" else recvs.append((str(mid), op)))
+    for mid, op in recvs:
+        if sends[mid]:
+            waits[op].append(sends[mid].popleft())

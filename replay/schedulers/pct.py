@@ -1,0 +1,42 @@
+"""PCT — probabilistic concurrency testing (Burckhardt, Kothari, Musuvathi, Nagarakatte,
+ASPLOS 2010).
+
+Every program thread and every move is a "thread" with a random priority above
+``depth``; at ``depth - 1`` random steps among the first ``k`` (an estimate of the run's
+length: visible program events plus moves) the running thread drops to priority
+``i < depth``. The highest-priority enabled operation always runs. A bug of depth d is
+found with probability at least 1 / (n * k**(d-1)) per run (n threads).
+"""
+from __future__ import annotations
+
+from .base import Scheduler
+
+
+class PctScheduler(Scheduler):
+    """PCT with ``depth`` (d) priority change points."""
+
+    name = "pct"
+
+    def start(self, graph, run) -> None:
+        super().start(graph, run)
+        g = graph
+        n_threads = len(g.threads) + len(g.move_xfer)
+        d = max(1, self.depth)
+        self.prio = [d + self.rng.random() for _ in range(n_threads)]
+        visible = sum(1 for k in g.col["kind"] if k in ("write", "read"))
+        k = max(1, visible + len(g.move_xfer))
+        self.change = {self.rng.randrange(1, k + 1): i for i in range(d - 1, 0, -1)}
+        self.steps = 0
+
+    def _thread(self, op: int) -> int:
+        g = self.graph
+        return g.thread_of[op] if op < g.n_prog else len(g.threads) + op - g.n_prog
+
+    def pick(self, cands: list[int]) -> int:
+        self.steps += 1
+        prio = self.prio
+        best = max(range(len(cands)), key=lambda j: prio[self._thread(cands[j])])
+        lowered = self.change.get(self.steps)
+        if lowered is not None:
+            prio[self._thread(cands[best])] = float(lowered)
+        return best

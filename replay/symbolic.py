@@ -1,0 +1,160 @@
+"""Symbolic executor: moves provenance tags instead of bytes (fast, for exploration).
+
+A cell's content is a canonical tuple of segments ``(start, end, atom, base)``: bytes
+``[start, end)`` of the cell equal bytes ``[base, base + end - start)`` of ``atom``'s
+page, where an atom is ``(request, pool, layer, page)`` (a producer's write) or ``None``
+(poison: nobody wrote it). Full-slot aligned copies just share the tuple; partial or
+misaligned copies split segments, so the content stays exact and its kvh64 can be
+computed (cached) to cross-check the byte executor bit for bit.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..kernels.checksum import kvh64
+from ..kernels.provenance import fill_page, poison
+
+UNKNOWN_PAGE = 0xFFFFFFFF
+_CS_CACHE: dict = {}
+
+
+def full(atom, size: int) -> tuple:
+    """The content of a cell of ``size`` bytes holding exactly one atom's page."""
+    return ((0, size, atom, 0),)
+
+
+def splice(dst: tuple, src: tuple, so: int, do: int, n: int) -> tuple:
+    """``dst`` after copying ``src[so:so+n]`` to offset ``do`` (canonical result)."""
+    moved = []
+    for s, e, atom, base in src:
+        a, b = max(s, so), min(e, so + n)
+        if a < b:
+            moved.append((a - so + do, b - so + do, atom, base + a - s))
+    kept = []
+    for s, e, atom, base in dst:
+        if s < do:
+            kept.append((s, min(e, do), atom, base))
+        if e > do + n:
+            a = max(s, do + n)
+            kept.append((a, e, atom, base + a - s))
+    out = []
+    for seg in sorted(kept + moved):
+        if out:
+            ps, pe, pa, pb = out[-1]
+            if pe == seg[0] and pa == seg[2] and pb + (pe - ps) == seg[3]:
+                out[-1] = (ps, seg[1], pa, pb)
+                continue
+        out.append(seg)
+    return tuple(out)
+
+
+def materialize(content: tuple, size: int) -> np.ndarray:
+    """The bytes a content stands for (uint8 array of ``size``)."""
+    buf = np.empty(size, np.uint8)
+    for s, e, atom, base in content:
+        end = base + e - s
+        src = poison(end)[0] if atom is None else fill_page(atom[0], atom[1], atom[2], atom[3], end)
+        buf[s:e] = src[base:end]
+    return buf
+
+
+def checksum(content: tuple, size: int) -> int:
+    """kvh64 of a content (cached across runs: contents repeat from schedule to schedule)."""
+    key = (content, size)
+    cs = _CS_CACHE.get(key)
+    if cs is None:
+        if len(_CS_CACHE) > 500_000:
+            _CS_CACHE.clear()
+        cs = _CS_CACHE[key] = kvh64(materialize(content, size))
+    return cs
+
+
+def write_atom(graph, op: int, i: int) -> tuple:
+    """The atom a program ``write`` puts into its i-th slot."""
+    c = graph.col
+    req = c["request"][op]
+    d = c["detail"][op]
+    if d and "src_request" in d:
+        req = json.loads(d).get("src_request") or req
+    page = graph.pages[op][i]
+    return (req, c["pool"][op], c["layer"][op], UNKNOWN_PAGE if page is None else page)
+
+
+class SymbolicExecutor:
+    """Executes a run on contents; reads return their cells' contents."""
+
+    name = "symbolic"
+
+    def start(self, graph) -> None:
+        self.g = graph
+        self.cells = graph.mem.cells
+        self.content: dict[int, tuple] = {}
+        self.snap: dict[int, list] = {}
+
+    def get(self, cell: int) -> tuple:
+        c = self.content.get(cell)
+        return c if c is not None else full(None, self.cells[cell].size)
+
+    def post(self, xi: int) -> None:
+        """Snapshot the sources so a move can be checked against 'the source at post'."""
+        g = self.g
+        for m in g.transfers[xi].chunks:
+            self.snap[m] = [self.get(p[0]) for p in g.move_pieces[m - g.n_prog]]
+
+    def write(self, op: int) -> None:
+        cells = self.g.cells[op]
+        for i, cell in enumerate(cells):
+            if cell is not None:
+                self.content[cell] = full(write_atom(self.g, op, i), self.cells[cell].size)
+
+    def read(self, op: int) -> list:
+        return [None if c is None else self.get(c) for c in self.g.cells[op]]
+
+    def move(self, m: int) -> bool:
+        """Run a move; False when a source changed since the post."""
+        g = self.g
+        pieces = g.move_pieces[m - g.n_prog]
+        snap = self.snap.pop(m, None)
+        same = True
+        for j, (sc, so, dc, do, n) in enumerate(pieces):
+            src = self.get(sc)
+            if snap is not None and snap[j] != src:
+                same = False
+            dst = self.get(dc)
+            if so == 0 and do == 0 and n == self.cells[sc].size == self.cells[dc].size:
+                self.content[dc] = src
+            else:
+                self.content[dc] = splice(dst, src, so, do, n)
+        return same
+
+    def checksums(self, op: int, observed: list) -> list:
+        """kvh64 of what a read observed."""
+        cells = self.g.cells[op]
+        return [None if o is None else checksum(o, self.cells[c].size) for o, c in zip(observed, cells)]
+
+    def matches(self, observed: tuple, expected: tuple, size: int) -> bool:
+        """Does an observed content equal the expected one?"""
+        return observed == expected
+
+    def describe(self, observed: tuple, graph=None) -> str:
+        """Whose bytes a content holds, in words."""
+        return describe(observed)
+
+
+def describe(content: tuple) -> str:
+    """Whose bytes a content holds, in words."""
+    parts = []
+    for s, e, atom, base in content:
+        if atom is None:
+            w = "poison (never delivered)"
+        else:
+            page = "?" if atom[3] == UNKNOWN_PAGE else atom[3]
+            w = f"{atom[0]}'s bytes ({atom[1]} L{atom[2]} page {page})"
+        if base != s:
+            w += " misaligned"
+        parts.append(w)
+    if len(parts) == 1:
+        return parts[0]
+    return "mixed: " + " + ".join(dict.fromkeys(parts))

@@ -1,0 +1,124 @@
+"""Verifier: is every read of a run the data the program meant it to read?
+
+The expectation for a read is its data flow — what the slot holds when every transfer
+delivers its source exactly as it was at post (the eager schedule, run once
+symbolically) — checked against intent: a read of (pool, layer, page) must see that
+(pool, layer, page) of some request; when the data flow itself delivers something else
+(a wrong-index descriptor, a post before the write), the reading request's own page is
+expected. Observed bytes are also compared with the recorded read checksum when the
+trace has one (a difference there is reported, not counted as corruption: the
+recording itself may have been corrupted).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from .engine import execute
+from .schedulers.eager import EagerScheduler
+from .symbolic import SymbolicExecutor, full
+
+
+@dataclasses.dataclass
+class BadRead:
+    """One slot of one read that saw the wrong bytes."""
+    op: int
+    slot: int
+    request: str
+    pool: str
+    layer: int
+    page: int | None
+    found: str                      # whose bytes were there, in words
+
+
+@dataclasses.dataclass
+class Verdict:
+    """Verification summary of one run."""
+    reads_verified: int = 0
+    corrupted: list[BadRead] = dataclasses.field(default_factory=list)
+    recorded_differs: int = 0
+    recorded_compared: int = 0
+    stale_moves: list[int] = dataclasses.field(default_factory=list)
+    out_of_bounds: int = 0
+    trace_has_reads: bool = True
+
+    @property
+    def failed(self) -> bool:
+        """Corruption found: a bad read, or (no reads recorded) a transfer that did not
+        deliver its source as it was at post, or a descriptor outside memory."""
+        return bool(self.corrupted or self.out_of_bounds or (not self.trace_has_reads and self.stale_moves))
+
+    def signature(self) -> tuple:
+        """Identity of the findings (for determinism and round-trip checks)."""
+        return (tuple((b.op, b.slot, b.found) for b in self.corrupted), tuple(self.stale_moves), self.out_of_bounds)
+
+    def lines(self, graph) -> list[str]:
+        """A short summary for people: counts, then corruption grouped by victim and culprit."""
+        out = [f"reads verified: {self.reads_verified} slot-reads, corrupted: {len(self.corrupted)}"]
+        if self.recorded_compared:
+            out.append(f"compared with recorded read checksums: {self.recorded_compared}, "
+                       f"differing: {self.recorded_differs}")
+        if self.stale_moves:
+            out.append(f"transfers that moved a source changed since their post: {len(self.stale_moves)}"
+                       + ("" if self.trace_has_reads else " (corruption: the trace has no reads)"))
+        if self.out_of_bounds:
+            out.append(f"descriptors outside the re-created memory (not executed): {self.out_of_bounds}")
+        groups = collections.Counter((b.request, b.pool, b.found) for b in self.corrupted)
+        for (req, pool, found), n in groups.most_common(12):
+            out.append(f"  {req} read {n} slot(s) of {pool} holding {found}")
+        if len(groups) > 12:
+            out.append(f"  ... and {len(groups) - 12} more groups")
+        return out
+
+
+def expectations(graph) -> dict[int, list]:
+    """Expected content of every read slot (cached on the graph)."""
+    cached = getattr(graph, "_expected", None)
+    if cached is not None:
+        return cached
+    ex = SymbolicExecutor()
+    res = execute(graph, EagerScheduler(), ex)
+    c = graph.col
+    out = {}
+    for op, observed in res.reads.items():
+        exp = []
+        for i, content in enumerate(observed):
+            page = graph.pages[op][i]
+            cell = graph.cells[op][i]
+            if content is None or page is None:
+                exp.append(content)
+                continue
+            want = (c["pool"][op], c["layer"][op], page)
+            if len(content) == 1 and content[0][2] is not None and content[0][0] == content[0][3] == 0 \
+                    and tuple(content[0][2][1:]) == want:
+                exp.append(content)
+            else:
+                exp.append(full((c["request"][op],) + want, graph.mem.cells[cell].size))
+        out[op] = exp
+    graph._expected = out
+    return out
+
+
+def verify(graph, result, executor, compare_recorded: bool = True) -> Verdict:
+    """Check every read of ``result`` (made by ``executor``) against its expectation."""
+    exp = expectations(graph)
+    c = graph.col
+    v = Verdict(trace_has_reads=bool(exp))
+    v.out_of_bounds = sum(len(t.out_of_bounds) for t in graph.transfers)
+    v.stale_moves = list(result.stale_moves)
+    for op, observed in result.reads.items():
+        want = exp.get(op, [])
+        rec = c["checksums"][op] if compare_recorded else None
+        got_cs = executor.checksums(op, observed) if rec else None
+        for i, obs in enumerate(observed):
+            if obs is None or i >= len(want) or want[i] is None:
+                continue
+            v.reads_verified += 1
+            size = graph.mem.cells[graph.cells[op][i]].size
+            if not executor.matches(obs, want[i], size):
+                v.corrupted.append(BadRead(op, c["slots"][op][i], c["request"][op], c["pool"][op],
+                                           c["layer"][op], graph.pages[op][i], executor.describe(obs, graph)))
+            if rec and i < len(rec) and rec[i] is not None:
+                v.recorded_compared += 1
+                v.recorded_differs += int(got_cs[i] != rec[i])
+    return v
