@@ -1,0 +1,88 @@
+"""Sweep: the corrupted-request rate from trace checksums (clean twin: zero), the
+outputs it writes, and a real sweep of the small preset through the reference engine."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from kvtrace.analysis.report_sweep import write_sweep_outputs
+from kvtrace.analysis.sweep import Point, check_point
+from kvtrace.cli import main
+from kvtrace.tracer.builder import TraceBuilder
+
+
+def wrong_layer_trace(path, bug: bool):
+    """Two requests pushed prefill → decode; with ``bug`` r2's layer-1 bytes come from
+    layer 0 (a wrong layer stride), so decode reads r2's layer 1 with layer-0 content."""
+    b = TraceBuilder(path)
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        side.pool("kv", layers=2, slot_bytes=64, num_slots=8)
+    for r, ps, ds in (("r1", [1], [4]), ("r2", [2], [5])):
+        d.alloc(r, "kv", ds)
+        p.alloc(r, "kv", ps)
+        p.write(r, "kv", ps)
+        src = ("kv", ps, [0, 0]) if (bug and r == "r2") else ("kv", ps, [0, 1])
+        x = p.post(r, d, src=src, dst=("kv", ds, [0, 1]), msg=r.encode())
+        p.done(x)
+        d.notif_recv(p, r.encode())
+        d.read(r, "kv", ds)
+        d.free(r, "kv", ds)
+        p.free(r, "kv", ps)
+    return b.close()
+
+
+@pytest.mark.parametrize("bug, corrupted", [(False, 0), (True, 1)])
+def test_corrupted_requests_from_trace_checksums(tmp_path, bug, corrupted):
+    req, bad, source, per, affected, verdict = check_point(wrong_layer_trace(str(tmp_path / "t.kvtrace"), bug))
+    assert (req, bad, source) == (2, corrupted, "trace-checksums")
+    if not bug:
+        assert per == {}
+
+
+def test_sweep_outputs_embed_the_figure(tmp_path):
+    pts = [Point("index_k=bf16", "bf16", c, f"traces/x{c}", 10, k, k / 10, "trace-checksums",
+                 {"layer_offset_mismatch": 1} if k else {}, {"layer_offset_mismatch": k} if k else {}, "v", 0.1, 0.1)
+           for c, k in ((1, 0), (8, 2))]
+    png, page = write_sweep_outputs(str(tmp_path), pts, {"workload": "small"})
+    raw = open(png, "rb").read()
+    assert raw[:4] == b"\x89PNG"
+    text = open(page).read()
+    assert 'src="data:image/png;base64,' in text and text.count("<tr>") == 3   # header + 2 points
+    assert "layer_offset_mismatch" in text and "20.0%" in text
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--concurrency", "1,x"], "positive integers"),
+    (["--concurrency", "0"], "positive integers"),
+    (["--index-k", "fp16"], "unknown dtype"),
+])
+def test_sweep_bad_input_one_line(tmp_path, capsys, argv, needle):
+    assert main(["sweep", "-o", str(tmp_path / "s")] + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_sweep_unwritable_output(tmp_path, capsys):
+    assert main(["sweep", "-o", str(tmp_path / "no" / "such" / "dir"), "--concurrency", "1"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(importlib.util.find_spec("kvtrace.tracer.engine.cli") is None, reason="engine not present")
+def test_small_preset_sweep_end_to_end(tmp_path):
+    out = tmp_path / "sweep"
+    rc = main(["sweep", "--workload", "small", "--concurrency", "1,4", "--index-k", "fp8,bf16",
+               "--inject", "uniform-slot-count", "-o", str(out), "--no-progress", "--seed", "1"])
+    assert rc == 0
+    doc = json.loads((out / "sweep.json").read_text())
+    pts = doc["points"]
+    assert [(p["index_k"], p["concurrency"]) for p in pts] == [("fp8", 1), ("fp8", 4), ("bf16", 1), ("bf16", 4)]
+    assert all(p["requests"] > 0 for p in pts)
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert 'src="data:image/png;base64,' in (out / "sweep.html").read_text()
+    for p in pts:
+        assert (out / p["trace"] / "manifest.json").exists()
