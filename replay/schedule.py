@@ -98,4 +98,7 @@ class DecisionScheduler(Scheduler):
             raise ScheduleError("the schedule ends before the trace does (was it made for another trace?)")
         d = self.decisions[self.i]
         self.i += 1
+        if d >= len(cands):
+            raise ScheduleError(f"decision {self.i - 1} picks {d} of {len(cands)} enabled operations "
+                                "(was the schedule made for another trace?)")
         return d
