@@ -63,9 +63,9 @@ class Verdict:
                        + ("" if self.trace_has_reads else " (corruption: the trace has no reads)"))
         if self.out_of_bounds:
             out.append(f"descriptors outside the re-created memory (not executed): {self.out_of_bounds}")
-        groups = collections.Counter((b.request, b.pool, b.found) for b in self.corrupted)
+        groups = collections.Counter((b.request, b.pool, b.found.split(" (")[0]) for b in self.corrupted)
         for (req, pool, found), n in groups.most_common(12):
-            out.append(f"  {req} read {n} slot(s) of {pool} holding {found}")
+            out.append(f"  {req} read {n} slot-read(s) of {pool} holding {found}")
         if len(groups) > 12:
             out.append(f"  ... and {len(groups) - 12} more groups")
         return out
