@@ -130,3 +130,31 @@ def rows_to_findings(check: str, table) -> list[Finding]:
             slots=[int(s) for s in (r.get("slots") or []) if s is not None],
             extra={k: v for k, v in r.items() if k not in std}))
     return out
+
+
+#: root cause → consequences of it that other checks also see, for the same request (and
+#: pool, where given): these are folded into the root-cause finding so one bug reads as one
+#: finding (``extra["folded"]`` keeps what was folded).
+FOLDS = {
+    "layer_offset_mismatch": (("desc_not_owned", False), ("read_undelivered", False),
+                              ("checksum_mismatch", False), ("desc_out_of_bounds", False)),
+    "read_before_done": (("checksum_mismatch", True),),
+    "post_before_write": (("checksum_mismatch", False),),
+}
+
+
+def fold(findings: list[Finding]) -> list[Finding]:
+    """Fold consequence findings into their root-cause finding (see FOLDS)."""
+    drop = set()
+    for root, consequences in FOLDS.items():
+        for f in findings:
+            if f.check != root:
+                continue
+            for cons, same_pool in consequences:
+                for g in findings:
+                    if g.check == cons and g.request == f.request and (not same_pool or g.pool == f.pool) \
+                            and id(g) not in drop:
+                        drop.add(id(g))
+                        f.extra.setdefault("folded", []).append({"check": g.check, "count": g.count,
+                                                                 "pool": g.pool, "message": g.message})
+    return [f for f in findings if id(f) not in drop]

@@ -23,13 +23,13 @@ import numpy as np
 import pyarrow as pa
 
 from ..tracer.schema import TABLES
-from .findings import CAPABILITIES, Finding, catalog, rows_to_findings, view_sql
+from .findings import CAPABILITIES, Finding, catalog, fold, rows_to_findings, view_sql
 from .hb import compute_clocks
 from .index import ensure_index
 
 #: derived views in build order; "clocks" and "xfer_seen" are computed in Python
 DERIVED = ("sync_pairs", "clocks", "xfers", "xfer_obs", "xfer_seen", "slot_ev", "slot_life",
-           "holdings", "desc_end", "end_hold")
+           "holdings", "desc_end", "dl_region", "poison", "end_hold", "reads", "writes", "inflight_pairs")
 
 
 class TraceSession:
@@ -88,6 +88,8 @@ class TraceSession:
                 self._build_clocks()
             elif name == "xfer_seen":
                 self._build_seen()
+            elif name == "poison":
+                self._build_poison()
             else:
                 con.execute(view_sql(name))
         self._derived = True
@@ -123,6 +125,16 @@ class TraceSession:
                    min(r.first) AS end_seq                           -- transfer known over from here
             FROM xfer_seen_raw r JOIN shards x ON x.sidx = r.xsidx JOIN shards s ON s.sidx = r.side_sidx
             GROUP BY ALL""")
+
+    def _build_poison(self) -> None:
+        from ..kernels.checksum import kvh64
+        from ..kernels.provenance import poison
+
+        sizes = [int(r[0]) for r in self.con.sql("SELECT DISTINCT slot_bytes FROM lay WHERE slot_bytes > 0").fetchall()]
+        # kvh64 of never-written memory per slot size: a read that sees it got nothing
+        self._poison = pa.table({"slot_bytes": pa.array(sizes, pa.uint64()),
+                                 "checksum": pa.array([int(kvh64(poison(n)[0])) for n in sizes], pa.uint64())})
+        self.con.register("poison", self._poison)
 
     # ------------------------------------------------------------------ capabilities
     def capabilities(self) -> dict[str, bool]:
@@ -166,6 +178,7 @@ class TraceSession:
                 self._findings[n] = rows_to_findings(n, self.query(c.sql))
             out.extend(self._findings[n])
         self.checks_skipped = skipped
+        out = fold(out)
         out.sort(key=lambda f: (f.severity != "error", f.check, -f.count, f.request or ""))
         return out
 

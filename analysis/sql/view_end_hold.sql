@@ -1,29 +1,40 @@
--- view end_hold: every descriptor end that lands in an allocator-managed pool, with the
--- transfer's post and the holding of the transfer's request that covers the post
+-- view end_hold: every descriptor end with its transfer's post, the shard where the end's
+-- agent lives (home), when that shard knows the transfer ended, and — for ends in
+-- allocator-managed pools — the holding of the transfer's request that covers the post
 -- (the latest alloc of that slot by the request that happens-before the post).
 -- Columns:
---   shard, xfer, pos, side, agent, pool, layer, slot, off, nbytes, slot_bytes, dlist, idx
+--   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, slot, off, slot_bytes, crosses, dlist, idx
 --   request VARCHAR, post_seq BIGINT, psidx INTEGER, know BIGINT[], op VARCHAR  -- from xfers
---   h_shard VARCHAR, h_sidx INTEGER -- the shard recording the slot's allocator events
---   alloc_seq, free_seq, release_seq, gen_seq BIGINT, page BIGINT  -- the holding (null: none)
+--   h_shard VARCHAR, h_sidx INTEGER  -- home shard of the end's agent (null: agent never recorded)
+--   managed BOOLEAN       -- the pool has alloc events on that agent
+--   seen_seq BIGINT       -- from this seq on h_shard the data is known complete (null: never)
+--   end_seq BIGINT        -- from this seq on h_shard the transfer is known over (done/error/notification)
+--   alloc_seq, free_seq, release_seq, gen_seq, page BIGINT  -- the holding (null: none)
+CREATE OR REPLACE TEMP TABLE agent_home AS
+SELECT agent, arg_max(shard, n) AS h_shard, arg_max(sidx, n) AS h_sidx
+FROM (SELECT agent, shard, count(*) AS n FROM events WHERE agent IS NOT NULL GROUP BY ALL) c
+JOIN shards USING (shard) GROUP BY agent;
+
 CREATE OR REPLACE TEMP TABLE managed AS
-SELECT DISTINCT shard AS h_shard, sidx AS h_sidx, agent, pool FROM slot_ev WHERE kind = 'alloc';
+SELECT DISTINCT agent, pool FROM slot_ev WHERE kind = 'alloc';
 
 CREATE OR REPLACE TEMP TABLE end_hold AS
 WITH e AS (
-    SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.pool, d.layer, d.slot, d.off, d.nbytes,
-           d.slot_bytes, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx, x.know, x.op,
-           m.h_shard, m.h_sidx
+    SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.slot, d.off,
+           d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx, x.know,
+           x.op, x.t_ns, a.h_shard, a.h_sidx, m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq
     FROM desc_end d JOIN xfers x USING (shard, xfer)
-    JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
+    LEFT JOIN agent_home a ON a.agent = d.agent
+    LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
+    LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
 ), c AS (
-    SELECT e.shard, e.xfer, e.pos, e.side, arg_max(h.alloc_seq, h.alloc_seq) AS alloc_seq
+    SELECT e.shard, e.xfer, e.pos, e.side, max(h.alloc_seq) AS alloc_seq
     FROM e JOIN holdings h ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool
                           AND h.slot = e.slot AND h.request = e.request
-    WHERE h.alloc_seq <= e.know[e.h_sidx + 1]
+    WHERE e.managed AND h.alloc_seq <= e.know[e.h_sidx + 1]
     GROUP BY ALL
 )
-SELECT e.*, h.free_seq, h.release_seq, h.gen_seq, h.page, c.alloc_seq
+SELECT e.*, c.alloc_seq, h.free_seq, h.release_seq, h.gen_seq, h.page
 FROM e LEFT JOIN c USING (shard, xfer, pos, side)
 LEFT JOIN holdings h ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool
                      AND h.slot = e.slot AND h.request = e.request AND h.alloc_seq = c.alloc_seq;

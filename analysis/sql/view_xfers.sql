@@ -3,6 +3,7 @@
 -- Columns:
 --   shard VARCHAR, sidx INTEGER, xfer BIGINT  -- the transfer's identity (initiator shard)
 --   post_seq BIGINT      -- the xfer_post event
+--   t_ns BIGINT          -- its timestamp (only to order candidate pairs, never to decide a hazard)
 --   agent VARCHAR        -- initiator agent
 --   peer VARCHAR         -- the other agent
 --   request VARCHAR      -- request key of the post
@@ -14,7 +15,7 @@
 CREATE OR REPLACE TEMP TABLE xfers AS
 WITH p AS (
     SELECT e.shard, s.sidx, e.xfer, e.seq AS post_seq, e.agent, e.peer, e.request, e.msg,
-           json_extract_string(e.detail, '$.op') AS op_detail
+           e.t_ns, json_extract_string(e.detail, '$.op') AS op_detail
     FROM events e JOIN shards s USING (shard) WHERE e.kind = 'xfer_post'
 ), pk AS (
     SELECT p.*, k.vc FROM p ASOF LEFT JOIN clocks k ON p.shard = k.shard AND p.post_seq >= k.seq
@@ -27,7 +28,7 @@ WITH p AS (
 ), o AS (
     SELECT shard, xfer, any_value(op) AS op, count(*) AS ndesc FROM descs GROUP BY ALL
 )
-SELECT pk.shard, pk.sidx, pk.xfer, pk.post_seq, pk.agent, pk.peer, pk.request, pk.msg,
+SELECT pk.shard, pk.sidx, pk.xfer, pk.post_seq, pk.t_ns, pk.agent, pk.peer, pk.request, pk.msg,
        coalesce(o.op, pk.op_detail, 'WRITE') AS op, coalesce(o.ndesc, 0) AS ndesc,
        c.done_seq, c.err_seq, c.release_seq,
        list_transform(range(getvariable('nshards')), lambda i:

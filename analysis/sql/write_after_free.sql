@@ -19,15 +19,13 @@
 --   xfers BIGINT       -- transfers affected
 --   message VARCHAR
 WITH bad AS (
-    SELECT e.*, s.end_seq
-    FROM end_hold e
-    LEFT JOIN xfer_seen s ON s.shard = e.shard AND s.xfer = e.xfer AND s.side_shard = e.h_shard
-    WHERE e.side = 'dst' AND e.release_seq IS NOT NULL
+    SELECT e.* FROM end_hold e
+    WHERE e.managed AND e.side = 'dst' AND e.release_seq IS NOT NULL
       AND NOT hb(e.h_sidx, e.release_seq, e.know)
-      AND (s.end_seq IS NULL OR e.release_seq < s.end_seq)
+      AND (e.end_seq IS NULL OR e.release_seq < e.end_seq)
 )
 SELECT 'error' AS severity, agent, request, pool,
-       arg_min(layer, release_seq) AS layer, arg_min(slot, release_seq) AS slot,
+       min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(arg_min(h_shard, release_seq), min(release_seq))] AS events,
        count(*) AS count, count(DISTINCT (shard, xfer)) AS xfers,

@@ -1,0 +1,32 @@
+-- check: desc_not_owned
+-- severity: error
+-- needs: descs, layouts, slots
+-- summary: a descriptor touches a slot its request does not hold when the transfer is posted
+-- explain: For every descriptor end inside an allocator-managed pool, the transfer's
+--   request must hold the slot at the post: an alloc of it by the request happens-before
+--   the post and the request's matching free does not. Prefix-cache references
+--   (shared allocs) count as holding. A transfer touching someone else's slot reads or
+--   clobbers another request's KV; misaddressed descriptor indices (see
+--   layer_offset_mismatch) also show up here.
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- whose slot
+--   request VARCHAR    -- the transfer's request
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected slot
+--   slots BIGINT[]     -- affected slots
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first posts
+--   count BIGINT       -- descriptor ends on slots not held
+--   side VARCHAR       -- src | dst
+--   message VARCHAR
+WITH bad AS (
+    SELECT * FROM end_hold
+    WHERE managed AND (alloc_seq IS NULL OR (free_seq IS NOT NULL AND hb(h_sidx, free_seq, know)))
+)
+SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,
+       count(*) AS count, side,
+       format('{} transfer(s) of request {} {} {} slot(s) {} of pool {} that the request did not hold when the transfer was posted ({} descriptor ends).',
+              count(DISTINCT (shard, xfer)), request, CASE side WHEN 'src' THEN 'read' ELSE 'wrote' END, agent,
+              array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, count(*)) AS message
+FROM bad GROUP BY agent, request, pool, side
+ORDER BY min(post_seq);

@@ -1,0 +1,95 @@
+-- check: layer_offset_mismatch
+-- severity: error
+-- needs: descs, layouts, slots
+-- summary: destination (pool, layer, page)s of a request are not covered exactly once by the same (pool, layer, page) of the source
+-- explain: Each descriptor should copy page g of layer L of pool P of the request on the
+--   source into page g of layer L of pool P on the destination (pages from each side's
+--   alloc events). Descriptors whose ends disagree, land outside the request's pages, or
+--   cover a destination twice within one transfer are stray. This is the seeds'
+--   uniform-slot-count bug: descriptor indices computed as layer * M + page with one pool's
+--   slot count M applied to a pool with a different one. When the prepped indices of the
+--   request fit layer * M' + page for one M' taken from another pool, the finding names
+--   that stride.
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- destination agent
+--   request VARCHAR
+--   pool VARCHAR       -- destination pool of the stray descriptors
+--   layer INTEGER, slot BIGINT  -- first stray destination (layer, slot)
+--   slots BIGINT[]     -- stray destination slots
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first posts with stray descriptors
+--   count BIGINT       -- stray descriptors
+--   missing BIGINT     -- (layer, page)s of the request's delivered pages never covered correctly
+--   stride BIGINT      -- M' that explains the indices (null: none found)
+--   stride_pool VARCHAR  -- the pool whose slot count M' is
+--   pool_slots BIGINT  -- the destination pool's real slot count
+--   message VARCHAR
+WITH s AS (SELECT * FROM end_hold WHERE side = 'src'),
+t AS (SELECT * FROM end_hold WHERE side = 'dst'),
+d AS (
+    SELECT t.shard, t.xfer, t.pos, t.request, t.post_seq, t.agent AS d_agent, t.pool AS d_pool,
+           t.layer AS d_layer, t.slot AS d_slot, t.page AS d_page, t.off AS d_off, t.dlist AS d_dlist, t.idx AS d_idx,
+           t.managed AS d_managed, s.agent AS s_agent, s.pool AS s_pool, s.layer AS s_layer, s.page AS s_page,
+           s.off AS s_off, s.dlist AS s_dlist, s.idx AS s_idx, s.managed AS s_managed,
+           coalesce(s.pool = t.pool AND s.layer = t.layer AND s.page = t.page AND s.off = t.off, false) AS ok
+    FROM t JOIN s USING (shard, xfer, pos)
+    WHERE t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed)
+), dup AS (  -- a destination covered twice by one transfer
+    SELECT shard, xfer, d_agent, d_pool, d_layer, d_page, d_off FROM d WHERE ok
+    GROUP BY ALL HAVING count(*) > 1
+), stray AS (
+    SELECT d.* FROM d WHERE NOT ok
+    UNION ALL
+    SELECT d.* FROM d SEMI JOIN dup USING (shard, xfer, d_agent, d_pool, d_layer, d_page, d_off) WHERE d.ok
+), sg AS (
+    SELECT request, d_agent AS agent, d_pool AS pool, count(*) AS n_stray,
+           arg_min(d_layer, (post_seq, pos)) AS layer, arg_min(d_slot, (post_seq, pos)) AS slot,
+           list(DISTINCT d_slot ORDER BY d_slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,
+           min(post_seq) AS first_post,
+           arg_min(format('layer {} slot {} got {} layer {} {}', d_layer, d_slot, s_pool, s_layer,
+                          CASE WHEN s_page IS NULL THEN 'of a slot the request does not hold' ELSE 'page ' || s_page END),
+                   (post_seq, pos)) AS example
+    FROM stray GROUP BY ALL
+), cov AS (  -- correct coverage: which (layer, page)s of each pool the request received
+    SELECT request, d_agent AS agent, d_pool AS pool, d_layer, d_page FROM d WHERE ok GROUP BY ALL
+), pages AS (
+    SELECT request, agent, pool, count(DISTINCT d_page) AS n_pages, count(*) AS n_cov FROM cov GROUP BY ALL
+), nl AS (SELECT agent, pool, count(DISTINCT layer) AS n_layers FROM lay GROUP BY ALL),
+-- stride explanation: does idx = region * M' + page fit every prepped index of the request?
+ix AS (
+    SELECT request, d_agent AS agent, d_dlist AS dlist, d_idx AS idx, shard FROM d WHERE d_idx IS NOT NULL
+    AND (request, d_agent) IN (SELECT (request, agent) FROM sg)
+), cand AS (
+    SELECT DISTINCT r.shard, r.dlist, r.num_slots AS m, r.pool AS m_pool FROM dl_region r
+    WHERE (r.shard, r.dlist) IN (SELECT (shard, dlist) FROM ix)
+), fit AS (
+    SELECT ix.request, ix.agent, c.m, any_value(c.m_pool) AS m_pool, count(*) AS n,
+           count(h.alloc_seq) AS n_fit
+    FROM ix JOIN cand c ON c.shard = ix.shard AND c.dlist = ix.dlist
+    LEFT JOIN dl_region r ON r.shard = ix.shard AND r.dlist = ix.dlist AND r.region = ix.idx // c.m
+    LEFT JOIN (SELECT DISTINCT agent, pool, slot, request, 1 AS alloc_seq FROM holdings) h
+           ON h.agent = ix.agent AND h.pool = r.pool AND h.slot = ix.idx % c.m AND h.request = ix.request
+    GROUP BY ix.request, ix.agent, c.m
+), best AS (
+    SELECT request, agent, arg_max(m, n_fit) AS m, arg_max(m_pool, n_fit) AS m_pool
+    FROM fit WHERE n_fit = n GROUP BY ALL
+), real AS (SELECT agent, pool, any_value(num_slots) AS pool_slots FROM lay GROUP BY ALL)
+SELECT 'error' AS severity, sg.agent, sg.request, sg.pool, sg.layer, sg.slot, sg.slots, sg.events,
+       sg.n_stray AS count,
+       greatest(coalesce(nl.n_layers * p.n_pages - p.n_cov, 0), 0) AS missing,
+       CASE WHEN b.m <> real.pool_slots THEN b.m END AS stride,
+       CASE WHEN b.m <> real.pool_slots THEN b.m_pool END AS stride_pool, real.pool_slots,
+       format('Request {}: {} descriptor(s) into {} pool {} do not copy the same (pool, layer, page) from the source (e.g. {}){}{}',
+              sg.request, sg.n_stray, sg.agent, sg.pool, sg.example,
+              CASE WHEN coalesce(nl.n_layers * p.n_pages - p.n_cov, 0) > 0
+                   THEN format('; {} (layer, page)s of its pages were never delivered correctly', nl.n_layers * p.n_pages - p.n_cov) ELSE '' END,
+              CASE WHEN b.m <> real.pool_slots
+                   THEN format(' — the indices fit layer * {} + page: pool {}''s slot count (M={}) applied to pool {} (M={}).',
+                               b.m, b.m_pool, b.m, sg.pool, real.pool_slots)
+                   ELSE '.' END) AS message
+FROM sg
+LEFT JOIN pages p USING (request, agent, pool)
+LEFT JOIN nl USING (agent, pool)
+LEFT JOIN best b USING (request, agent)
+LEFT JOIN real USING (agent, pool)
+ORDER BY sg.first_post;

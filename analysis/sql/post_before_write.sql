@@ -1,0 +1,41 @@
+-- check: post_before_write
+-- severity: error
+-- needs: descs, layouts, slots, writes
+-- summary: a transfer was posted before the producer's write of its source happened-before it
+-- explain: For every descriptor source slot layer in an allocator-managed pool where the
+--   producer records writes, some write of that slot layer in the slot's current
+--   generation must happen-before the post (a shared prefix page written by an earlier
+--   turn counts). Otherwise the transfer can copy the bytes before the kernel wrote them —
+--   an unsynchronized stream. The finding says whether the write came later or never.
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- producer (source) agent
+--   request VARCHAR    -- the transfer's request
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected source
+--   slots BIGINT[]
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, the late write if any]
+--   count BIGINT       -- affected descriptor sources
+--   late BIGINT        -- of them, written only after (not before) the post
+--   message VARCHAR
+WITH wp AS (SELECT DISTINCT shard, agent, pool FROM writes),
+s AS (
+    SELECT e.*, e.know[e.h_sidx + 1] AS bound FROM end_hold e
+    SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
+    WHERE e.side = 'src' AND e.managed AND e.alloc_seq IS NOT NULL
+), lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq FROM writes),
+j AS (
+    SELECT s.*, b.w_seq AS before_seq, a.w_seq AS after_seq
+    FROM s ASOF LEFT JOIN lw b ON b.shard = s.h_shard AND b.agent = s.agent AND b.pool = s.pool
+                              AND b.layer = s.layer AND b.slot = s.slot AND s.bound >= b.w_seq
+           ASOF LEFT JOIN lw a ON a.shard = s.h_shard AND a.agent = s.agent AND a.pool = s.pool
+                              AND a.layer = s.layer AND a.slot = s.slot AND s.bound < a.w_seq
+), bad AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq)
+SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+       list(DISTINCT slot ORDER BY slot) AS slots,
+       [ev(arg_min(shard, post_seq), min(post_seq)), ev(any_value(h_shard), min(after_seq))] AS events,
+       count(*) AS count, count(after_seq) AS late,
+       format('{} transfer(s) of request {} were posted before {}''s write of source slot(s) {} of pool {} happened-before the post ({} of {} written only afterwards): the transfer can copy bytes the producer has not written yet.',
+              count(DISTINCT (shard, xfer)), request, agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
+              pool, count(after_seq), count(*)) AS message
+FROM bad GROUP BY agent, request, pool
+ORDER BY min(post_seq);

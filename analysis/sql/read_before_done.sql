@@ -1,0 +1,40 @@
+-- check: read_before_done
+-- severity: error
+-- needs: descs, layouts, slots, reads
+-- summary: a consumer read a slot targeted by a transfer of its request with no completion observation happening-before the read
+-- explain: For every read by request R of a slot layer that R's transfers (posted within
+--   R's current holding, not after the read) write, at least one of those transfers must
+--   be observed complete before the read: its notification on the consumer, the
+--   initiator's xfer_done (READ mode), or anything that happens after either. A read
+--   after the notification but before the initiator's next poll records DONE is legal.
+--   A read with no observation sees whatever bytes happened to land (nixl #252: a
+--   completion signal that precedes the data looks the same).
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- consumer agent
+--   request VARCHAR
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected read
+--   slots BIGINT[]
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, read]
+--   count BIGINT       -- affected (read, slot) pairs
+--   message VARCHAR
+WITH t AS (
+    SELECT h_shard AS shard, agent, pool, layer, slot, request, alloc_seq, shard AS x_shard, xfer,
+           post_seq, know, seen_seq
+    FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
+), j AS (
+    SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot,
+           min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
+           bool_or(t.seen_seq IS NOT NULL AND t.seen_seq <= r.seq) AS observed
+    FROM reads r JOIN t USING (shard, agent, pool, layer, slot, request, alloc_seq)
+    WHERE NOT hb(r.sidx, r.seq, t.know)      -- transfers posted after the read are not this read's data
+    GROUP BY ALL
+)
+SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+       list(DISTINCT slot ORDER BY slot) AS slots,
+       [ev(arg_min(x_shard, seq), arg_min(post_seq, seq)), ev(any_value(shard), min(seq))] AS events,
+       count(*) AS count,
+       format('{} read slot(s) {} of pool {} for request {} before any completion of the transfer delivering them was observed (no notification or done happens-before the read): it may see bytes that have not landed yet.',
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request) AS message
+FROM j WHERE NOT observed GROUP BY agent, request, pool
+ORDER BY min(seq);

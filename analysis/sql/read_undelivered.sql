@@ -1,0 +1,42 @@
+-- check: read_undelivered
+-- severity: error
+-- needs: descs, slots, reads
+-- summary: a consumer read a page that no transfer delivered and no local write produced
+-- explain: For every read of a slot layer in an allocator-managed pool, something must have
+--   filled it in the slot's current generation (since the alloc that took it from free):
+--   a write event on that slot layer before the read, or a transfer posted by a holder of
+--   this generation whose descriptors land on it and that is not posted after the read.
+--   Prefix pages shared from an earlier turn count (their writer is in the generation).
+--   Otherwise the read sees stale memory or poison.
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- consumer agent
+--   request VARCHAR
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected read
+--   slots BIGINT[]
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first reads
+--   count BIGINT       -- affected (read, slot) pairs
+--   message VARCHAR
+WITH r AS (SELECT * FROM reads WHERE managed),
+lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq FROM writes),
+j AS (
+    SELECT r.*, lw.w_seq FROM r ASOF LEFT JOIN lw ON lw.shard = r.shard AND lw.agent = r.agent
+        AND lw.pool = r.pool AND lw.layer = r.layer AND lw.slot = r.slot AND r.seq > lw.w_seq
+), t AS (
+    SELECT h_shard AS shard, agent, pool, layer, slot, gen_seq, know FROM end_hold
+    WHERE side = 'dst' AND managed AND gen_seq IS NOT NULL
+), undelivered AS (
+    SELECT j.* FROM j
+    WHERE NOT (j.w_seq IS NOT NULL AND (j.gen_seq IS NULL OR j.w_seq > j.gen_seq))
+      AND NOT EXISTS (SELECT 1 FROM t WHERE t.shard = j.shard AND t.agent = j.agent AND t.pool = j.pool
+                      AND t.layer = j.layer AND t.slot = j.slot AND t.gen_seq = j.gen_seq
+                      AND NOT hb(j.sidx, j.seq, t.know))
+)
+SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq))[1:4] AS events,
+       count(*) AS count,
+       format('{} read {} slot-layer(s) of pool {} for request {} (slots {}, layers {}) that no transfer delivered and no write produced: the read sees stale or never-written memory.',
+              agent, count(*), pool, request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
+              array_to_string(list(DISTINCT layer ORDER BY layer)[1:8], ',')) AS message
+FROM undelivered GROUP BY agent, request, pool
+ORDER BY min(seq);

@@ -1,0 +1,6 @@
+-- view writes: one row per (write event, slot): who filled which slot of which layer.
+-- Columns: shard VARCHAR, sidx INTEGER, seq BIGINT, agent, request, pool VARCHAR,
+--   layer INTEGER, slot BIGINT, page BIGINT, checksum UBIGINT, src_request VARCHAR
+CREATE OR REPLACE TEMP TABLE writes AS
+SELECT shard, sidx, seq, agent, request, pool, layer, slot, page, checksum, src_request
+FROM slot_ev WHERE kind = 'write';
