@@ -208,13 +208,15 @@ def test_findings_become_instants_with_their_explanation(tmp_path):
     clean twin of the trace has none."""
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
 
-    bad = pd_trace(str(tmp_path / "bad.kvtrace"), early_free=True)
+    # no abort here: decode freeing an aborted request's slots under in-flight writes is
+    # itself a hazard (write_after_free), so the twins differ only in the early free
+    bad = pd_trace(str(tmp_path / "bad.kvtrace"), abort_last=False, early_free=True)
     with TraceSession(bad) as s:
         if not hasattr(s, "findings"):
             pytest.skip("TraceSession.findings() not available in this checkout")
         expected = {f.check for f in s.findings()}
     assert "src_free_before_done" in expected
-    for tr, want in ((bad, expected), (pd_trace(str(tmp_path / "clean.kvtrace")), set())):
+    for tr, want in ((bad, expected), (pd_trace(str(tmp_path / "clean.kvtrace"), abort_last=False), set())):
         assert main(["export", tr, "-f", "chrome-json", "-o", str(tmp_path / "t.json")]) == 0
         ev = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
         inst = [e for e in ev if e["ph"] == "i" and e["cat"] == "finding"]

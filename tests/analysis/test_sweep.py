@@ -22,6 +22,8 @@ def wrong_layer_trace(path, bug: bool):
         side.pool("kv", layers=2, slot_bytes=64, num_slots=8)
     for r, ps, ds in (("r1", [1], [4]), ("r2", [2], [5])):
         d.alloc(r, "kv", ds)
+        d.msg_send(p, f"dst-{r}", request=r)   # decode tells prefill its pages: the HB edge
+        p.msg_recv(d, f"dst-{r}", request=r)
         p.alloc(r, "kv", ps)
         p.write(r, "kv", ps)
         src = ("kv", ps, [0, 0]) if (bug and r == "r2") else ("kv", ps, [0, 1])
