@@ -20,7 +20,7 @@ from ..kernels.checksum import kvh64_rows
 from ..kernels.provenance import decode as decode_page
 from ..kernels.provenance import fill_pages, poison, pool_tag, request_tag
 from .symbolic import checksum as content_checksum
-from .symbolic import write_atom
+from .symbolic import initial_atom, write_atom
 
 
 def _kernels_api():
@@ -64,12 +64,18 @@ class ByteExecutor:
         for ai in range(len(agents)):
             a = np.empty(max(1, sizes.get(ai, 0)), np.uint8)
             host.append(a)
+        self.names = {request_tag(r): r for r in graph.requests}
         for cid, c in enumerate(cells):
             ai, off = self.where[cid]
-            host[ai][off:off + c.size] = poison(c.size)[0]
+            atom = initial_atom(c)
+            if atom is None:
+                host[ai][off:off + c.size] = poison(c.size)[0]
+            else:
+                host[ai][off:off + c.size] = fill_pages(request_tag(atom[0]), pool_tag("mem"), 0,
+                                                         np.asarray([0]), c.size)[0]
+                self.names[request_tag(atom[0])] = atom[0]
         self.arenas = self._to_device(host)
         self.snap: dict[int, list] = {}
-        self.names = {request_tag(r): r for r in graph.requests}
         self.api = _kernels_api()
 
     def _to_device(self, host: list):
@@ -169,6 +175,8 @@ class ByteExecutor:
         if p.kind != "data":
             return "unrecognisable bytes"
         who = self.names.get(p.request_tag, f"request#{p.request_tag:08x}")
+        if p.pool_tag == pool_tag("mem") and "@" in who:
+            return f"the initial bytes of {who}" + ("" if p.aligned else " misaligned")
         pools = {pool_tag(r["pool"]): r["pool"] for r in graph.layouts.values()} if graph else {}
         page = "?" if p.page == 0xFFFFFFFF else p.page
         w = f"{who}'s bytes ({pools.get(p.pool_tag, '?')} L{p.layer} page {page})"

@@ -1,7 +1,8 @@
 """The replay engine: runs an operation graph under a scheduler on an executor.
 
-Invisible program events (everything but ``write``/``read``) have no effect on data and
-only enable others, so they run as soon as they can without asking the scheduler —
+Invisible program events (everything but ``write``/``read``/``xfer_post``) have no
+effect on data and only enable others, so they run as soon as they can without asking
+the scheduler (posts are scheduled, so "a move right after its post" exists) —
 this loses no data outcome and keeps schedules short. The scheduler is consulted
 whenever two or more visible events or moves are enabled; its answers are the
 run's *decisions*, which replay it exactly (``schedule.py``).
@@ -9,6 +10,9 @@ run's *decisions*, which replay it exactly (``schedule.py``).
 from __future__ import annotations
 
 import dataclasses
+
+
+SCHEDULED = frozenset({"write", "read", "xfer_post"})
 
 
 class ScheduleMismatch(Exception):
@@ -60,7 +64,7 @@ def execute(graph, scheduler, executor) -> RunResult:
 
     def ready(t: int) -> None:
         op = head[t]
-        if kinds[op] in ("write", "read"):
+        if kinds[op] in SCHEDULED:
             visible_ready.add(t)
         else:
             auto.append(t)

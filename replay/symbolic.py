@@ -25,6 +25,13 @@ def full(atom, size: int) -> tuple:
     return ((0, size, atom, 0),)
 
 
+def initial_atom(cell):
+    """What a cell holds before anyone writes it: poison for slots; for raw ranges (a
+    program recorded without hooks) bytes naming the range, so a transfer that moves a
+    changed source shows."""
+    return None if cell.pool is not None else (f"{cell.agent}@{cell.addr:#x}", "mem", 0, 0)
+
+
 def splice(dst: tuple, src: tuple, so: int, do: int, n: int) -> tuple:
     """``dst`` after copying ``src[so:so+n]`` to offset ``do`` (canonical result)."""
     moved = []
@@ -95,7 +102,10 @@ class SymbolicExecutor:
 
     def get(self, cell: int) -> tuple:
         c = self.content.get(cell)
-        return c if c is not None else full(None, self.cells[cell].size)
+        if c is None:
+            cl = self.cells[cell]
+            c = self.content[cell] = full(initial_atom(cl), cl.size)
+        return c
 
     def post(self, xi: int) -> None:
         """Snapshot the sources so a move can be checked against 'the source at post'."""
@@ -149,6 +159,8 @@ def describe(content: tuple) -> str:
     for s, e, atom, base in content:
         if atom is None:
             w = "poison (never delivered)"
+        elif atom[1] == "mem":
+            w = f"the initial bytes of {atom[0]}"
         else:
             page = "?" if atom[3] == UNKNOWN_PAGE else atom[3]
             w = f"{atom[0]}'s bytes ({atom[1]} L{atom[2]} page {page})"

@@ -51,9 +51,9 @@ class Scheduler:
         return bi
 
     def move_first(self, cands: list[int]) -> int:
-        """The move posted earliest, else -1."""
-        g, best, bi = self.graph, None, -1
+        """The move enabled earliest (candidates list moves in enabling order), else -1."""
+        n_prog = self.graph.n_prog
         for i, op in enumerate(cands):
-            if op >= g.n_prog and (best is None or op < best):
-                best, bi = op, i
-        return bi
+            if op >= n_prog:
+                return i
+        return -1

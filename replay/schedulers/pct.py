@@ -23,7 +23,7 @@ class PctScheduler(Scheduler):
         n_threads = len(g.threads) + len(g.move_xfer)
         d = max(1, self.depth)
         self.prio = [d + self.rng.random() for _ in range(n_threads)]
-        visible = sum(1 for k in g.col["kind"] if k in ("write", "read"))
+        visible = sum(1 for k in g.col["kind"] if k in ("write", "read", "xfer_post"))
         k = max(1, visible + len(g.move_xfer))
         self.change = {self.rng.randrange(1, k + 1): i for i in range(d - 1, 0, -1)}
         self.steps = 0
