@@ -11,6 +11,7 @@ track's times are made non-decreasing in program order.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 
@@ -112,6 +113,20 @@ class _Builder:
         self.slices[dst].flows_in.append(fid)
 
 
+def shard_origins(session, ev: dict, t0: int) -> dict:
+    """Per-shard time origin: the trace's first event when every shard has the same
+    clock (one host's monotonic clock), else each shard's own first event — clocks of
+    different hosts are not comparable, so each starts at zero."""
+    clocks = {s.name: s.info.get("clock") for s in session.trace.shards}
+    if len(set(clocks.values())) <= 1:
+        return collections.defaultdict(lambda: t0)
+    first: dict = {}
+    for sh, t in zip(ev["shard"], ev["t_ns"]):
+        if t is not None and (sh not in first or t < first[sh]):
+            first[sh] = t
+    return collections.defaultdict(lambda: t0, first)
+
+
 def build_timeline(session, with_findings: bool = True) -> Timeline:
     """Build the timeline of a :class:`TraceSession` (checks run when ``with_findings``)."""
     ev = session.query(
@@ -121,6 +136,7 @@ def build_timeline(session, with_findings: bool = True) -> Timeline:
     n = len(ev["seq"])
     known = [t for t in ev["t_ns"] if t is not None]
     t0 = min(known) if known else 0
+    base = shard_origins(session, ev, t0)
     agents = sorted(set(ev["agent"]))
     b = _Builder()
     at: dict = {}        # (shard, seq) -> slice index (point or span standing for the event)
@@ -130,7 +146,7 @@ def build_timeline(session, with_findings: bool = True) -> Timeline:
     for i in range(n):
         key, th = (ev["shard"][i], ev["seq"][i]), (ev["shard"][i], ev["thread"][i])
         raw = ev["t_ns"][i]
-        ts = max(last.get(th, 0), (raw - t0) if raw is not None else last.get(th, 0))
+        ts = max(last.get(th, 0), (raw - base[key[0]]) if raw is not None else last.get(th, 0))
         last[th], times[key], t_end = ts, ts, max(t_end, ts)
         kind = ev["kind"][i]
         if kind in _SPAN_KINDS:
