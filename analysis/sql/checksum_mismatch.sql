@@ -3,8 +3,9 @@
 -- needs: slots, reads, writes, checksums
 -- summary: a read's checksum differs from what the data flow predicts (ground truth)
 -- explain: For every read with a checksum, predict what the slot layer holds: the latest
---   local write before the read, or — when later — the transfer into it that was observed
---   complete before the read, traced back to the checksum of the latest write of its
+--   local write before the read, or — when later — the latest transfer into it not posted
+--   after the read (observed complete or not: the consumer acts as if its data is there),
+--   traced back to the checksum of the latest write of its
 --   source slot that happens-before the post (whole-slot copies only). When the local
 --   write and the transfer are concurrent the prediction is ambiguous and the read is
 --   skipped (other checks report the race). A mismatch is corruption the consumer really
@@ -27,19 +28,21 @@ dst AS (
     SELECT e.*, s.agent AS s_agent, s.pool AS s_pool, s.layer AS s_layer, s.slot AS s_slot,
            s.h_shard AS s_shard, s.know[s.h_sidx + 1] AS s_bound, s.off AS s_off, s.slot_bytes AS s_slot_bytes
     FROM end_hold e JOIN end_hold s ON s.shard = e.shard AND s.xfer = e.xfer AND s.pos = e.pos AND s.side = 'src'
-    WHERE e.side = 'dst' AND e.managed AND e.gen_seq IS NOT NULL AND e.seen_seq IS NOT NULL
+    WHERE e.side = 'dst' AND e.managed AND e.gen_seq IS NOT NULL
 ), src_ck AS (
     SELECT dst.*, w.w_ck AS x_ck FROM dst ASOF LEFT JOIN lw w
         ON w.shard = dst.s_shard AND w.agent = dst.s_agent AND w.pool = dst.s_pool AND w.layer = dst.s_layer
        AND w.slot = dst.s_slot AND dst.s_bound >= w.w_seq
 ), x AS (
     SELECT r.shard, r.seq, r.slot, r.layer, r.pool, r.agent,
-           arg_max(t.x_ck, t.seen_seq) AS x_ck, max(t.seen_seq) AS x_seen,
-           arg_max(t.know[r.sidx + 1], t.seen_seq) AS x_bound,
-           arg_max(t.off = 0 AND t.s_off = 0 AND t.nbytes = t.slot_bytes AND t.slot_bytes = t.s_slot_bytes, t.seen_seq) AS whole,
-           arg_max(t.shard, t.seen_seq) AS x_shard, arg_max(t.post_seq, t.seen_seq) AS x_post
+           arg_max(t.x_ck, t.post_seq) AS x_ck,
+           arg_max(CASE WHEN t.seen_seq <= r.seq THEN t.seen_seq END, t.post_seq) AS x_seen,
+           arg_max(t.know[r.sidx + 1], t.post_seq) AS x_bound,
+           arg_max(t.off = 0 AND t.s_off = 0 AND t.nbytes = t.slot_bytes AND t.slot_bytes = t.s_slot_bytes, t.post_seq) AS whole,
+           arg_max(t.shard, t.post_seq) AS x_shard, max(t.post_seq) AS x_post
     FROM r JOIN src_ck t ON t.h_shard = r.shard AND t.agent = r.agent AND t.pool = r.pool AND t.layer = r.layer
-                         AND t.slot = r.slot AND t.gen_seq = r.gen_seq AND t.seen_seq <= r.seq
+                         AND t.slot = r.slot AND t.gen_seq = r.gen_seq
+    WHERE NOT hb(r.sidx, r.seq, t.know)   -- the latest transfer into the slot not posted after the read
     GROUP BY ALL
 ), rw AS (
     SELECT r.*, w.w_seq, w.w_ck
@@ -50,7 +53,7 @@ dst AS (
     FROM rw LEFT JOIN x USING (shard, seq, slot, layer, pool, agent)
 ), p AS (
     SELECT *,
-        CASE WHEN x_seen IS NULL THEN (CASE WHEN w_seq > gen_seq OR gen_seq IS NULL THEN 'write' END)
+        CASE WHEN x_post IS NULL THEN (CASE WHEN w_seq > gen_seq OR gen_seq IS NULL THEN 'write' END)
              WHEN w_seq IS NULL OR w_seq <= gen_seq THEN 'xfer'
              WHEN w_seq >= x_seen THEN 'write'      -- the write follows the observed completion
              WHEN w_seq <= x_bound THEN 'xfer'      -- the write happens-before the post
