@@ -1,0 +1,126 @@
+"""KV memory of one side: one buffer per (pool, layer), and page allocators.
+
+Buffers are numpy arrays on CPU (registered with NIXL as (addr, len, 0) DRAM regions)
+or torch tensors with ``device="cuda"`` (registered as tensors, VRAM). The engine only
+touches them through ``write``/``read`` with whole slots, so the same code runs on both.
+Unwritten memory holds the provenance poison pattern, so "never delivered" is visible.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from ...kernels.provenance import poison
+
+
+class Region:
+    """One (pool, layer) buffer: ``num_slots`` rows of ``item_len`` bytes."""
+
+    def __init__(self, pool, layer: int, device: str):
+        self.pool, self.layer, self.device = pool, layer, device
+        rows = poison(pool.item_len, pool.num_slots)
+        if device == "cpu" or pool.mem_type == "DRAM":
+            self.buf = rows
+            self.addr = int(rows.ctypes.data)
+            self.dev_id = 0
+            self.mem_type = "DRAM"
+        else:
+            import torch  # only with --device cuda
+            self.buf = torch.from_numpy(rows).to(device)
+            self.addr = int(self.buf.data_ptr())
+            self.dev_id = int(self.buf.device.index or 0)
+            self.mem_type = "VRAM"
+
+    @property
+    def nbytes(self) -> int:
+        return self.pool.region_bytes
+
+    def slot_addrs(self) -> np.ndarray:
+        """Address of every slot (the prepped list entries of this region)."""
+        return self.addr + np.arange(self.pool.num_slots, dtype=np.uint64) * np.uint64(self.pool.item_len)
+
+    def write(self, slots, rows: np.ndarray, used_last: int | None = None) -> None:
+        """Store ``rows`` into ``slots``; the last row only up to ``used_last`` bytes
+        (a partly filled last page keeps whatever its tail held)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if used_last is not None and used_last < rows.shape[1]:
+            self._put(slots[:-1], rows[:-1])
+            self._put(slots[-1:], rows[-1:, :used_last], used_last)
+        else:
+            self._put(slots, rows)
+
+    def _put(self, slots, rows, width=None) -> None:
+        if len(slots) == 0:
+            return
+        if isinstance(self.buf, np.ndarray):
+            self.buf[slots, :width] = rows
+        else:
+            import torch
+            idx = torch.as_tensor(slots, device=self.buf.device)
+            self.buf[idx, :width] = torch.from_numpy(np.ascontiguousarray(rows)).to(self.buf.device)
+
+    def read(self, slots) -> np.ndarray:
+        """A host copy of ``slots`` (n, item_len) uint8."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if isinstance(self.buf, np.ndarray):
+            return self.buf[slots]
+        import torch
+        return self.buf[torch.as_tensor(slots, device=self.buf.device)].cpu().numpy()
+
+
+class Memory:
+    """All regions of one side, by pool name then layer."""
+
+    def __init__(self, pools, device: str = "cpu"):
+        self.pools = {p.name: p for p in pools}
+        self.regions = {p.name: [Region(p, layer, device) for layer in range(p.layers)] for p in pools}
+
+    def region(self, pool: str, layer: int) -> Region:
+        return self.regions[pool][layer]
+
+    def kv_regions(self) -> list[Region]:
+        """kv_data regions in SGLang's order: every kv layer, then every index_k layer."""
+        return [r for p in self.pools.values() if p.prepped_kv for r in self.regions[p.name]]
+
+
+class PageAllocator:
+    """Slots of one pool with reference counts; hands out the lowest free slots first.
+
+    Lowest-first (SGLang's paged allocator sorts its free list when it merges released
+    pages back) means a freed slot is the next one handed out -- so a slot freed too
+    early really does get new contents soon.
+    """
+
+    def __init__(self, num_slots: int):
+        self.num_slots = num_slots
+        self.refs = np.zeros(num_slots, dtype=np.int32)
+        self._free = list(range(num_slots))
+        heapq.heapify(self._free)
+
+    @property
+    def available(self) -> int:
+        return len(self._free)
+
+    def alloc(self, n: int) -> list[int] | None:
+        """``n`` fresh slots (refcount 1), or None when fewer are free."""
+        if n > len(self._free):
+            return None
+        out = [heapq.heappop(self._free) for _ in range(n)]
+        self.refs[out] = 1
+        return out
+
+    def ref(self, slots) -> None:
+        """One more reference to slots someone already holds (prefix sharing)."""
+        assert all(self.refs[s] > 0 for s in slots), "ref of a free slot"
+        self.refs[list(slots)] += 1
+
+    def unref(self, slots) -> list[int]:
+        """Drop one reference each; returns the slots that became free."""
+        freed = []
+        for s in slots:
+            self.refs[s] -= 1
+            if self.refs[s] == 0:
+                heapq.heappush(self._free, s)
+                freed.append(s)
+        return freed

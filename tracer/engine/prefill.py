@@ -1,0 +1,288 @@
+"""The prefill side: computes KV (provenance content), sends it in chunked prepped WRITEs.
+
+Per step: take delivery of decode's control messages; run chunked prefill under a token
+budget (each chunk's pages are written, then handed to the transfer worker); the
+transfer worker posts what was handed to it ``post_delay`` steps ago (tags
+``{room}_kv_{chunk}_{is_last}_0``, ``{room}_state_0_0``, ``{room}_aux``); poll every
+handle with ``check_xfer_state`` to DONE, release it; free the request's pages when all
+its handles are DONE. Aborts from decode take effect after a seeded delay (the slow
+control path); prefill then stops, waits for what is in flight, frees and acks.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+
+import numpy as np
+
+from ...kernels.checksum import kvh64_rows
+from ..schema import EventKind as K
+from . import nixlio
+from .geometry import pages_for, side_pools, used_tokens
+from .memory import Memory, PageAllocator
+from .verify import content
+from .workload import plan
+
+AGENT = "prefill"
+
+
+@dataclasses.dataclass
+class _Req:
+    room: int
+    key: str
+    tokens: int
+    start: dict                          # pool -> first page ordinal to send
+    dst: dict                            # pool -> decode slots (parallel to pages from start)
+    src: dict = dataclasses.field(default_factory=dict)
+    freed: dict = dataclasses.field(default_factory=dict)   # pool -> slots already returned (early free)
+    chunks: int = 0
+    next_chunk: int = 0
+    queued: int = 0                      # handed to the transfer worker, not yet posted
+    inflight: list = dataclasses.field(default_factory=list)
+    abort_at: int | None = None          # decode asked to abort; takes effect at this step
+    aborted: bool = False
+    failed: bool = False
+    stall: tuple | None = None           # (after chunk, until step): a slow prefill
+
+
+class PrefillWorker:
+    """One prefill instance: pools, allocators, agent, chunked sender."""
+
+    def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None):
+        self.wl, self.bugs, self.rec = wl, set(bugs), rec
+        self.pools = {p.name: p for p in side_pools(wl, "prefill")}
+        self.mem = Memory(self.pools.values(), device)
+        self.alloc = {n: PageAllocator(p.num_slots) for n, p in self.pools.items()}
+        self.agent = nixlio.make_agent(AGENT, rec, listen_port=listen_port)
+        nixlio.register(self.agent, self.mem, rec)
+        self.mail = nixlio.Mailbox(AGENT, "decode", rec)
+        self.rng = np.random.default_rng([wl.seed, 2])
+        e = wl.engine
+        self.cp, self.budget, self.post_delay = int(e["chunk_pages"]), int(e["prefill_step_tokens"]), int(e["post_delay"])
+        self.abort_delay, self.timeout = tuple(e["abort_delay"]), int(e["timeout_steps"])
+        self.fates = {t.room: t.fate for s in plan(wl) for t in s}
+        self.reqs: dict[int, _Req] = {}
+        self.waiting: list[_Req] = []
+        self.queue: collections.deque = collections.deque()   # (ready_step, room, chunk)
+        self.posted = 0                                         # notifications sent so far
+        local = {"kv": nixlio.describe(self.mem.kv_regions()),
+                 "state": nixlio.describe(self.mem.regions["state"]), "aux": nixlio.describe(self.mem.regions["aux"])}
+        self.local = local
+        self.src_dl = {g: nixlio.prep(self.agent, "", d) for g, d in local.items()}
+        self.src_off = nixlio.region_offsets(local["kv"], "uniform-slot-count" in self.bugs)
+
+    # ------------------------------------------------------------------ messages
+    def _on_register(self, m: dict) -> None:
+        self.remote = {g: m[g] for g in ("kv", "state", "aux")}
+        self.dst_dl = {g: nixlio.prep(self.agent, m["agent"], d) for g, d in self.remote.items()}
+        self.dst_off = nixlio.region_offsets(self.remote["kv"], "uniform-slot-count" in self.bugs)
+
+    def _on_pages(self, m: dict, k: int) -> None:
+        r = _Req(m["room"], str(m["room"]), m["tokens"], m["start"], m["dst"])
+        kv = self.pools["kv"]
+        r.chunks = -(-(pages_for(r.tokens, kv.page_tokens) - r.start["kv"]) // self.cp)
+        if self.fates.get(r.room) == "timeout":   # this prefill is slow for this request
+            r.stall = (0, k + 2 * self.timeout)
+        with self._req(r):
+            self.rec and self.rec.event(K.REQ_START, AGENT, r.key, detail={"tokens": r.tokens, "chunks": r.chunks})
+        self.reqs[r.room] = r
+        self.waiting.append(r)
+
+    def _on_abort(self, m: dict, k: int) -> None:
+        r = self.reqs.get(m["room"])
+        if r is None:                  # already finished: nothing of it is in flight
+            self.mail.send("abort_ack", m["room"])
+            return
+        r.abort_at = k + int(self.rng.integers(self.abort_delay[0], self.abort_delay[1] + 1))
+
+    # ------------------------------------------------------------------ the step
+    def step(self, k: int, msgs: list[dict]) -> tuple[list[dict], int]:
+        """One step; returns the control messages for decode and the notifications
+        posted so far (decode waits until it has received that many)."""
+        for m in msgs:
+            self.mail.received(m)
+            if m["type"] == "register":
+                self._on_register(m)
+            elif m["type"] == "pages":
+                self._on_pages(m, k)
+            elif m["type"] == "abort":
+                self._on_abort(m, k)
+        for r in list(self.reqs.values()):
+            if r.abort_at is not None and r.abort_at <= k and not r.aborted:
+                r.aborted = True
+        self._forward(k)
+        self._post(k)
+        self._poll()
+        return self.mail.take(), self.posted
+
+    def _req(self, r):
+        import contextlib
+        return self.rec.request(r.key) if self.rec is not None else contextlib.nullcontext()
+
+    def _forward(self, k: int) -> None:
+        budget = self.budget
+        for r in list(self.waiting):
+            if budget <= 0:
+                break
+            if r.aborted or r.failed:
+                self.waiting.remove(r)
+                continue
+            if r.stall and r.next_chunk > r.stall[0] and k < r.stall[1]:
+                continue
+            if not r.src and not self._alloc(r):
+                break                           # head-of-line: wait for pages
+            if r.failed:
+                self.waiting.remove(r)
+                continue
+            # chunked prefill: one chunk of each scheduled request per forward step
+            budget -= self._compute_chunk(r, r.next_chunk, k)
+            r.next_chunk += 1
+            if r.next_chunk == r.chunks:
+                self.waiting.remove(r)
+
+    def _alloc(self, r: _Req) -> bool:
+        need = {"kv": len(r.dst["kv"]), "index_k": len(r.dst["index_k"]), "state": 1, "aux": 1}
+        if any(self.alloc[p].num_slots < n for p, n in need.items()):
+            r.failed = True            # larger than this prefill's whole pool
+            return True
+        if any(self.alloc[p].available < n for p, n in need.items()):
+            return False
+        for p, n in need.items():
+            r.src[p] = self.alloc[p].alloc(n)
+            if self.rec is not None:
+                self.rec.alloc(AGENT, r.key, p, r.src[p], list(range(r.start[p], r.start[p] + n)))
+        return True
+
+    def _chunk_pages(self, r: _Req, c: int) -> dict:
+        """Positions (into r.dst/r.src lists) of each pool's pages sent by chunk c."""
+        kv, ik = self.pools["kv"], self.pools["index_k"]
+        nkv = len(r.dst["kv"])
+        out = {"kv": list(range(c * self.cp, min(nkv, (c + 1) * self.cp)))}
+        first_tok = (np.arange(len(r.dst["index_k"])) + r.start["index_k"]) * ik.page_tokens
+        ck = np.clip((first_tok // kv.page_tokens - r.start["kv"]) // self.cp, 0, r.chunks - 1)
+        out["index_k"] = [int(i) for i in np.nonzero(ck == c)[0]]
+        if c == r.chunks - 1:
+            out["state"], out["aux"] = [0], [0]
+        return out
+
+    def _compute_chunk(self, r: _Req, c: int, k: int) -> int:
+        """The forward pass of chunk c: write its pages, hand it to the transfer worker."""
+        parts = self._chunk_pages(r, c)
+        for pool, pos in parts.items():
+            if pos:
+                self._write(r, pool, pos)
+        self.queue.append((k + self.post_delay, r.room, c))
+        r.queued += 1
+        if "early-src-free" in self.bugs:       # bug: pages go back at send, not at DONE
+            for pool, pos in parts.items():
+                if pos:
+                    self._free(r, pool, [r.src[pool][i] for i in pos], "sent")
+        kvp = self.pools["kv"].page_tokens
+        return len(parts["kv"]) * kvp
+
+    def _write(self, r: _Req, pool: str, pos: list[int]) -> None:
+        p = self.pools[pool]
+        pages = [r.start[pool] + i for i in pos]
+        slots = [r.src[pool][i] for i in pos]
+        last_used = used_tokens(r.tokens, p.page_tokens, pages[-1]) if pool in ("kv", "index_k") else 1
+        for layer in range(p.layers):
+            rows = content(r.key, pool, layer, pages, p.item_len)
+            self.mem.region(pool, layer).write(slots, rows, last_used * p.token_bytes)
+            if self.rec is not None:
+                cs = kvh64_rows(self.mem.region(pool, layer).read(slots))
+                self.rec.write(AGENT, r.key, pool, layer, slots, cs, pages)
+
+    def _free(self, r: _Req, pool: str, slots, reason: str) -> None:
+        if not slots:
+            return
+        self.alloc[pool].unref(slots)
+        r.freed.setdefault(pool, set()).update(slots)
+        if self.rec is not None:
+            self.rec.free(AGENT, r.key, pool, slots, reason=reason)
+
+    def _post(self, k: int) -> None:
+        """The transfer worker: post every chunk handed over at least post_delay steps ago."""
+        while self.queue and self.queue[0][0] <= k:
+            _, room, c = self.queue.popleft()
+            r = self.reqs[room]
+            r.queued -= 1
+            if r.aborted or r.failed:
+                continue
+            parts = self._chunk_pages(r, c)
+            last = int(c == r.chunks - 1)
+            with self._req(r):
+                self._xfer(r, "kv", parts, f"{room}_kv_{c}_{last}_0")
+                if last:
+                    self._xfer(r, "state", parts, f"{room}_state_0_0")
+                    self._xfer(r, "aux", parts, f"{room}_aux")
+
+    def _xfer(self, r: _Req, group: str, parts: dict, tag: str) -> None:
+        src_idx, dst_idx = [], []
+        pools = ["kv", "index_k"] if group == "kv" else [group]
+        ri = 0
+        for pool in pools:
+            for _layer in range(self.pools[pool].layers):
+                pos = parts.get(pool, [])
+                if group == "kv":
+                    so, do = self.src_off[ri], self.dst_off[ri]
+                else:
+                    so = do = 0
+                src_idx += [so + r.src[pool][i] for i in pos]
+                dst_idx += [do + r.dst[pool][i] for i in pos]
+                ri += 1
+        try:
+            h = self.agent.make_prepped_xfer("WRITE", self.src_dl[group], np.asarray(src_idx, np.int32),
+                                             self.dst_dl[group], np.asarray(dst_idx, np.int32), tag.encode())
+            st = self.agent.transfer(h)
+        except Exception:   # NIXL refuses the request (e.g. an index past the prepped list)
+            r.failed = True
+            return
+        if st == "ERR":
+            r.failed = True
+            self.agent.release_xfer_handle(h)
+            return
+        self.posted += 1
+        r.inflight.append(h)
+
+    def _poll(self) -> None:
+        for r in list(self.reqs.values()):
+            with self._req(r):
+                for h in r.inflight:
+                    # poll to a terminal state: UCX completes (and sends the notification)
+                    # from the initiator's progress, so leaving a handle PROC here would
+                    # make what decode sees this step depend on timing
+                    deadline = time.monotonic() + 30.0
+                    while (st := self.agent.check_xfer_state(h)) == "PROC":
+                        if time.monotonic() > deadline:
+                            break
+                    if st == "ERR":
+                        r.failed = True
+                    self.agent.release_xfer_handle(h)
+            r.inflight = []
+            if r.queued:
+                continue
+            if r.aborted or r.failed or r.next_chunk == r.chunks:
+                self._finish(r)
+
+    def _finish(self, r: _Req) -> None:
+        """All handles DONE (or the request is given up): free its pages, tell decode."""
+        for pool, slots in r.src.items():
+            done = r.freed.get(pool, ())
+            self._free(r, pool, [s for s in slots if s not in done],
+                       "abort" if r.aborted else "failed" if r.failed else "finish")
+        if self.rec is not None:
+            kind = K.REQ_DONE if not (r.aborted or r.failed) else K.REQ_ABORT
+            self.rec.event(kind, AGENT, r.key, detail=None if kind == K.REQ_DONE else
+                           {"reason": "abort" if r.aborted else "failed"})
+        if r.abort_at is not None:     # decode holds its pages until this ack
+            self.mail.send("abort_ack", r.room)
+        elif r.failed:
+            self.mail.send("failed", r.room)
+        del self.reqs[r.room]
+        if r in self.waiting:
+            self.waiting.remove(r)
+
+    def idle(self) -> bool:
+        """Nothing waiting, queued or in flight."""
+        return not self.reqs and not self.queue
