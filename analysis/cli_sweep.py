@@ -52,6 +52,8 @@ def run(args) -> int:
     if bad:
         raise UserError(f"--index-k: unknown dtype {bad[0]!r}; choose fp8 and/or bf16")
     out = check_output_dir(args.output, args.force)
+    from .sweep import validate_inputs
+    validate_inputs(args.workload, args.inject)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .report_sweep import write_sweep_outputs
@@ -75,6 +77,7 @@ def run(args) -> int:
     for p in points:
         n = sum(p.findings.values())
         print(f"{p.config:<40} c={p.concurrency:<4} corrupted {p.corrupted}/{p.requests} "
-              f"({100 * p.rate:.1f}%) findings {n} [{p.source}]")
+              f"({100 * p.rate:.1f}%) [{p.source}; trace checksums {p.checksum_corrupted}/{p.checksum_requests}] "
+              f"findings {n}: " + (", ".join(f"{k} {v}" for k, v in sorted(p.findings.items())) or "none"))
     print(f"wrote {page}, {png} and sweep.json")
     return 0

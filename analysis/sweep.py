@@ -30,12 +30,16 @@ class Point:
     requests: int               # requests judged (read something comparable)
     corrupted: int              # of those, requests that read wrong bytes
     rate: float                 # corrupted / requests (0 when none judged)
-    source: str                 # engine-verifier | trace-checksums
+    source: str                 # engine-verifier | trace-checksums (which one rate comes from)
     findings: dict              # check -> number of findings
     affected: dict              # check -> summed finding counts
     verdict: str
     record_s: float
     check_s: float
+    checksum_requests: int = 0          # cross-check from the trace's checksums alone
+    checksum_corrupted: int = 0
+    pages_read: int | None = None       # engine verifier: pages compared / corrupted
+    corrupted_pages: int | None = None
 
 
 def config_label(index_k: str | None, inject: list[str]) -> str:
@@ -44,78 +48,83 @@ def config_label(index_k: str | None, inject: list[str]) -> str:
     return label + "".join(f" +{b}" for b in inject)
 
 
-def record_point(out: str, workload: str, concurrency: int, inject: list[str], index_k: str | None,
-                 seed: int | None, processes: int, device: str, log_path: str) -> None:
-    """Record one point with the reference engine, exactly as ``kvtrace record`` would."""
+def validate_inputs(workload: str, inject: list[str]) -> None:
+    """Fail fast (one line) on an unknown workload or bug, before any point runs."""
     from kvtrace.cli import UserError
-    from kvtrace.tracer import cli_record
 
-    argv = ["-o", out, "--workload", workload, "--concurrency", str(concurrency), "--processes", str(processes),
-            "--device", device, "--no-progress", "--force"]
-    for b in inject:
-        argv += ["--inject", b]
-    if index_k:
-        argv += ["--index-k", index_k]
-    if seed is not None:
-        argv += ["--seed", str(seed)]
-    p = argparse.ArgumentParser(prog="kvtrace record")
-    cli_record.add_arguments(p)
-    args = p.parse_args(argv)
     try:
-        from kvtrace.tracer.engine.cli import run_engine
+        from kvtrace.tracer.engine.workload import BUGS, WorkloadError, load
     except ImportError as e:
         raise UserError(f"the reference engine is not available in this install ({e})") from None
+    bad = [b for b in inject if b not in BUGS]
+    if bad:
+        raise UserError(f"--inject {bad[0]}: unknown bug (choose from {', '.join(BUGS)})")
+    try:
+        load(workload)
+    except WorkloadError as e:
+        raise UserError(str(e)) from None
+
+
+def record_point(out: str, workload: str, concurrency: int, inject: list[str], index_k: str | None,
+                 seed: int | None, processes: int, device: str, log_path: str) -> dict:
+    """Record one point with the reference engine's Python API (what ``kvtrace record``
+    runs); returns the engine verifier's summary."""
+    import shutil
+
+    from kvtrace.cli import UserError
+    from kvtrace.tracer.engine.cli import record
+    from kvtrace.tracer.engine.workload import WorkloadError, load
+
+    try:
+        wl = load(workload, concurrency=concurrency, index_k=index_k, seed=seed)
+    except WorkloadError as e:
+        raise UserError(str(e)) from None
+    if os.path.exists(out):
+        shutil.rmtree(out)
     with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        rc = run_engine(args)
-    if rc:
-        raise UserError(f"recording concurrency {concurrency} failed (exit {rc}); see {log_path}")
+        return record(wl, list(inject), out, processes=processes, device=device, progress=False)
 
 
 def _verifier_summary(trace_path: str) -> dict | None:
-    """The engine's verifier summary if the trace carries one (manifest or summary file)."""
-    candidates = []
+    """The engine verifier's summary stored in the trace's manifest (``engine``), if any."""
     try:
         with open(os.path.join(trace_path, "manifest.json")) as f:
-            man = json.load(f)
-        candidates += [man.get(k) for k in ("verifier", "verify", "summary", "engine")]
-    except (OSError, ValueError):
-        pass
-    for name in ("_summary.json", "_verifier.json", "summary.json"):
-        try:
-            with open(os.path.join(trace_path, name)) as f:
-                candidates.append(json.load(f))
-        except (OSError, ValueError):
-            pass
-    for c in candidates:
-        if isinstance(c, dict):
-            c = c.get("verifier", c)
-            req = next((c[k] for k in ("requests_verified", "requests_checked", "verified", "requests")
-                        if isinstance(c.get(k), int)), None)
-            bad = next((c[k] for k in ("requests_corrupted", "corrupted_requests", "corrupted")
-                        if isinstance(c.get(k), int)), None)
-            if req is not None and bad is not None:
-                return {"requests": req, "corrupted": bad}
+            eng = json.load(f).get("engine")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(eng, dict) and isinstance(eng.get("requests_read"), int) \
+            and isinstance(eng.get("corrupted_requests"), int):
+        return eng
     return None
 
 
-def check_point(trace_path: str) -> tuple[int, int, str, dict, dict, str]:
-    """(requests judged, corrupted, source, findings per check, affected per check, verdict)."""
+def check_point(trace_path: str) -> dict:
+    """Check one recorded point: findings, verdict, and the corrupted-request counts.
+
+    The rate comes from the engine verifier's summary when the trace has one; the trace's
+    own checksums are always evaluated too (``checksum_*``), as an independent cross-check.
+    """
     from .export_findings import findings_and_verdict
     from .session import TraceSession
 
     with TraceSession(trace_path) as s:
         findings, verdict = findings_and_verdict(s)
-        summary = _verifier_summary(trace_path)
-        if summary is not None:
-            req, bad, source = summary["requests"], summary["corrupted"], "engine-verifier"
-        else:
-            rows = s.query(load_sql("export_corrupted_requests")).to_pydict()
-            req, bad, source = len(rows["request"]), sum(bool(c) for c in rows["corrupted"]), "trace-checksums"
+        rows = s.query(load_sql("export_corrupted_requests")).to_pydict()
+    ck_req, ck_bad = len(rows["request"]), sum(bool(c) for c in rows["corrupted"])
+    eng = _verifier_summary(trace_path)
+    out = {"checksum_requests": ck_req, "checksum_corrupted": ck_bad, "verdict": verdict,
+           "pages_read": None, "corrupted_pages": None}
+    if eng is not None:
+        out.update(requests=eng["requests_read"], corrupted=eng["corrupted_requests"], source="engine-verifier",
+                   pages_read=eng.get("pages_read"), corrupted_pages=eng.get("corrupted_pages"))
+    else:
+        out.update(requests=ck_req, corrupted=ck_bad, source="trace-checksums")
     per, affected = {}, {}
     for f in findings:
         per[f["check"]] = per.get(f["check"], 0) + 1
         affected[f["check"]] = affected.get(f["check"], 0) + int(f["count"] or 1)
-    return req, bad, source, per, affected, verdict
+    out.update(findings=per, affected=affected)
+    return out
 
 
 def run_sweep(out_dir: str, workload: str, concurrencies: list[int], inject: list[str],
@@ -143,10 +152,14 @@ def run_sweep(out_dir: str, workload: str, concurrencies: list[int], inject: lis
             if progress:
                 progress(0, f"{label} @ {c}: checking")
             t = time.perf_counter()
-            req, bad, source, per, affected, verdict = check_point(trace)
+            r = check_point(trace)
+            req, bad = r["requests"], r["corrupted"]
             points.append(Point(label, ik, c, os.path.relpath(trace, out_dir), req, bad, bad / req if req else 0.0,
-                                source, per, affected, verdict.splitlines()[0] if verdict else "",
-                                round(t_rec, 2), round(time.perf_counter() - t, 2)))
+                                r["source"], r["findings"], r["affected"],
+                                r["verdict"].splitlines()[0] if r["verdict"] else "",
+                                round(t_rec, 2), round(time.perf_counter() - t, 2),
+                                r["checksum_requests"], r["checksum_corrupted"], r["pages_read"],
+                                r["corrupted_pages"]))
             if progress:
                 progress(1, f"{label} @ {c}: {bad}/{req} corrupted")
     return points

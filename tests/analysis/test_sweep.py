@@ -38,10 +38,12 @@ def wrong_layer_trace(path, bug: bool):
 
 @pytest.mark.parametrize("bug, corrupted", [(False, 0), (True, 1)])
 def test_corrupted_requests_from_trace_checksums(tmp_path, bug, corrupted):
-    req, bad, source, per, affected, verdict = check_point(wrong_layer_trace(str(tmp_path / "t.kvtrace"), bug))
-    assert (req, bad, source) == (2, corrupted, "trace-checksums")
+    r = check_point(wrong_layer_trace(str(tmp_path / "t.kvtrace"), bug))
+    assert (r["requests"], r["corrupted"], r["source"]) == (2, corrupted, "trace-checksums")
     if not bug:
-        assert per == {}
+        assert r["findings"] == {}
+    else:
+        assert "layer_offset_mismatch" in r["findings"]
 
 
 def test_sweep_outputs_embed_the_figure(tmp_path):
