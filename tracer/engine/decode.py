@@ -88,6 +88,12 @@ class DecodeWorker:
     def begin_step(self, k: int) -> list[dict]:
         """Aborts, timeouts and admissions; returns the messages for prefill."""
         for room, r in list(self.reqs.items()):
+            if r.state == "decoding" and r.turn.fate == "abort" and k >= r.admitted + r.turn.abort_after:
+                # the KV is all here (observed): dropping the pages now is safe
+                self.stats["aborted"] += 1
+                self.rec and self.rec.event(K.REQ_ABORT, AGENT, r.turn.key, detail={"reason": "abort"})
+                self._end_session(r.turn.session)
+                self._release(r, "abort")
             if r.state != "transferring":
                 continue
             if r.turn.fate == "abort" and k >= r.admitted + r.turn.abort_after:
@@ -187,8 +193,10 @@ class DecodeWorker:
                 for tag in msgs_:
                     self.received += 1
                     self._notif(tag.decode(), k)
-            if self.received < posted and time.monotonic() > deadline:
-                raise RuntimeError(f"decode: {posted - self.received} notifications never arrived")
+            if self.received < posted:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"decode: {posted - self.received} notifications never arrived")
+                time.sleep(50e-6)
         for r in list(self.reqs.values()):
             if r.state == "decoding" and r.finish_at <= k:
                 self._finish(r, k)

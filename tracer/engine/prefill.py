@@ -203,8 +203,14 @@ class PrefillWorker:
 
     def _post(self, k: int) -> None:
         """The transfer worker: post every chunk handed over at least post_delay steps ago."""
+        ready = []
         while self.queue and self.queue[0][0] <= k:
-            _, room, c = self.queue.popleft()
+            ready.append(self.queue.popleft())
+        # SGLang spreads chunks over several transfer threads by room: per room the order
+        # holds, across rooms it is whatever the threads make of it (here: the seed's)
+        rank = {room: i for i, room in enumerate(self.rng.permutation(sorted({x[1] for x in ready})))}
+        ready.sort(key=lambda x: rank[x[1]])
+        for _, room, c in ready:
             r = self.reqs[room]
             r.queued -= 1
             if r.aborted or r.failed:
@@ -256,6 +262,7 @@ class PrefillWorker:
                     while (st := self.agent.check_xfer_state(h)) == "PROC":
                         if time.monotonic() > deadline:
                             break
+                        time.sleep(50e-6)   # let UCX's progress thread run (2-core CI)
                     if st == "ERR":
                         r.failed = True
                     self.agent.release_xfer_handle(h)

@@ -129,7 +129,7 @@ def plan(wl: Workload) -> list[list[Turn]]:
             u = rng.random()
             fate = "abort" if u < wl.abort_rate else "timeout" if u < wl.abort_rate + wl.timeout_rate else "ok"
             turns.append(Turn(room, sid, t, ctx, out, int(rng.integers(wl.think_steps[0], wl.think_steps[1] + 1)),
-                              fate, int(rng.integers(1, 7))))
+                              fate, int(rng.integers(1, 5))))
             room += 1
             ctx += out                   # the answer becomes part of the next turn's context
             if fate != "ok":
