@@ -37,34 +37,56 @@ class Run:
         self.step = 0
 
 
+class _Static:
+    """Per-graph tables the engine reuses across runs (built once)."""
+
+    def __init__(self, g):
+        n_prog, n_ops = g.n_prog, g.n_ops
+        self.need = [len(w) for w in g.waits]
+        self.dependents: list[list[int]] = [[] for _ in range(n_ops)]
+        for op, ws in enumerate(g.waits):
+            for w in ws:
+                self.dependents[w].append(op)
+        kinds = g.col["kind"]
+        codes = {"write": 1, "read": 2, "xfer_post": 3}
+        self.code = [codes.get(k, 0) for k in kinds]
+        self.next_op = [-1] * n_prog
+        for th in g.threads:
+            for a, b in zip(th, th[1:]):
+                self.next_op[a] = b
+        self.post_xfer = {t.post: i for i, t in enumerate(g.transfers)}
+
+
+def _static(g) -> _Static:
+    st = getattr(g, "_engine", None)
+    if st is None:
+        st = g._engine = _Static(g)
+    return st
+
+
 def execute(graph, scheduler, executor) -> RunResult:
     """Run ``graph`` to the end; deterministic for a deterministic scheduler."""
     g = graph
     n_prog, n_ops = g.n_prog, g.n_ops
-    kinds = g.col["kind"]
+    st = _static(g)
     run = Run(n_ops)
     done = run.done
-    need = [len(w) for w in g.waits]
-    dependents: list[list[int]] = [[] for _ in range(n_ops)]
-    for op, ws in enumerate(g.waits):
-        for w in ws:
-            dependents[w].append(op)
+    need = list(st.need)
+    dependents, code, next_op, post_xfer = st.dependents, st.code, st.next_op, st.post_xfer
     threads = g.threads
     thread_of = g.thread_of
-    cursor = [0] * len(threads)
     head = [t[0] if t else -1 for t in threads]
     visible_ready: set[int] = set()
     auto: list[int] = []
     moves: list[int] = []
-    post_xfer = {t.post: i for i, t in enumerate(g.transfers)}
     order, decisions, stale, forced = [], [], [], []
     reads: dict[int, list] = {}
     executor.start(g)
     scheduler.start(g, run)
+    ex_write, ex_read, ex_post, ex_move = executor.write, executor.read, executor.post, executor.move
 
     def ready(t: int) -> None:
-        op = head[t]
-        if kinds[op] in SCHEDULED:
+        if code[head[t]]:
             visible_ready.add(t)
         else:
             auto.append(t)
@@ -76,27 +98,26 @@ def execute(graph, scheduler, executor) -> RunResult:
     def run_op(op: int) -> None:
         done[op] = 1
         order.append(op)
-        run.step += 1
         if op >= n_prog:
             moves.remove(op)
-            if not executor.move(op):
+            if not ex_move(op):
                 stale.append(op)
         else:
-            k = kinds[op]
-            if k == "write":
-                executor.write(op)
-            elif k == "read":
-                reads[op] = executor.read(op)
-            elif k == "xfer_post":
-                xi = post_xfer[op]
-                executor.post(xi)
+            k = code[op]
+            if k == 1:
+                ex_write(op)
+            elif k == 2:
+                reads[op] = ex_read(op)
+            elif k == 3:
+                ex_post(post_xfer[op])
             t = thread_of[op]
             visible_ready.discard(t)
-            cursor[t] += 1
-            nxt = threads[t][cursor[t]] if cursor[t] < len(threads[t]) else -1
-            head[t] = nxt
+            nxt = head[t] = next_op[op]
             if nxt >= 0 and need[nxt] == 0:
-                ready(t)
+                if code[nxt]:
+                    visible_ready.add(t)
+                else:
+                    auto.append(t)
         for d in dependents[op]:
             need[d] -= 1
             if need[d] == 0:
@@ -108,7 +129,10 @@ def execute(graph, scheduler, executor) -> RunResult:
     while True:
         while auto:
             run_op(head[auto.pop()])
-        cands = [head[t] for t in sorted(visible_ready)] + moves
+        if len(visible_ready) == 1:
+            cands = [head[next(iter(visible_ready))]] + moves
+        else:
+            cands = [head[t] for t in sorted(visible_ready)] + moves
         if not cands:
             blocked = [t for t in range(len(threads)) if head[t] >= 0]
             if not blocked:
@@ -119,6 +143,7 @@ def execute(graph, scheduler, executor) -> RunResult:
             need[op] = 0
             ready(blocked[0])
             continue
+        run.step = len(order)
         if len(cands) == 1:
             i = 0
         else:

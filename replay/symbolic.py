@@ -97,46 +97,42 @@ class SymbolicExecutor:
     def start(self, graph) -> None:
         self.g = graph
         self.cells = graph.mem.cells
-        self.content: dict[int, tuple] = {}
+        pre = _prepared(graph)
+        self.content: dict[int, tuple] = dict(pre.initial)
+        self.writes, self.fast = pre.writes, pre.fast
         self.snap: dict[int, list] = {}
 
     def get(self, cell: int) -> tuple:
-        c = self.content.get(cell)
-        if c is None:
-            cl = self.cells[cell]
-            c = self.content[cell] = full(initial_atom(cl), cl.size)
-        return c
+        return self.content[cell]
 
     def post(self, xi: int) -> None:
         """Snapshot the sources so a move can be checked against 'the source at post'."""
-        g = self.g
+        g, content = self.g, self.content
         for m in g.transfers[xi].chunks:
-            self.snap[m] = [self.get(p[0]) for p in g.move_pieces[m - g.n_prog]]
+            self.snap[m] = [content[p[0]] for p in g.move_pieces[m - g.n_prog]]
 
     def write(self, op: int) -> None:
-        cells = self.g.cells[op]
-        for i, cell in enumerate(cells):
-            if cell is not None:
-                self.content[cell] = full(write_atom(self.g, op, i), self.cells[cell].size)
+        content = self.content
+        for cell, c in self.writes[op]:
+            content[cell] = c
 
     def read(self, op: int) -> list:
-        return [None if c is None else self.get(c) for c in self.g.cells[op]]
+        content = self.content
+        return [None if c is None else content[c] for c in self.g.cells[op]]
 
     def move(self, m: int) -> bool:
         """Run a move; False when a source changed since the post."""
-        g = self.g
-        pieces = g.move_pieces[m - g.n_prog]
+        g, content = self.g, self.content
+        i = m - g.n_prog
         snap = self.snap.pop(m, None)
         same = True
-        for j, (sc, so, dc, do, n) in enumerate(pieces):
-            src = self.get(sc)
-            if snap is not None and snap[j] != src:
+        fast = self.fast[i]
+        for j, (sc, so, dc, do, n) in enumerate(g.move_pieces[i]):
+            src = content[sc]
+            if snap is not None and snap[j] is not src and snap[j] != src:
                 same = False
-            dst = self.get(dc)
-            if so == 0 and do == 0 and n == self.cells[sc].size == self.cells[dc].size:
-                self.content[dc] = src
-            else:
-                self.content[dc] = splice(dst, src, so, do, n)
+            # full-slot aligned copy: share the tuple (the common case, and the fast one)
+            content[dc] = src if fast[j] else splice(content[dc], src, so, do, n)
         return same
 
     def checksums(self, op: int, observed: list) -> list:
@@ -153,8 +149,42 @@ class SymbolicExecutor:
         return describe(observed)
 
 
+class _Prepared:
+    """Per-graph constants of the symbolic executor (built once, reused every run)."""
+
+    def __init__(self, g):
+        cells = g.mem.cells
+        self.initial = {i: full(initial_atom(c), c.size) for i, c in enumerate(cells)}
+        self.writes = {}
+        for op in range(g.n_prog):
+            if g.col["kind"][op] == "write" and g.cells[op]:
+                self.writes[op] = [(c, full(write_atom(g, op, i), cells[c].size))
+                                   for i, c in enumerate(g.cells[op]) if c is not None]
+        self.fast = [[so == 0 and do == 0 and n == cells[sc].size == cells[dc].size
+                      for sc, so, dc, do, n in pieces] for pieces in g.move_pieces]
+
+
+def _prepared(g) -> _Prepared:
+    pre = getattr(g, "_symbolic", None)
+    if pre is None:
+        pre = g._symbolic = _Prepared(g)
+    return pre
+
+
+_DESCRIBED: dict = {}
+
+
 def describe(content: tuple) -> str:
-    """Whose bytes a content holds, in words."""
+    """Whose bytes a content holds, in words (cached: a failing schedule repeats them)."""
+    w = _DESCRIBED.get(content)
+    if w is None:
+        if len(_DESCRIBED) > 100_000:
+            _DESCRIBED.clear()
+        w = _DESCRIBED[content] = _describe(content)
+    return w
+
+
+def _describe(content: tuple) -> str:
     parts = []
     for s, e, atom, base in content:
         if atom is None:

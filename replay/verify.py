@@ -106,9 +106,13 @@ def verify(graph, result, executor, compare_recorded: bool = True) -> Verdict:
     v = Verdict(trace_has_reads=bool(exp))
     v.out_of_bounds = sum(len(t.out_of_bounds) for t in graph.transfers)
     v.stale_moves = list(result.stale_moves)
+    fast = getattr(executor, "name", "") == "symbolic"
     for op, observed in result.reads.items():
         want = exp.get(op, [])
         rec = c["checksums"][op] if compare_recorded else None
+        if fast and not rec and observed == want:   # every slot as expected: count, move on
+            v.reads_verified += sum(1 for w in want if w is not None)
+            continue
         got_cs = executor.checksums(op, observed) if rec else None
         for i, obs in enumerate(observed):
             if obs is None or i >= len(want) or want[i] is None:

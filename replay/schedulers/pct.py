@@ -27,16 +27,18 @@ class PctScheduler(Scheduler):
         k = max(1, visible + len(g.move_xfer))
         self.change = {self.rng.randrange(1, k + 1): i for i in range(d - 1, 0, -1)}
         self.steps = 0
-
-    def _thread(self, op: int) -> int:
-        g = self.graph
-        return g.thread_of[op] if op < g.n_prog else len(g.threads) + op - g.n_prog
+        # thread of every op: program threads first, then one per move
+        self.tid = g.thread_of + list(range(len(g.threads), n_threads))
 
     def pick(self, cands: list[int]) -> int:
         self.steps += 1
-        prio = self.prio
-        best = max(range(len(cands)), key=lambda j: prio[self._thread(cands[j])])
+        prio, tid = self.prio, self.tid
+        best, best_p = 0, -1.0
+        for j, op in enumerate(cands):
+            p = prio[tid[op]]
+            if p > best_p:
+                best, best_p = j, p
         lowered = self.change.get(self.steps)
         if lowered is not None:
-            prio[self._thread(cands[best])] = float(lowered)
+            prio[tid[cands[best]]] = float(lowered)
         return best
