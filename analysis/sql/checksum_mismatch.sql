@@ -26,7 +26,7 @@ lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq, checksum AS w_ck FR
 -- transfers into the read's slot layer, observed complete before the read, same generation
 dst AS (
     SELECT e.*, s.agent AS s_agent, s.pool AS s_pool, s.layer AS s_layer, s.slot AS s_slot,
-           s.h_shard AS s_shard, s.know[s.h_sidx + 1] AS s_bound, s.off AS s_off, s.slot_bytes AS s_slot_bytes
+           s.h_shard AS s_shard, s.bound AS s_bound, s.off AS s_off, s.slot_bytes AS s_slot_bytes
     FROM end_hold e JOIN end_hold s ON s.shard = e.shard AND s.xfer = e.xfer AND s.pos = e.pos AND s.side = 'src'
     WHERE e.side = 'dst' AND e.managed AND e.gen_seq IS NOT NULL
 ), src_ck AS (
@@ -37,12 +37,12 @@ dst AS (
     SELECT r.shard, r.seq, r.slot, r.layer, r.pool, r.agent,
            arg_max(t.x_ck, t.post_seq) AS x_ck,
            arg_max(CASE WHEN t.seen_seq <= r.seq THEN t.seen_seq END, t.post_seq) AS x_seen,
-           arg_max(t.know[r.sidx + 1], t.post_seq) AS x_bound,
+           arg_max(t.bound, t.post_seq) AS x_bound,
            arg_max(t.off = 0 AND t.s_off = 0 AND t.nbytes = t.slot_bytes AND t.slot_bytes = t.s_slot_bytes, t.post_seq) AS whole,
            arg_max(t.shard, t.post_seq) AS x_shard, max(t.post_seq) AS x_post
     FROM r JOIN src_ck t ON t.h_shard = r.shard AND t.agent = r.agent AND t.pool = r.pool AND t.layer = r.layer
                          AND t.slot = r.slot AND t.gen_seq = r.gen_seq
-    WHERE NOT hb(r.sidx, r.seq, t.know)   -- the latest transfer into the slot not posted after the read
+    WHERE NOT r.seq <= t.bound   -- the latest transfer into the slot not posted after the read
     GROUP BY ALL
 ), rw AS (
     SELECT r.*, w.w_seq, w.w_ck

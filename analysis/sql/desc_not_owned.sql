@@ -20,7 +20,7 @@
 --   message VARCHAR
 WITH bad AS (
     SELECT * FROM end_hold
-    WHERE managed AND (alloc_seq IS NULL OR (free_seq IS NOT NULL AND hb(h_sidx, free_seq, know)))
+    WHERE managed AND (alloc_seq IS NULL OR (free_seq IS NOT NULL AND free_seq <= bound))
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,

@@ -32,7 +32,7 @@ WITH xp AS (  -- one end reads (src), the other writes (dst)
            d.shard AS i_shard, d.seq AS i_post, e.pool, e.layer, e.slot
     FROM end_hold e JOIN dr d ON d.agent = e.agent AND d.addr < e.addr + e.nbytes AND e.addr < d.addr + d.nbytes
     LEFT JOIN xfer_seen s ON s.shard = e.shard AND s.xfer = e.xfer AND s.side_sidx = d.sidx
-    WHERE NOT coalesce(s.end_seq <= d.seq, false) AND NOT hb(d.sidx, d.seq, e.know)
+    WHERE NOT coalesce(s.end_seq <= d.seq, false) AND NOT (d.sidx = e.h_sidx AND d.seq <= e.bound)
 ), allp AS (SELECT * FROM xp UNION ALL SELECT * FROM dp)
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,

@@ -19,7 +19,7 @@
 --   message VARCHAR
 WITH wp AS (SELECT DISTINCT shard, agent, pool FROM writes),
 s AS (
-    SELECT e.*, e.know[e.h_sidx + 1] AS bound FROM end_hold e
+    SELECT e.* FROM end_hold e
     SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
     WHERE e.side = 'src' AND e.managed AND e.alloc_seq IS NOT NULL
 ), lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq FROM writes),

@@ -20,14 +20,14 @@
 --   message VARCHAR
 WITH t AS (
     SELECT h_shard AS shard, agent, pool, layer, slot, request, alloc_seq, shard AS x_shard, xfer,
-           post_seq, know, seen_seq
+           post_seq, bound, seen_seq
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
 ), j AS (
     SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot,
            min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
            bool_or(t.seen_seq IS NOT NULL AND t.seen_seq <= r.seq) AS observed
     FROM reads r JOIN t USING (shard, agent, pool, layer, slot, request, alloc_seq)
-    WHERE NOT hb(r.sidx, r.seq, t.know)      -- transfers posted after the read are not this read's data
+    WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data
     GROUP BY ALL
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,

@@ -21,7 +21,7 @@
 WITH bad AS (
     SELECT e.* FROM end_hold e
     WHERE e.managed AND e.side = 'src' AND e.release_seq IS NOT NULL
-      AND NOT hb(e.h_sidx, e.release_seq, e.know)           -- released after the post, not before
+      AND NOT e.release_seq <= e.bound           -- released after the post, not before
       AND (e.end_seq IS NULL OR e.release_seq < e.end_seq)  -- and before the end is known
 )
 SELECT 'error' AS severity, agent, request, pool,

@@ -4,7 +4,8 @@
 -- (the latest alloc of that slot by the request that happens-before the post).
 -- Columns:
 --   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, slot, off, slot_bytes, crosses, dlist, idx
---   request VARCHAR, post_seq BIGINT, psidx INTEGER, know BIGINT[], op VARCHAR  -- from xfers
+--   request VARCHAR, post_seq BIGINT, psidx INTEGER, op VARCHAR, t_ns BIGINT  -- from xfers
+--   bound BIGINT          -- largest seq of h_shard that happens-before the post (x HB post iff x.seq <= bound)
 --   h_shard VARCHAR, h_sidx INTEGER  -- home shard of the end's agent (null: agent never recorded)
 --   managed BOOLEAN       -- the pool has alloc events on that agent
 --   seen_seq BIGINT       -- from this seq on h_shard the data is known complete (null: never)
@@ -21,20 +22,15 @@ SELECT DISTINCT agent, pool FROM slot_ev WHERE kind = 'alloc';
 CREATE OR REPLACE TEMP TABLE end_hold AS
 WITH e AS (
     SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.slot, d.off,
-           d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx, x.know,
-           x.op, x.t_ns, a.h_shard, a.h_sidx, m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq
+           d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx,
+           x.know[a.h_sidx + 1] AS bound, x.op, x.t_ns, a.h_shard, a.h_sidx,
+           m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq
     FROM desc_end d JOIN xfers x USING (shard, xfer)
     LEFT JOIN agent_home a ON a.agent = d.agent
     LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
     LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
-), c AS (
-    SELECT e.shard, e.xfer, e.pos, e.side, max(h.alloc_seq) AS alloc_seq
-    FROM e JOIN holdings h ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool
-                          AND h.slot = e.slot AND h.request = e.request
-    WHERE e.managed AND h.alloc_seq <= e.know[e.h_sidx + 1]
-    GROUP BY ALL
 )
-SELECT e.*, c.alloc_seq, h.free_seq, h.release_seq, h.gen_seq, h.page
-FROM e LEFT JOIN c USING (shard, xfer, pos, side)
-LEFT JOIN holdings h ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool
-                     AND h.slot = e.slot AND h.request = e.request AND h.alloc_seq = c.alloc_seq;
+SELECT e.*, h.alloc_seq, h.free_seq, h.release_seq, h.gen_seq, h.page
+FROM e ASOF LEFT JOIN holdings h
+    ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool AND h.slot = e.slot
+   AND h.request = e.request AND e.bound >= h.alloc_seq;

@@ -16,15 +16,16 @@ WITH e AS (
     FROM end_hold e
 ), p AS (
     SELECT a.agent, a.shard AS a_shard, a.xfer AS a_xfer, a.side AS a_side, a.request AS a_request,
-           a.post_seq AS a_post, a.psidx AS a_sidx, a.know AS a_know,
+           a.post_seq AS a_post, a.psidx AS a_sidx,
            b.shard AS b_shard, b.xfer AS b_xfer, b.side AS b_side, b.request AS b_request,
-           b.post_seq AS b_post, b.psidx AS b_sidx, b.know AS b_know,
+           b.post_seq AS b_post, b.psidx AS b_sidx,
            a.pool, a.layer, a.slot, greatest(a.addr, b.addr) AS lo, least(a.addr + a.nbytes, b.addr + b.nbytes) AS hi
-    FROM e a JOIN e b ON a.agent = b.agent AND b.rn IN (a.rn + 1, a.rn + 2, a.rn + 3, a.rn + 4)
+    FROM (SELECT *, rn + unnest([1, 2, 3, 4]) AS nb FROM e) a
+    JOIN e b ON a.agent = b.agent AND b.rn = a.nb      -- equi-join: linear, not agent x agent
     WHERE b.addr < a.addr + a.nbytes AND a.addr < b.addr + b.nbytes
       AND NOT (a.shard = b.shard AND a.xfer = b.xfer)
 )
-SELECT p.* EXCLUDE (a_sidx, a_know, b_sidx, b_know)
+SELECT p.* EXCLUDE (a_sidx, b_sidx)
 FROM p
 LEFT JOIN xfer_seen sa ON sa.shard = p.a_shard AND sa.xfer = p.a_xfer AND sa.side_sidx = p.b_sidx
 LEFT JOIN xfer_seen sb ON sb.shard = p.b_shard AND sb.xfer = p.b_xfer AND sb.side_sidx = p.a_sidx
