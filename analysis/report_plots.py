@@ -25,44 +25,67 @@ def png(fig) -> str:
 
 
 def occupancy_png(series: dict, capacity: dict) -> str:
-    """Slots occupied over time: one panel per agent, a step line per pool.
+    """Slots occupied over time: a grid of small panels, one row per agent and one
+    column per pool (pools of one agent often share a token budget, so overlaid lines
+    would hide each other).
 
     Args:
         series: ``{(agent, pool): [(seconds, occupied), ...]}``.
-        capacity: ``{(agent, pool): num_slots}`` drawn as dashed limits.
+        capacity: ``{(agent, pool): num_slots}`` drawn as a dashed limit.
     """
     plt = _plt()
-    agents = sorted({a for a, _ in series}) or ["(no alloc/free events)"]
-    fig, axes = plt.subplots(len(agents), 1, figsize=(9, 2.4 * len(agents)), squeeze=False, sharex=True)
-    for ax, agent in zip(axes[:, 0], agents):
-        for (a, pool), pts in sorted(series.items()):
-            if a != agent or not pts:
-                continue
-            xs, ys = zip(*pts)
-            # start from empty at the first event so the first allocation shows as a rise
-            line, = ax.step((xs[0],) + xs, (0,) + ys, where="post", label=pool)
-            cap = capacity.get((a, pool))
-            if cap:
-                ax.axhline(cap, ls="--", lw=0.8, color=line.get_color())
-        ax.set_title(f"{agent}: slots occupied (dashed: pool size)", fontsize=9)
-        ax.set_ylabel("slots")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="upper right")
-    axes[-1, 0].set_xlabel("time since first event (s)")
+    agents = sorted({a for a, _ in series})
+    pools = sorted({p for _, p in series})
+    if not agents:
+        fig, ax = plt.subplots(figsize=(9, 1.6))
+        ax.text(0.5, 0.5, "no alloc/free events (no allocator hooks)", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return png(fig)
+    fig, axes = plt.subplots(len(agents), len(pools), figsize=(min(16, 3.2 * len(pools) + 1), 2.2 * len(agents)),
+                             squeeze=False, sharex=True)
+    for r, agent in enumerate(agents):
+        for c, pool in enumerate(pools):
+            ax = axes[r, c]
+            pts = series.get((agent, pool))
+            if pts:
+                xs, ys = zip(*pts)
+                # start from empty at the first event so the first allocation shows as a rise
+                ax.step((xs[0],) + xs, (0,) + ys, where="post", color="#2c7fb8")
+                cap = capacity.get((agent, pool))
+                if cap:
+                    ax.axhline(cap, ls="--", lw=0.8, color="#888")
+                ax.set_ylim(bottom=0)
+            else:
+                ax.text(0.5, 0.5, "no slots", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+            ax.set_title(f"{agent} · {pool}", fontsize=9)
+            ax.tick_params(labelsize=7)
+            if c == 0:
+                ax.set_ylabel("slots occupied", fontsize=8)
+            if r == len(agents) - 1:
+                ax.set_xlabel("time (s)", fontsize=8)
+    fig.suptitle("dashed: pool size (slots per layer)", fontsize=8, y=1.0)
+    fig.tight_layout()
     return png(fig)
 
 
 def distributions_png(latency_us: list, sizes: list) -> str:
-    """Histograms of transfer latency (post → completion, µs) and size (bytes)."""
+    """Histograms of transfer latency (post → completion) and size, in readable units."""
     plt = _plt()
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 2.8))
-    for ax, data, label in ((a, latency_us, "latency post → completion (µs)"), (b, sizes, "bytes per transfer")):
+    lat_ms = max(latency_us, default=0) > 10_000
+    lat = [x / 1e3 for x in latency_us] if lat_ms else latency_us
+    kib = max(sizes, default=0) > 8192
+    size = [x / 1024 for x in sizes] if kib else sizes
+    for ax, data, label in ((a, lat, f"latency post → completion ({'ms' if lat_ms else 'µs'})"),
+                            (b, size, f"size per transfer ({'KiB' if kib else 'bytes'})")):
         if data:
             ax.hist(data, bins=min(40, max(5, len(set(data)))), color="#2c7fb8")
         else:
-            ax.text(0.5, 0.5, "no completed transfers", ha="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, "no transfers", ha="center", transform=ax.transAxes)
         ax.set_xlabel(label)
         ax.set_ylabel("transfers")
+    fig.tight_layout()
     return png(fig)
 
 
