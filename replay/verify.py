@@ -35,22 +35,36 @@ class BadRead:
 class Verdict:
     """Verification summary of one run."""
     reads_verified: int = 0
-    corrupted: list[BadRead] = dataclasses.field(default_factory=list)
+    bad: list[tuple] = dataclasses.field(default_factory=list)   # (op, slot index, observed)
     recorded_differs: int = 0
     recorded_compared: int = 0
     stale_moves: list[int] = dataclasses.field(default_factory=list)
     out_of_bounds: int = 0
     trace_has_reads: bool = True
+    graph: object = None
+    executor: object = None
+    _corrupted: list | None = None
+
+    @property
+    def corrupted(self) -> list[BadRead]:
+        """Every slot-read that saw the wrong bytes (described on first use: exploring
+        thousands of failing schedules only needs to know that one failed)."""
+        if self._corrupted is None:
+            c, g, ex = self.graph.col, self.graph, self.executor
+            self._corrupted = [BadRead(op, c["slots"][op][i], c["request"][op], c["pool"][op], c["layer"][op],
+                                       g.pages[op][i], ex.describe(obs, g)) for op, i, obs in self.bad]
+        return self._corrupted
 
     @property
     def failed(self) -> bool:
         """Corruption found: a bad read, or (no reads recorded) a transfer that did not
         deliver its source as it was at post, or a descriptor outside memory."""
-        return bool(self.corrupted or self.out_of_bounds or (not self.trace_has_reads and self.stale_moves))
+        return bool(self.bad or self.out_of_bounds or (not self.trace_has_reads and self.stale_moves))
 
     def signature(self) -> tuple:
         """Identity of the findings (for determinism and round-trip checks)."""
-        return (tuple((b.op, b.slot, b.found) for b in self.corrupted), tuple(self.stale_moves), self.out_of_bounds)
+        return (tuple((op, i) for op, i, _obs in self.bad), hash(tuple(o for _op, _i, o in self.bad)),
+                tuple(self.stale_moves), self.out_of_bounds)
 
     def lines(self, graph) -> list[str]:
         """A short summary for people: counts, then corruption grouped by victim and culprit."""
@@ -103,7 +117,7 @@ def verify(graph, result, executor, compare_recorded: bool = True) -> Verdict:
     """Check every read of ``result`` (made by ``executor``) against its expectation."""
     exp = expectations(graph)
     c = graph.col
-    v = Verdict(trace_has_reads=bool(exp))
+    v = Verdict(trace_has_reads=bool(exp), graph=graph, executor=executor)
     v.out_of_bounds = sum(len(t.out_of_bounds) for t in graph.transfers)
     v.stale_moves = list(result.stale_moves)
     fast = getattr(executor, "name", "") == "symbolic"
@@ -118,10 +132,11 @@ def verify(graph, result, executor, compare_recorded: bool = True) -> Verdict:
             if obs is None or i >= len(want) or want[i] is None:
                 continue
             v.reads_verified += 1
-            size = graph.mem.cells[graph.cells[op][i]].size
-            if not executor.matches(obs, want[i], size):
-                v.corrupted.append(BadRead(op, c["slots"][op][i], c["request"][op], c["pool"][op],
-                                           c["layer"][op], graph.pages[op][i], executor.describe(obs, graph)))
+            if fast:
+                if obs != want[i]:
+                    v.bad.append((op, i, obs))
+            elif not executor.matches(obs, want[i], graph.mem.cells[graph.cells[op][i]].size):
+                v.bad.append((op, i, obs))
             if rec and i < len(rec) and rec[i] is not None:
                 v.recorded_compared += 1
                 v.recorded_differs += int(got_cs[i] != rec[i])
