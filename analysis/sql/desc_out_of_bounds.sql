@@ -23,16 +23,13 @@ WITH reg AS (
     SELECT agent, addr, nbytes FROM events WHERE kind = 'register' AND addr IS NOT NULL
     UNION ALL
     SELECT agent, addr, nbytes FROM lay WHERE agent NOT IN (SELECT agent FROM events WHERE kind = 'register')
-), cov AS (  -- for every region start, the furthest end of any region starting at or before it
-    SELECT agent, addr, max(addr + nbytes) OVER (PARTITION BY agent ORDER BY addr ROWS UNBOUNDED PRECEDING) AS reach
-    FROM reg
 ), e AS (
-    SELECT e.*, c.reach FROM end_hold e
-    ASOF LEFT JOIN cov c ON c.agent = e.agent AND e.addr >= c.addr
-    WHERE e.agent IN (SELECT agent FROM reg)
+    SELECT e.*, NOT EXISTS (SELECT 1 FROM reg r WHERE r.agent = e.agent AND e.addr >= r.addr
+                                                  AND e.addr + e.nbytes <= r.addr + r.nbytes) AS outside
+    FROM end_hold e WHERE e.agent IN (SELECT agent FROM reg)
 ), bad AS (
-    SELECT *, CASE WHEN reach IS NULL OR addr + nbytes > reach THEN 'outside' ELSE 'crosses' END AS problem
-    FROM e WHERE reach IS NULL OR addr + nbytes > reach OR crosses
+    SELECT *, CASE WHEN outside THEN 'outside' ELSE 'crosses' END AS problem
+    FROM e WHERE outside OR crosses
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,

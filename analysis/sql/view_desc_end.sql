@@ -1,5 +1,5 @@
 -- view desc_end: both ends of every descriptor resolved through layouts to
--- (agent, pool, layer, slot, offset). Layout lookup is an ASOF join on the region start.
+-- (agent, pool, layer, slot, offset) by a range join on the layout regions.
 -- Columns:
 --   shard VARCHAR, xfer BIGINT, pos INTEGER  -- the descriptor (initiator shard)
 --   side VARCHAR        -- src | dst (the direction bytes move)
@@ -20,7 +20,8 @@ WITH d AS (
     SELECT shard, xfer, pos, nbytes, 'dst', dst_agent, dst_addr, dst_dlist, dst_idx FROM descs
 ), j AS (
     SELECT d.*, l.pool, l.layer, l.part, l.addr AS l_addr, l.nbytes AS l_nbytes, l.slot_bytes, l.num_slots
-    FROM d ASOF LEFT JOIN lay l ON d.agent = l.agent AND d.addr >= l.addr
+    -- a range hash join: layouts are few, and an ASOF join would sort every descriptor
+    FROM d LEFT JOIN lay l ON d.agent = l.agent AND d.addr >= l.addr AND d.addr < l.addr + l.nbytes
 )
 SELECT shard, xfer, pos, side, agent, addr, nbytes, dlist, idx,
        CASE WHEN inl THEN pool END AS pool, CASE WHEN inl THEN layer END AS layer,

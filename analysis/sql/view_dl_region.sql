@@ -11,7 +11,7 @@
 CREATE OR REPLACE TEMP TABLE dl_region AS
 WITH d AS (
     SELECT d.shard, d.dlist, d.agent, d.idx, d.addr, l.pool, l.layer, l.addr AS l_addr, l.num_slots
-    FROM dlists d ASOF LEFT JOIN lay l ON d.agent = l.agent AND d.addr >= l.addr
+    FROM dlists d LEFT JOIN lay l ON d.agent = l.agent AND d.addr >= l.addr AND d.addr < l.addr + l.nbytes
 ), g AS (
     SELECT shard, dlist, agent, pool, layer, l_addr, any_value(num_slots) AS num_slots,
            min(idx) AS start_idx, count(*) AS n

@@ -29,8 +29,13 @@ WITH e AS (
     LEFT JOIN agent_home a ON a.agent = d.agent
     LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
     LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
+), c AS (  -- the request's latest alloc of the slot that happens-before the post
+    SELECT e.shard, e.xfer, e.pos, e.side,
+           arg_max({'a': h.alloc_seq, 'f': h.free_seq, 'r': h.release_seq, 'g': h.gen_seq, 'p': h.page}, h.alloc_seq) AS h
+    FROM e JOIN holdings h ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool
+                          AND h.slot = e.slot AND h.request = e.request
+    WHERE h.alloc_seq <= e.bound
+    GROUP BY ALL
 )
-SELECT e.*, h.alloc_seq, h.free_seq, h.release_seq, h.gen_seq, h.page
-FROM e ASOF LEFT JOIN holdings h
-    ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool AND h.slot = e.slot
-   AND h.request = e.request AND e.bound >= h.alloc_seq;
+SELECT e.*, c.h.a AS alloc_seq, c.h.f AS free_seq, c.h.r AS release_seq, c.h.g AS gen_seq, c.h.p AS page
+FROM e LEFT JOIN c USING (shard, xfer, pos, side);
