@@ -53,8 +53,10 @@ class _Cache:
 class DecodeWorker:
     """One decode instance driving the workload's sessions."""
 
-    def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None):
+    def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None,
+                 checksums: bool = True):
         self.wl, self.bugs, self.rec = wl, set(bugs), rec
+        self.checksums = checksums   # kvh64 on write/read events (off: null checksums, cheaper)
         self.pools = {p.name: p for p in side_pools(wl, "decode")}
         self.mem = Memory(self.pools.values(), device)
         self.alloc = {n: PageAllocator(p.num_slots) for n, p in self.pools.items()}
@@ -235,7 +237,9 @@ class DecodeWorker:
                 for layer in range(p.layers):
                     rows = self.mem.region(pool, layer).read(slots)
                     if self.rec is not None:
-                        self.rec.read(AGENT, key, pool, layer, slots, kvh64_rows(rows), pages)
+                        cs = kvh64_rows(rows).tolist() if self.checksums else None
+                        self.rec.event(K.READ, AGENT, key, pool=pool, layer=layer, slots=list(slots),
+                                       pages=pages, checksums=cs)
                     self.verifier.check(key, pool, layer, slots, pages, r.writers[pool], used, rows)
 
     def _finish(self, r: _Req, k: int) -> None:

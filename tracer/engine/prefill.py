@@ -49,8 +49,10 @@ class _Req:
 class PrefillWorker:
     """One prefill instance: pools, allocators, agent, chunked sender."""
 
-    def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None):
+    def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None,
+                 checksums: bool = True):
         self.wl, self.bugs, self.rec = wl, set(bugs), rec
+        self.checksums = checksums   # kvh64 on write/read events (off: null checksums, cheaper)
         self.pools = {p.name: p for p in side_pools(wl, "prefill")}
         self.mem = Memory(self.pools.values(), device)
         self.alloc = {n: PageAllocator(p.num_slots) for n, p in self.pools.items()}
@@ -190,8 +192,9 @@ class PrefillWorker:
             rows = content(r.key, pool, layer, pages, p.item_len)
             self.mem.region(pool, layer).write(slots, rows, last_used * p.token_bytes)
             if self.rec is not None:
-                cs = kvh64_rows(self.mem.region(pool, layer).read(slots))
-                self.rec.write(AGENT, r.key, pool, layer, slots, cs, pages)
+                cs = kvh64_rows(self.mem.region(pool, layer).read(slots)) if self.checksums else None
+                self.rec.event(K.WRITE, AGENT, r.key, pool=pool, layer=layer, slots=slots, pages=pages,
+                               checksums=None if cs is None else cs.tolist())
 
     def _free(self, r: _Req, pool: str, slots, reason: str) -> None:
         if not slots:

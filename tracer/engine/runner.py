@@ -39,7 +39,7 @@ def _result(decode, steps: int, t0: float) -> dict:
     return out
 
 
-def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None) -> dict:
+def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, checksums=True) -> dict:
     """Prefill and decode agents in this process; shards 'prefill' and 'decode'."""
     from .decode import DecodeWorker
     from .prefill import PrefillWorker
@@ -48,8 +48,8 @@ def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None) -> di
         manifest.expect_shards(trace_dir, ["prefill", "decode"])
     rp, rd = _recorder(trace_dir, "prefill"), _recorder(trace_dir, "decode")
     try:
-        p = PrefillWorker(wl, bugs, rp, device)
-        d = DecodeWorker(wl, bugs, rd, device)
+        p = PrefillWorker(wl, bugs, rp, device, checksums=checksums)
+        d = DecodeWorker(wl, bugs, rd, device, checksums=checksums)
         p.agent.add_remote_agent(d.agent.get_agent_metadata())
         d.agent.add_remote_agent(p.agent.get_agent_metadata())
         d.registration()

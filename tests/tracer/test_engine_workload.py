@@ -1,0 +1,60 @@
+"""Engine building blocks: workload presets and plans, pool geometry, page allocator."""
+from __future__ import annotations
+
+import pytest
+
+from kvtrace.tracer.engine.geometry import index_k_token_bytes, side_pools
+from kvtrace.tracer.engine.memory import PageAllocator
+from kvtrace.tracer.engine.workload import WorkloadError, load, plan, preset_names
+
+
+def test_presets_load_and_plans_are_deterministic():
+    assert {"small", "production", "small-mixed"} <= set(preset_names())
+    wl = load("small")
+    assert plan(wl) == plan(load("small"))
+    assert plan(wl) != plan(load("small", seed=wl.seed + 1))
+    turns = [t for s in plan(wl) for t in s]
+    assert len(turns) == wl.requests and len({t.room for t in turns}) == wl.requests
+    # multi-turn sessions: a later turn's context extends the previous one's
+    multi = [s for s in plan(wl) if len(s) > 1]
+    assert multi and all(b.context > a.context for s in multi for a, b in zip(s, s[1:]))
+
+
+def test_production_preset_shape():
+    wl = load("production")
+    turns = [t for s in plan(wl) for t in s]
+    assert wl.concurrency == 64 and 200 <= len(turns) <= 500
+    assert {t.fate for t in turns} == {"ok", "abort", "timeout"}
+    assert max(t.context for t in turns) > 4 * min(t.context for t in turns)
+
+
+def test_bad_workloads_are_one_line_errors(tmp_path):
+    with pytest.raises(WorkloadError, match="no such file or preset"):
+        load("nope")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("index_k = 'int4'\n")
+    with pytest.raises(WorkloadError, match="index_k must be fp8 or bf16"):
+        load(str(bad))
+    bad.write_text("this is = = not toml")
+    with pytest.raises(WorkloadError, match="not valid TOML"):
+        load(str(bad))
+
+
+def test_slot_counts_follow_the_token_budget():
+    # same token budget and page size: kv and index_k have equal slot counts in either dtype
+    for ik in ("fp8", "bf16"):
+        pools = {p.name: p for p in side_pools(load("small", index_k=ik), "decode")}
+        assert pools["kv"].num_slots == pools["index_k"].num_slots
+    # index_k on its own page size: twice the slots
+    pools = {p.name: p for p in side_pools(load("small-mixed"), "decode")}
+    assert pools["index_k"].num_slots == 2 * pools["kv"].num_slots
+    assert index_k_token_bytes("fp8", 128, 128) == 132 and index_k_token_bytes("bf16", 128, 128) == 256
+
+
+def test_allocator_lowest_first_with_references():
+    a = PageAllocator(8)
+    assert a.alloc(3) == [0, 1, 2]
+    a.ref([1])
+    assert a.unref([0, 1, 2]) == [0, 2]        # slot 1 is still referenced
+    assert a.alloc(2) == [0, 2]                # freed slots are handed out first
+    assert a.alloc(10) is None
