@@ -33,8 +33,10 @@ def sweep_figure(points: list, path: str) -> bytes:
         ax.grid(alpha=0.3)
         ax.set_xticks(sorted({p.concurrency for p in points}))
         ax.legend(fontsize=8)
-    a.set_ylim(bottom=0)
-    b.set_ylim(bottom=0)
+    # fixed floors so an all-zero sweep reads as "zero", not as noise around zero
+    a.set_ylim(0, max([5.0] + [120 * p.rate for p in points]))
+    b.set_ylim(0, max([3] + [1.2 * sum(p.findings.values()) for p in points]))
+    b.yaxis.get_major_locator().set_params(integer=True)
     fig.savefig(path, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
     with open(path, "rb") as f:
