@@ -138,7 +138,8 @@ def rows_to_findings(check: str, table) -> list[Finding]:
 FOLDS = {
     "layer_offset_mismatch": (("desc_not_owned", False), ("read_undelivered", False),
                               ("checksum_mismatch", False), ("desc_out_of_bounds", False)),
-    "read_before_done": (("checksum_mismatch", True),),
+    "read_before_done": (("checksum_mismatch", False), ("write_after_free", False), ("read_undelivered", False)),
+    "read_undelivered": (("write_after_free", False),),
     "post_before_write": (("checksum_mismatch", False),),
 }
 

@@ -16,7 +16,7 @@ from .findings import Finding, catalog
 HYPOTHESES = {
     "uniform slot count": ("layer_offset_mismatch",),
     "slot reuse before read": ("slot_reuse_before_read", "write_after_free", "src_free_before_done"),
-    "completion before data": ("read_before_done", "checksum_mismatch"),
+    "completion before data": ("read_before_done", "read_undelivered", "checksum_mismatch"),
 }
 
 
@@ -72,7 +72,9 @@ def verdict(session, findings: list[Finding]) -> Verdict:
     n_xfers = _scalar(session, "SELECT count(*) FROM xfers")
     n_prepped = _scalar(session, "SELECT count(DISTINCT (shard, xfer)) FROM descs WHERE dst_idx IS NOT NULL OR src_idx IS NOT NULL")
     n_reads = _scalar(session, "SELECT count(*) FROM events WHERE kind = 'read'")
-    multi = _scalar(session, "SELECT count(*) FROM (SELECT agent FROM lay GROUP BY agent HAVING count(DISTINCT num_slots) > 1)")
+    # a uniform slot count can only misaddress a prepped list whose regions differ in slot count
+    multi = _scalar(session, "SELECT count(*) FROM (SELECT shard, dlist FROM dl_region GROUP BY ALL "
+                             "HAVING count(DISTINCT num_slots) > 1)")
     out = []
     for name, checks in HYPOTHESES.items():
         hits = [f for c in checks for f in by_check.get(c, [])]
@@ -90,9 +92,9 @@ def verdict(session, findings: list[Finding]) -> Verdict:
             if n_prepped == 0:
                 out.append(Hypothesis(name, "untested", "no prepped (indexed) transfers in the trace"))
             elif not multi:
-                out.append(Hypothesis(name, "untested", f"{n_prepped} prepped transfers, but every pool has the same slot count, so a uniform count cannot misaddress"))
+                out.append(Hypothesis(name, "untested", f"{n_prepped} prepped transfers, but the regions of every prepped list have the same slot count, so a uniform count cannot misaddress them"))
             else:
-                out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over pools with different slot counts"))
+                out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over lists whose regions differ in slot count"))
         elif name == "slot reuse before read":
             out.append(Hypothesis(name, "ruled out", f"zero findings of {', '.join(ran)} across {n_xfers} transfers"))
         else:

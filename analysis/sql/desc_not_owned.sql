@@ -3,8 +3,9 @@
 -- needs: descs, layouts, slots
 -- summary: a descriptor touches a slot its request does not hold when the transfer is posted
 -- explain: For every descriptor end inside an allocator-managed pool, the transfer's
---   request must hold the slot at the post: an alloc of it by the request happens-before
---   the post and the request's matching free does not. Prefix-cache references
+--   request must have allocated the slot before the post (an alloc of it by the request
+--   happens-before the post). A slot the request held but freed before the post is
+--   reported as src_free_before_done / write_after_free instead. Prefix-cache references
 --   (shared allocs) count as holding. A transfer touching someone else's slot reads or
 --   clobbers another request's KV; misaddressed descriptor indices (see
 --   layer_offset_mismatch) also show up here.
@@ -20,7 +21,7 @@
 --   message VARCHAR
 WITH bad AS (
     SELECT * FROM end_hold
-    WHERE managed AND (alloc_seq IS NULL OR (free_seq IS NOT NULL AND free_seq <= bound))
+    WHERE managed AND alloc_seq IS NULL
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,

@@ -30,7 +30,7 @@ d AS (
     SELECT t.shard, t.xfer, t.pos, t.request, t.post_seq, t.agent AS d_agent, t.pool AS d_pool,
            t.layer AS d_layer, t.slot AS d_slot, t.page AS d_page, t.off AS d_off, t.dlist AS d_dlist, t.idx AS d_idx,
            t.managed AS d_managed, s.agent AS s_agent, s.pool AS s_pool, s.layer AS s_layer, s.page AS s_page,
-           s.off AS s_off, s.dlist AS s_dlist, s.idx AS s_idx, s.managed AS s_managed,
+           s.off AS s_off, s.slot AS s_slot, s.dlist AS s_dlist, s.idx AS s_idx, s.managed AS s_managed,
            coalesce(s.pool = t.pool AND s.layer = t.layer AND s.page = t.page AND s.off = t.off, false) AS ok
     FROM t JOIN s USING (shard, xfer, pos)
     WHERE t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed)
@@ -46,8 +46,8 @@ d AS (
            arg_min(d_layer, (post_seq, pos)) AS layer, arg_min(d_slot, (post_seq, pos)) AS slot,
            list(DISTINCT d_slot ORDER BY d_slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,
            min(post_seq) AS first_post,
-           arg_min(format('layer {} slot {} got {} layer {} {}', d_layer, d_slot, s_pool, s_layer,
-                          CASE WHEN s_page IS NULL THEN 'of a slot the request does not hold' ELSE 'page ' || s_page END),
+           arg_min(format('layer {} slot {} got the bytes of {} layer {} slot {}{}', d_layer, d_slot, s_pool, s_layer, s_slot,
+                          CASE WHEN s_page IS NULL THEN ', which the request does not hold' ELSE ' (page ' || s_page || ')' END),
                    (post_seq, pos)) AS example
     FROM stray GROUP BY ALL
 ), cov AS (  -- correct coverage: which (layer, page)s of each pool the request received

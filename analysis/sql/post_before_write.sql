@@ -11,7 +11,9 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- producer (source) agent
 --   request VARCHAR    -- the transfer's request
---   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected source
+--   pool VARCHAR       -- first affected pool (pools: all of them)
+--   pools VARCHAR[]
+--   layer INTEGER, slot BIGINT  -- first affected source
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, the late write if any]
 --   count BIGINT       -- affected descriptor sources
@@ -30,12 +32,12 @@ j AS (
            ASOF LEFT JOIN lw a ON a.shard = s.h_shard AND a.agent = s.agent AND a.pool = s.pool
                               AND a.layer = s.layer AND a.slot = s.slot AND s.bound < a.w_seq
 ), bad AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq)
-SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(any_value(h_shard), min(after_seq))] AS events,
        count(*) AS count, count(after_seq) AS late,
-       format('{} transfer(s) of request {} were posted before {}''s write of source slot(s) {} of pool {} happened-before the post ({} of {} written only afterwards): the transfer can copy bytes the producer has not written yet.',
+       format('{} transfer(s) of request {} were posted before {}''s write of source slot(s) {} of pool(s) {} happened-before the post ({} of {} written only afterwards): the transfer can copy bytes the producer has not written yet.',
               count(DISTINCT (shard, xfer)), request, agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
-              pool, count(after_seq), count(*)) AS message
-FROM bad GROUP BY agent, request, pool
+              array_to_string(list(DISTINCT pool ORDER BY pool), '+'), count(after_seq), count(*)) AS message
+FROM bad GROUP BY agent, request
 ORDER BY min(post_seq);

@@ -13,7 +13,9 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
 --   request VARCHAR
---   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected read
+--   pool VARCHAR       -- first affected pool (pools: all of them)
+--   pools VARCHAR[]
+--   layer INTEGER, slot BIGINT  -- first affected read
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, read]
 --   count BIGINT       -- affected (read, slot) pairs
@@ -30,11 +32,11 @@ WITH t AS (
     WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data
     GROUP BY ALL
 )
-SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(x_shard, seq), arg_min(post_seq, seq)), ev(any_value(shard), min(seq))] AS events,
        count(*) AS count,
-       format('{} read slot(s) {} of pool {} for request {} before any completion of the transfer delivering them was observed (no notification or done happens-before the read): it may see bytes that have not landed yet.',
-              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request) AS message
-FROM j WHERE NOT observed GROUP BY agent, request, pool
+       format('{} read slot(s) {} of pool(s) {} for request {} before any completion of the transfer delivering them was observed (no notification or done happens-before the read): it may see bytes that have not landed yet.',
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request) AS message
+FROM j WHERE NOT observed GROUP BY agent, request
 ORDER BY min(seq);

@@ -12,7 +12,9 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
 --   request VARCHAR
---   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected read
+--   pool VARCHAR       -- first affected pool (pools: all of them)
+--   pools VARCHAR[]
+--   layer INTEGER, slot BIGINT  -- first affected read
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first reads
 --   count BIGINT       -- affected (read, slot) pairs
@@ -32,11 +34,11 @@ j AS (
                       AND t.layer = j.layer AND t.slot = j.slot AND t.gen_seq = j.gen_seq
                       AND NOT j.seq <= t.bound)
 )
-SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq))[1:4] AS events,
        count(*) AS count,
-       format('{} read {} slot-layer(s) of pool {} for request {} (slots {}, layers {}) that no transfer delivered and no write produced: the read sees stale or never-written memory.',
-              agent, count(*), pool, request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
+       format('{} read {} slot-layer(s) of pool(s) {} for request {} (slots {}, layers {}) that no transfer delivered and no write produced: the read sees stale or never-written memory.',
+              agent, count(*), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
               array_to_string(list(DISTINCT layer ORDER BY layer)[1:8], ',')) AS message
-FROM undelivered GROUP BY agent, request, pool
+FROM undelivered GROUP BY agent, request
 ORDER BY min(seq);

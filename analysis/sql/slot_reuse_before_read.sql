@@ -12,7 +12,9 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
 --   request VARCHAR    -- the reader
---   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected read
+--   pool VARCHAR       -- first affected pool (pools: all of them)
+--   pools VARCHAR[]
+--   layer INTEGER, slot BIGINT  -- first affected read
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [disturbing event, the read]
 --   count BIGINT       -- affected (read, slot) pairs
@@ -43,14 +45,14 @@ j AS (
        OR (a_seq > alloc_seq AND a_req <> request AND NOT shared)
        OR (w_seq > alloc_seq AND w_req <> request)
 )
-SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(any_value(shard), min(d_seq)), ev(any_value(shard), min(seq))] AS events,
        count(*) AS count, how,
-       format('{} read slot(s) {} of pool {} for request {} after the slot was {} ({}) — the read sees bytes that are no longer this request''s.',
-              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request, how,
+       format('{} read slot(s) {} of pool(s) {} for request {} after the slot was {} ({}) — the read sees bytes that are no longer this request''s.',
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request, how,
               CASE how WHEN 'freed' THEN 'the request freed it first'
                        WHEN 'reallocated' THEN 'handed to ' || arg_min(a_req, seq)
                        ELSE 'written by ' || arg_min(w_req, seq) END) AS message
-FROM bad GROUP BY agent, request, pool, how
+FROM bad GROUP BY agent, request, how
 ORDER BY min(seq);

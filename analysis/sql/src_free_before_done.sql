@@ -5,14 +5,17 @@
 -- explain: For every descriptor source slot, take the holding of the transfer's request
 --   that covers the post and the first free that returns the slot to the allocator
 --   (counting shared prefix references). If no xfer_done, xfer_error or paired
---   notification of the transfer happens-before that free, the next owner can overwrite
---   bytes the transfer is still reading (ai-dynamo/dynamo #826). Freeing a shared slot
+--   notification of the transfer happens-before that free — including a free before the
+--   post — the next owner can overwrite bytes the transfer is still reading
+--   (ai-dynamo/dynamo #826). Freeing a shared slot
 --   while another request still holds it is not a release and is not flagged.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- the source agent (whose slot was freed)
 --   request VARCHAR    -- the transfer's request
---   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected slot
+--   pool VARCHAR       -- first affected pool (pools: all of them)
+--   pools VARCHAR[]
+--   layer INTEGER, slot BIGINT  -- first affected slot
 --   slots BIGINT[]     -- every affected slot
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, premature free]
 --   count BIGINT       -- affected (transfer, layer, slot) descriptors
@@ -20,17 +23,16 @@
 --   message VARCHAR
 WITH bad AS (
     SELECT e.* FROM end_hold e
-    WHERE e.managed AND e.side = 'src' AND e.release_seq IS NOT NULL
-      AND NOT e.release_seq <= e.bound           -- released after the post, not before
+    WHERE e.managed AND e.alloc_seq IS NOT NULL AND e.side = 'src' AND e.release_seq IS NOT NULL
       AND (e.end_seq IS NULL OR e.release_seq < e.end_seq)  -- and before the end is known
 )
-SELECT 'error' AS severity, agent, request, pool,
+SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools,
        min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(arg_min(h_shard, release_seq), min(release_seq))] AS events,
        count(*) AS count, count(DISTINCT (shard, xfer)) AS xfers,
-       format('{} freed source slot(s) {} of pool {} for request {} before any completion of the {} transfer(s) reading them was observed (no done/notification happens-before the free): a new owner can overwrite bytes still in flight.',
-              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request,
+       format('{} freed source slot(s) {} of pool(s) {} for request {} before any completion of the {} transfer(s) reading them was observed (no done/notification happens-before the free): a new owner can overwrite bytes still in flight.',
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request,
               count(DISTINCT (shard, xfer))) AS message
-FROM bad GROUP BY agent, request, pool
+FROM bad GROUP BY agent, request
 ORDER BY min(post_seq);

@@ -5,14 +5,16 @@
 -- explain: For every descriptor destination slot, take the holding of the transfer's
 --   request that covers the post and the first free that returns the slot to the
 --   allocator. If neither the target's notification nor a done/error of the transfer
---   happens-before that free, the transfer's late bytes can land in the slot's next
+--   happens-before that free (a free before the post included), the transfer's late bytes can land in the slot's next
 --   owner (sglang #24527; fixed upstream by deferring the release, #35049). An abort
 --   after the completion was observed is legal and not flagged.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- the destination agent (whose slot was freed)
 --   request VARCHAR    -- the transfer's request
---   pool VARCHAR, layer INTEGER, slot BIGINT  -- first affected slot
+--   pool VARCHAR       -- first affected pool (pools: all of them)
+--   pools VARCHAR[]
+--   layer INTEGER, slot BIGINT  -- first affected slot
 --   slots BIGINT[]     -- every affected slot
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, premature free]
 --   count BIGINT       -- affected (transfer, layer, slot) descriptors
@@ -20,17 +22,16 @@
 --   message VARCHAR
 WITH bad AS (
     SELECT e.* FROM end_hold e
-    WHERE e.managed AND e.side = 'dst' AND e.release_seq IS NOT NULL
-      AND NOT e.release_seq <= e.bound
+    WHERE e.managed AND e.alloc_seq IS NOT NULL AND e.side = 'dst' AND e.release_seq IS NOT NULL
       AND (e.end_seq IS NULL OR e.release_seq < e.end_seq)
 )
-SELECT 'error' AS severity, agent, request, pool,
+SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools,
        min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(arg_min(h_shard, release_seq), min(release_seq))] AS events,
        count(*) AS count, count(DISTINCT (shard, xfer)) AS xfers,
-       format('{} freed destination slot(s) {} of pool {} (request {}) while {} transfer(s) into them were not observed complete: their late bytes can land in the next owner of those slots.',
-              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request,
+       format('{} freed destination slot(s) {} of pool(s) {} (request {}) while {} transfer(s) into them were not observed complete: their late bytes can land in the next owner of those slots.',
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request,
               count(DISTINCT (shard, xfer))) AS message
-FROM bad GROUP BY agent, request, pool
+FROM bad GROUP BY agent, request
 ORDER BY min(post_seq);
