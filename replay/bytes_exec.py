@@ -21,7 +21,7 @@ from ..kernels.checksum import kvh64_rows
 from ..kernels.provenance import decode as decode_page
 from ..kernels.provenance import fill_pages, poison, pool_tag, request_tag
 from .symbolic import checksum as content_checksum
-from .symbolic import initial_atom, write_atom
+from .symbolic import clip, initial_atom, write_atom
 
 
 class _Bytes:
@@ -132,16 +132,18 @@ class ByteExecutor:
             return
         atoms = [write_atom(g, op, i) for i, c in enumerate(g.cells[op]) if c is not None]
         size = g.mem.cells[cells[0]].size
+        ext = [e for e, c in zip(g.extent[op] or [None] * len(g.cells[op]), g.cells[op]) if c is not None]
         req, pool, layer = atoms[0][:3]
         if self.device == "cpu":
             pages = fill_pages(request_tag(req), pool_tag(pool), layer, np.asarray([a[3] for a in atoms]), size)
-            for row, cell in zip(pages, cells):
+            for row, cell, e in zip(pages, cells, ext):
                 ai, off = self.where[cell]
-                self.arenas[ai][off:off + size] = row
+                n = size if e is None else e     # a partly filled last page keeps its tail
+                self.arenas[ai][off:off + n] = row[:n]
         else:
-            for a, cell in zip(atoms, cells):
+            for a, cell, e in zip(atoms, cells, ext):
                 ai, off = self.where[cell]
-                self.api.fill_provenance(self.arenas[ai], [off], [size], a[0], a[1], a[2], a[3])
+                self.api.fill_provenance(self.arenas[ai], [off], [size if e is None else e], a[0], a[1], a[2], a[3])
 
     def read(self, op: int) -> list:
         """(kvh64, the slot's bytes) per slot; the bytes are decoded only when described."""
@@ -189,11 +191,14 @@ class ByteExecutor:
     def checksums(self, op: int, observed: list) -> list:
         return [None if o is None else o[0] for o in observed]
 
-    def matches(self, observed, expected: tuple, size: int) -> bool:
-        return observed[0] == content_checksum(expected, size)
+    def matches(self, observed, expected: tuple, size: int, extent: int | None = None) -> bool:
+        if extent is None:
+            return observed[0] == content_checksum(expected, size)
+        got = int(kvh64_rows(np.ascontiguousarray(observed[1].data[:extent])[None, :])[0])
+        return got == content_checksum(clip(expected, extent), extent)
 
-    def describe(self, observed, graph=None) -> str:
-        p = decode_page(observed[1].data)
+    def describe(self, observed, graph=None, extent: int | None = None) -> str:
+        p = decode_page(observed[1].data[:extent])
         if p.kind == "poison":
             return "poison (never delivered)"
         if p.kind != "data":

@@ -56,6 +56,7 @@ class Graph:
     waits: list[list[int]]          # ops that must run first (beyond program order)
     cells: list[list]               # write/read: cell per slot (None: no layout)
     pages: list[list]               # write/read: page per slot (None: unknown)
+    extent: list                    # write/read: bytes of each slot in use (None: the whole slot)
     transfers: list[Transfer]
     move_xfer: list[int]            # per move (op - n_prog): transfer index
     move_pieces: list[list[tuple]]  # per move: (src cell, src off, dst cell, dst off, n)
@@ -160,12 +161,18 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
     waits: list[list[int]] = [[] for _ in range(n)]
     cells: list[list] = [None] * n
     pages: list[list] = [None] * n
+    extent: list = [None] * n
+    tokens: dict[tuple, int] = {}
     owner_page: dict[tuple, int] = {}
     last_touch: dict[int, int] = {}
     missing_layout = set()
     for op in range(n):
         k = col["kind"][op]
-        if k == "alloc":
+        if k == "req_start":
+            t = _detail(col["detail"][op]).get("tokens")
+            if isinstance(t, int):
+                tokens[(col["agent"][op], col["request"][op])] = t
+        elif k == "alloc":
             for s, p in zip(col["slots"][op] or [], col["pages"][op] or []):
                 owner_page[(col["agent"][op], col["pool"][op], s)] = p
         elif k in VISIBLE:
@@ -175,6 +182,7 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
             cells[op] = [mem.slot_cell(a, pool, layer, s) for s in slots]
             pg = col["pages"][op]
             pages[op] = list(pg) if pg else [owner_page.get((a, pool, s)) for s in slots]
+            extent[op] = _extents(layouts.get((a, pool, layer)), tokens.get((a, col["request"][op])), pages[op])
             for c in cells[op]:
                 prev = last_touch.get(c)
                 if prev is not None and thread_of[prev] != thread_of[op] and col["shard"][prev] == col["shard"][op]:
@@ -187,11 +195,26 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
     transfers, move_xfer, move_pieces = _transfers(col, n, descs_by, mem, chunks, fault, waits, notes)
     _pair_messages(col, n, waits)
     requests = sorted({r for r in col["request"] if r})
-    return Graph(tr.path, tr.manifest, col, n, threads, list(tindex), thread_of, waits, cells, pages,
+    return Graph(tr.path, tr.manifest, col, n, threads, list(tindex), thread_of, waits, cells, pages, extent,
                  transfers, move_xfer, move_pieces, mem, layouts,
                  {s.name: s.streams["descs"].table for s in tr.shards},
                  {s.name: s.streams["dlists"].table for s in tr.shards},
                  {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests)
+
+
+def _extents(layout, tokens, pages):
+    """Bytes in use of each page: a sequence of ``tokens`` fills its last page only partly
+    (the tail keeps whatever it held). None when every page is full or unknown."""
+    if not layout or tokens is None or not layout.get("page_tokens"):
+        return None
+    pt, sb = layout["page_tokens"], layout["slot_bytes"]
+    if sb % pt:
+        return None
+    out = []
+    for p in pages:
+        used = 0 if p is None else max(0, min(pt, tokens - p * pt)) * (sb // pt)
+        out.append(used if 0 < used < sb else None)
+    return out if any(e is not None for e in out) else None
 
 
 def _transfers(col, n, descs_by, mem, chunks, fault, waits, notes):

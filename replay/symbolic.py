@@ -57,6 +57,11 @@ def splice(dst: tuple, src: tuple, so: int, do: int, n: int) -> tuple:
     return tuple(out)
 
 
+def clip(content: tuple, n: int) -> tuple:
+    """The first ``n`` bytes of a content."""
+    return tuple((s, min(e, n), a, b) for s, e, a, b in content if s < n)
+
+
 def materialize(content: tuple, size: int) -> np.ndarray:
     """The bytes a content stands for (uint8 array of ``size``)."""
     buf = np.empty(size, np.uint8)
@@ -113,8 +118,9 @@ class SymbolicExecutor:
 
     def write(self, op: int) -> None:
         content = self.content
-        for cell, c in self.writes[op]:
-            content[cell] = c
+        for cell, c, ext in self.writes[op]:
+            # a partly filled last page keeps whatever its tail held
+            content[cell] = c if ext is None else splice(content[cell], c, 0, 0, ext)
 
     def read(self, op: int) -> list:
         content = self.content
@@ -140,13 +146,15 @@ class SymbolicExecutor:
         cells = self.g.cells[op]
         return [None if o is None else checksum(o, self.cells[c].size) for o, c in zip(observed, cells)]
 
-    def matches(self, observed: tuple, expected: tuple, size: int) -> bool:
-        """Does an observed content equal the expected one?"""
-        return observed == expected
+    def matches(self, observed: tuple, expected: tuple, size: int, extent: int | None = None) -> bool:
+        """Does an observed content equal the expected one (in its first ``extent`` bytes)?"""
+        if extent is None:
+            return observed == expected
+        return clip(observed, extent) == clip(expected, extent)
 
-    def describe(self, observed: tuple, graph=None) -> str:
-        """Whose bytes a content holds, in words."""
-        return describe(observed)
+    def describe(self, observed: tuple, graph=None, extent: int | None = None) -> str:
+        """Whose bytes a content holds (in its first ``extent`` bytes), in words."""
+        return describe(observed if extent is None else clip(observed, extent))
 
 
 class _Prepared:
@@ -158,7 +166,8 @@ class _Prepared:
         self.writes = {}
         for op in range(g.n_prog):
             if g.col["kind"][op] == "write" and g.cells[op]:
-                self.writes[op] = [(c, full(write_atom(g, op, i), cells[c].size))
+                ext = g.extent[op] or [None] * len(g.cells[op])
+                self.writes[op] = [(c, full(write_atom(g, op, i), cells[c].size), ext[i])
                                    for i, c in enumerate(g.cells[op]) if c is not None]
         self.fast = [[so == 0 and do == 0 and n == cells[sc].size == cells[dc].size
                       for sc, so, dc, do, n in pieces] for pieces in g.move_pieces]

@@ -16,7 +16,7 @@ import dataclasses
 
 from .engine import execute
 from .schedulers.eager import EagerScheduler
-from .symbolic import SymbolicExecutor, full
+from .symbolic import SymbolicExecutor, clip, full
 
 
 @dataclasses.dataclass
@@ -52,7 +52,7 @@ class Verdict:
         if self._corrupted is None:
             c, g, ex = self.graph.col, self.graph, self.executor
             self._corrupted = [BadRead(op, c["slots"][op][i], c["request"][op], c["pool"][op], c["layer"][op],
-                                       g.pages[op][i], ex.describe(obs, g)) for op, i, obs in self.bad]
+                                       g.pages[op][i], ex.describe(obs, g, _ext(g, op, i))) for op, i, obs in self.bad]
         return self._corrupted
 
     @property
@@ -85,6 +85,11 @@ class Verdict:
         return out
 
 
+def _ext(g, op: int, i: int):
+    e = g.extent[op]
+    return None if e is None else e[i]
+
+
 def expectations(graph) -> dict[int, list]:
     """Expected content of every read slot (cached on the graph)."""
     cached = getattr(graph, "_expected", None)
@@ -103,8 +108,10 @@ def expectations(graph) -> dict[int, list]:
                 exp.append(content)
                 continue
             want = (c["pool"][op], c["layer"][op], page)
-            if len(content) == 1 and content[0][2] is not None and content[0][0] == content[0][3] == 0 \
-                    and tuple(content[0][2][1:]) == want:
+            ext = _ext(graph, op, i)
+            head = content if ext is None else clip(content, ext)   # the bytes in use
+            if len(head) == 1 and head[0][2] is not None and head[0][0] == head[0][3] == 0 \
+                    and tuple(head[0][2][1:]) == want:
                 exp.append(content)
             else:
                 exp.append(full((c["request"][op],) + want, graph.mem.cells[cell].size))
@@ -132,10 +139,11 @@ def verify(graph, result, executor, compare_recorded: bool = True) -> Verdict:
             if obs is None or i >= len(want) or want[i] is None:
                 continue
             v.reads_verified += 1
-            if fast:
+            ext = _ext(graph, op, i)
+            if fast and ext is None:
                 if obs != want[i]:
                     v.bad.append((op, i, obs))
-            elif not executor.matches(obs, want[i], graph.mem.cells[graph.cells[op][i]].size):
+            elif not executor.matches(obs, want[i], graph.mem.cells[graph.cells[op][i]].size, ext):
                 v.bad.append((op, i, obs))
             if rec and i < len(rec) and rec[i] is not None:
                 v.recorded_compared += 1
