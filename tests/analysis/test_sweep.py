@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import pytest
 
@@ -74,19 +75,51 @@ def test_sweep_unwritable_output(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-@pytest.mark.skipif(importlib.util.find_spec("kvtrace.tracer.engine.cli") is None, reason="engine not present")
-def test_small_preset_sweep_end_to_end(tmp_path):
-    out = tmp_path / "sweep"
-    rc = main(["sweep", "--workload", "small", "--concurrency", "1,4", "--index-k", "fp8,bf16",
-               "--inject", "uniform-slot-count", "-o", str(out), "--no-progress", "--seed", "1"])
-    assert rc == 0
+ENGINE = importlib.util.find_spec("kvtrace.tracer.engine.cli") is not None
+
+
+def bytes_sized_small(tmp_path) -> str:
+    """The small preset with index_k sized by bytes, so its slot count differs from kv's:
+    the geometry under which a uniform slot count lands index-K pages in wrong places."""
+    from importlib import resources
+
+    text = (resources.files("kvtrace.tracer.engine") / "workloads" / "small.toml").read_text()
+    assert re.search(r'^index_k_sizing = "tokens"', text, re.M)
+    path = tmp_path / "small_bytes.toml"
+    path.write_text(re.sub(r'^index_k_sizing = "tokens"', 'index_k_sizing = "bytes"', text, flags=re.M))
+    return str(path)
+
+
+def _sweep(tmp_path, name, workload, argv):
+    out = tmp_path / name
+    assert main(["sweep", "--workload", workload, "-o", str(out), "--no-progress"] + argv) == 0
     doc = json.loads((out / "sweep.json").read_text())
-    pts = doc["points"]
-    assert [(p["index_k"], p["concurrency"]) for p in pts] == [("fp8", 1), ("fp8", 4), ("bf16", 1), ("bf16", 4)]
-    assert all(p["requests"] > 0 for p in pts)
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     assert 'src="data:image/png;base64,' in (out / "sweep.html").read_text()
-    for p in pts:
+    for p in doc["points"]:
         assert (out / p["trace"] / "manifest.json").exists()
+        assert p["source"] == "engine-verifier" and p["requests"] > 0
+        # the trace's own checksums agree with the engine's verifier, request for request
+        assert (p["checksum_requests"], p["checksum_corrupted"]) == (p["requests"], p["corrupted"])
+    return doc["points"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not ENGINE, reason="engine not present")
+def test_small_preset_sweep_end_to_end(tmp_path):
+    pts = _sweep(tmp_path, "small", "small", ["--concurrency", "1,4", "--index-k", "fp8,bf16"])
+    assert [(p["index_k"], p["concurrency"]) for p in pts] == [("fp8", 1), ("fp8", 4), ("bf16", 1), ("bf16", 4)]
+    assert all(p["corrupted"] == 0 and p["findings"] == {} for p in pts)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not ENGINE, reason="engine not present")
+def test_sweep_finds_injected_uniform_slot_count_and_clean_twin_is_clean(tmp_path):
+    wl = bytes_sized_small(tmp_path)
+    bug = _sweep(tmp_path, "bug", wl, ["--concurrency", "1,4", "--index-k", "bf16",
+                                       "--inject", "uniform-slot-count"])
+    assert all(p["corrupted"] > 0 and p["findings"].get("layer_offset_mismatch") for p in bug)
+    clean = _sweep(tmp_path, "clean", wl, ["--concurrency", "4", "--index-k", "bf16"])
+    assert clean[0]["corrupted"] == 0 and clean[0]["findings"] == {}
