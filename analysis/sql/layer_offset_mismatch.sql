@@ -20,6 +20,7 @@
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first posts with stray descriptors
 --   count BIGINT       -- stray descriptors
 --   missing BIGINT     -- (layer, page)s of the request's delivered pages never covered correctly
+--   missing_slots BIGINT[]  -- the request's destination slots with such a page
 --   stride BIGINT      -- M' that explains the indices (null: none found)
 --   stride_pool VARCHAR  -- the pool whose slot count M' is
 --   pool_slots BIGINT  -- the destination pool's real slot count
@@ -52,9 +53,16 @@ d AS (
     FROM stray GROUP BY ALL
 ), cov AS (  -- correct coverage: which (layer, page)s of each pool the request received
     SELECT request, d_agent AS agent, d_pool AS pool, d_layer, d_page FROM d WHERE ok GROUP BY ALL
-), pages AS (
-    SELECT request, agent, pool, count(DISTINCT d_page) AS n_pages, count(*) AS n_cov FROM cov GROUP BY ALL
 ), nl AS (SELECT agent, pool, count(DISTINCT layer) AS n_layers FROM lay GROUP BY ALL),
+pages AS (
+    SELECT request, agent, pool, count(DISTINCT d_page) AS n_pages, count(*) AS n_cov FROM cov GROUP BY ALL
+), short AS (  -- the request's own destination slots that miss some layer
+    SELECT d.request, d.d_agent AS agent, d.d_pool AS pool, list(DISTINCT d.d_slot ORDER BY d.d_slot) AS missing_slots
+    FROM (SELECT request, d_agent, d_pool, d_page, any_value(d_slot) AS d_slot, count(DISTINCT d_layer) AS n
+          FROM d WHERE ok GROUP BY ALL) d
+    JOIN nl ON nl.agent = d.d_agent AND nl.pool = d.d_pool
+    WHERE d.n < nl.n_layers GROUP BY ALL
+),
 -- stride explanation: does idx = region * M' + page fit every prepped index of the request?
 ix AS (
     SELECT request, d_agent AS agent, d_dlist AS dlist, d_idx AS idx, shard FROM d WHERE d_idx IS NOT NULL
@@ -76,7 +84,7 @@ ix AS (
 ), real AS (SELECT agent, pool, any_value(num_slots) AS pool_slots FROM lay GROUP BY ALL)
 SELECT 'error' AS severity, sg.agent, sg.request, sg.pool, sg.layer, sg.slot, sg.slots, sg.events,
        sg.n_stray AS count,
-       greatest(coalesce(nl.n_layers * p.n_pages - p.n_cov, 0), 0) AS missing,
+       greatest(coalesce(nl.n_layers * p.n_pages - p.n_cov, 0), 0) AS missing, sh.missing_slots,
        CASE WHEN b.m <> real.pool_slots THEN b.m END AS stride,
        CASE WHEN b.m <> real.pool_slots THEN b.m_pool END AS stride_pool, real.pool_slots,
        format('Request {}: {} descriptor(s) into {} pool {} do not copy the same (pool, layer, page) from the source (e.g. {}){}{}',
@@ -90,6 +98,7 @@ SELECT 'error' AS severity, sg.agent, sg.request, sg.pool, sg.layer, sg.slot, sg
 FROM sg
 LEFT JOIN pages p USING (request, agent, pool)
 LEFT JOIN nl USING (agent, pool)
+LEFT JOIN short sh USING (request, agent, pool)
 LEFT JOIN best b USING (request, agent)
 LEFT JOIN real USING (agent, pool)
 ORDER BY sg.first_post;
