@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 
 import pytest
 
@@ -78,18 +77,6 @@ def test_sweep_unwritable_output(tmp_path, capsys):
 ENGINE = importlib.util.find_spec("kvtrace.tracer.engine.cli") is not None
 
 
-def bytes_sized_small(tmp_path) -> str:
-    """The small preset with index_k sized by bytes, so its slot count differs from kv's:
-    the geometry under which a uniform slot count lands index-K pages in wrong places."""
-    from importlib import resources
-
-    text = (resources.files("kvtrace.tracer.engine") / "workloads" / "small.toml").read_text()
-    assert re.search(r'^index_k_sizing = "tokens"', text, re.M)
-    path = tmp_path / "small_bytes.toml"
-    path.write_text(re.sub(r'^index_k_sizing = "tokens"', 'index_k_sizing = "bytes"', text, flags=re.M))
-    return str(path)
-
-
 def _sweep(tmp_path, name, workload, argv):
     out = tmp_path / name
     assert main(["sweep", "--workload", workload, "-o", str(out), "--no-progress"] + argv) == 0
@@ -117,7 +104,9 @@ def test_small_preset_sweep_end_to_end(tmp_path):
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not ENGINE, reason="engine not present")
 def test_sweep_finds_injected_uniform_slot_count_and_clean_twin_is_clean(tmp_path):
-    wl = bytes_sized_small(tmp_path)
+    # small-mixed: index_k on its own page size, so its slot count differs from kv's —
+    # the geometry a uniform slot count misaddresses
+    wl = "small-mixed"
     bug = _sweep(tmp_path, "bug", wl, ["--concurrency", "1,4", "--index-k", "bf16",
                                        "--inject", "uniform-slot-count"])
     assert all(p["corrupted"] > 0 and p["findings"].get("layer_offset_mismatch") for p in bug)
