@@ -1,1 +1,32 @@
-"""kvtrace.replay"""
+"""kvtrace.replay — deterministic re-execution of a trace under seeded interleavings.
+
+    from kvtrace.replay import replay, load, explore, minimize
+    o = replay("run.kvtrace", scheduler="pct", seed=3, out="r.kvtrace")
+    o.verdict.failed, o.verdict.lines(o.graph), o.schedule      # 'kvs1:...'
+    replay("run.kvtrace", schedule=o.schedule)                    # the same run again
+
+Pieces: ``graph`` (trace → operation graph), ``engine`` (runs it under a scheduler),
+``schedulers/`` (one strategy per file), ``symbolic`` / ``bytes_exec`` / ``nixl_exec``
+(executors), ``verify``, ``schedule`` (strings), ``explore``, ``minimize``, ``output``.
+"""
+import importlib
+
+# Lazy: the CLI imports kvtrace.replay.cli_* for `kvtrace --help`, which must not pay
+# for pyarrow (~0.2 s); names load from their modules on first use.
+_WHERE = {
+    "EXECUTORS": "api", "SCHEDULERS": "api", "Outcome": "api", "make_executor": "api",
+    "make_scheduler": "api", "replay": "api", "run_graph": "api", "RunResult": "engine",
+    "execute": "engine", "Exploration": "explore", "explore": "explore", "Graph": "graph", "load": "graph",
+    "Minimized": "minimize", "minimize": "minimize", "ScheduleError": "schedule", "decode": "schedule",
+    "encode": "schedule", "Verdict": "verify", "verify": "verify",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value   # `explore`/`minimize` name a module too: the function wins
+    return value

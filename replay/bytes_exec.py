@@ -84,17 +84,21 @@ class ByteExecutor:
                 host[ai][off:off + c.size] = fill_pages(request_tag(atom[0]), pool_tag("mem"), 0,
                                                          np.asarray([0]), c.size)[0]
                 self.names[request_tag(atom[0])] = atom[0]
+        self.api = _kernels_api()
         self.arenas = self._to_device(host)
         self.snap: dict[int, list] = {}
-        self.api = _kernels_api()
 
     def _to_device(self, host: list):
         if self.device == "cpu":
             return host
         import torch  # ~1 s import; only for --device cuda
-        if not torch.cuda.is_available():
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise RuntimeError("--device cuda: no CUDA device available")
-        return [torch.from_numpy(h).to("cuda") for h in host]
+        if self.api is None:
+            raise RuntimeError(f"--device {self.device}: kvtrace.kernels.api is not available")
+        # "torch-cpu": the tensor/kernel path on CPU tensors (tests it without a GPU)
+        dev = "cpu" if self.device == "torch-cpu" else self.device
+        return [torch.from_numpy(h).to(dev) for h in host]
 
     def _host(self, ai: int, off: int, n: int) -> np.ndarray:
         a = self.arenas[ai]

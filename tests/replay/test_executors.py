@@ -71,6 +71,14 @@ def test_nixl_executor_moves_bytes_through_real_agents(scenario):
     assert not agree(g, "eager", 0, ex2).verdict.failed
 
 
+def test_tensor_kernel_path_agrees_on_cpu_tensors(scenario):
+    """The --device cuda code path (torch tensors + kvtrace.kernels.api), on CPU tensors."""
+    pytest.importorskip("torch")
+    g = load(scenario("early_src_free"))
+    a = agree(g, "lazy", 0, ByteExecutor("torch-cpu"))
+    assert a.verdict.failed
+
+
 @pytest.mark.gpu
 def test_cuda_byte_executor_agrees(scenario):
     g = load(scenario("early_src_free"))
