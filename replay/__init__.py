@@ -7,7 +7,7 @@
 
 Pieces: ``graph`` (trace → operation graph), ``engine`` (runs it under a scheduler),
 ``schedulers/`` (one strategy per file), ``symbolic`` / ``bytes_exec`` / ``nixl_exec``
-(executors), ``verify``, ``schedule`` (strings), ``explore``, ``minimize``, ``output``.
+(executors), ``verify``, ``schedule`` (strings), ``exploration``, ``minimization``, ``output``.
 """
 import importlib
 
@@ -16,8 +16,8 @@ import importlib
 _WHERE = {
     "EXECUTORS": "api", "SCHEDULERS": "api", "Outcome": "api", "make_executor": "api",
     "make_scheduler": "api", "replay": "api", "run_graph": "api", "RunResult": "engine",
-    "execute": "engine", "Exploration": "explore", "explore": "explore", "Graph": "graph", "load": "graph",
-    "Minimized": "minimize", "minimize": "minimize", "ScheduleError": "schedule", "decode": "schedule",
+    "execute": "engine", "Exploration": "exploration", "explore": "exploration", "Graph": "graph", "load": "graph",
+    "Minimized": "minimization", "minimize": "minimization", "ScheduleError": "schedule", "decode": "schedule",
     "encode": "schedule", "Verdict": "verify", "verify": "verify",
 }
 __all__ = sorted(_WHERE)
@@ -28,5 +28,5 @@ def __getattr__(name: str):
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value   # `explore`/`minimize` name a module too: the function wins
+    globals()[name] = value   # cache: later lookups skip __getattr__
     return value

@@ -29,7 +29,7 @@ def run(args) -> int:
 
     from kvtrace.cli import UserError
 
-    from .explore import explore, parse_seeds
+    from .exploration import explore, parse_seeds
     from .graph import load
 
     try:

@@ -21,7 +21,7 @@ def run(args) -> int:
     from kvtrace.cli import UserError
 
     from .graph import load
-    from .minimize import minimize
+    from .minimization import minimize
     from .schedule import ScheduleError, decode
 
     try:

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from kvtrace.replay.api import replay
-from kvtrace.replay.explore import explore
+from kvtrace.replay.exploration import explore
 from kvtrace.replay.graph import load
 from kvtrace.replay.schedule import ScheduleError, decode, encode
 from kvtrace.tracer.reader import open_trace

@@ -1,7 +1,7 @@
 """Minimization returns a failing, 1-minimal set of reorderings."""
 from kvtrace.replay.api import replay
 from kvtrace.replay.graph import load
-from kvtrace.replay.minimize import fails, minimize
+from kvtrace.replay.minimization import fails, minimize
 from kvtrace.replay.schedule import decode
 
 
