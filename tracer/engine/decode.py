@@ -72,6 +72,7 @@ class DecodeWorker:
         self.cache: dict[int, _Cache] = {}
         self.reqs: dict[int, _Req] = {}
         self.received = 0
+        self.inbox: list[bytes] = []                 # delivered, not yet processed
         self.finished = 0
         self.stats = {"done": 0, "aborted": 0, "timed_out": 0, "failed": 0}
         self.align = math.lcm(*(self.pools[p].page_tokens for p in PREFIX_POOLS))
@@ -190,18 +191,22 @@ class DecodeWorker:
                     self._end_session(r.turn.session)
                 self._release(r, "failed")
         deadline = time.monotonic() + wait_s
-        while self.received < posted:
-            for msgs_ in self.agent.get_new_notifs().values():
-                for tag in msgs_:
-                    self.received += 1
-                    self._notif(tag.decode(), k)
-            if self.received < posted:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"decode: {posted - self.received} notifications never arrived")
-                time.sleep(50e-6)
+        while self.received + len(self.inbox) < posted:
+            self.pump()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"decode: {posted - self.received - len(self.inbox)} notifications never arrived")
+        inbox, self.inbox = self.inbox, []
+        for tag in inbox:
+            self.received += 1
+            self._notif(tag.decode(), k)
         for r in list(self.reqs.values()):
             if r.state == "decoding" and r.finish_at <= k:
                 self._finish(r, k)
+
+    def pump(self) -> None:
+        """Progress the agent and keep what notifications it delivers for the next end_step."""
+        for msgs in self.agent.get_new_notifs().values():
+            self.inbox.extend(msgs)
 
     def _notif(self, tag: str, k: int) -> None:
         room, kind, *rest = tag.split("_")

@@ -14,10 +14,15 @@ from ..schema import EventKind as K
 
 
 def make_agent(name: str, rec, *, listen_port: int | None = None):
-    """A UCX agent named ``name``; traced into ``rec`` unless it is None."""
+    """A UCX agent named ``name``; traced into ``rec`` unless it is None.
+
+    No UCX progress thread: the engine progresses its agents itself (prefill polling
+    ``check_xfer_state``, decode polling ``get_new_notifs``). Two idle progress threads
+    burn half a core, which on a 2-core box makes every timing noisy.
+    """
     from nixl._api import nixl_agent_config  # ~0.3 s import, only when the engine runs
-    cfg = nixl_agent_config(backends=["UCX"], enable_listen_thread=listen_port is not None,
-                            listen_port=listen_port or 0)
+    cfg = nixl_agent_config(backends=["UCX"], enable_prog_thread=False,
+                            enable_listen_thread=listen_port is not None, listen_port=listen_port or 0)
     if rec is None:
         from ..agent import original_agent_class
         return original_agent_class()(name, cfg)

@@ -52,6 +52,7 @@ def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, check
         d = DecodeWorker(wl, bugs, rd, device, checksums=checksums)
         p.agent.add_remote_agent(d.agent.get_agent_metadata())
         d.agent.add_remote_agent(p.agent.get_agent_metadata())
+        p.progress = d.pump
         d.registration()
         k = 0
         while not (d.done() and p.idle()):
@@ -130,7 +131,7 @@ def run_two_processes(wl, bugs=(), trace_dir=None, device="cpu", on_step=None) -
                 k, p_idle = 0, False
                 while not (d.done() and p_idle):
                     conn.send(("step", k, d.begin_step(k)))
-                    msgs, posted, p_idle = _expect(conn, child)
+                    msgs, posted, p_idle = _expect(conn, child, pump=d.pump)
                     d.end_step(k, msgs, posted)
                     k += 1
                     if on_step:
@@ -151,11 +152,15 @@ def run_two_processes(wl, bugs=(), trace_dir=None, device="cpu", on_step=None) -
             rd.close()
 
 
-def _expect(conn, child, tag=None, timeout: float = 120.0):
+def _expect(conn, child, tag=None, timeout: float = 120.0, pump=None):
     """The next frame from prefill, or an error if the process died."""
     deadline = time.monotonic() + timeout
-    while not conn.poll(0.05):
-        if not child.is_alive() or time.monotonic() > deadline:
+    n = 0
+    while not conn.poll(0 if pump else 0.05):
+        if pump is not None:
+            pump()                        # decode's agent must progress for prefill's WRITEs to finish
+        n += 1
+        if n % 256 == 0 and (not child.is_alive() or time.monotonic() > deadline):
             raise RuntimeError(f"prefill process stopped (exit code {child.exitcode})")
     frame = conn.recv()
     if tag is not None and frame[0] != tag:
