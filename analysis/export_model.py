@@ -164,7 +164,7 @@ def build_timeline(session, with_findings: bool = True) -> Timeline:
         at[key] = b.add(Slice(tr, ts, 0, name, kind, args))
 
     xf = session.query(load_sql("export_xfers")).to_pydict()
-    spans, xs = [], []
+    spans = []
     for i in range(len(xf["xfer"])):
         s = times.get((xf["shard"][i], xf["post_seq"][i]), 0)
         e = times.get((xf["shard"][i], xf["end_seq"][i]), t_end) if xf["end_seq"][i] is not None else t_end
@@ -186,7 +186,6 @@ def build_timeline(session, with_findings: bool = True) -> Timeline:
             j = b.add(Slice(tr, s, e - s, name, "xfer", args))
             xslice[(xf["shard"][i], xf["xfer"][i])] = j
             at[(xf["shard"][i], xf["post_seq"][i])] = j
-            xs.append(j)
 
     rq = session.query(load_sql("export_requests")).to_pydict()
     rspans = []
@@ -220,7 +219,7 @@ def build_timeline(session, with_findings: bool = True) -> Timeline:
     for f in findings:
         evs = [tuple(e) for e in (f.get("events") or [])]
         ts = min((times[e] for e in evs if e in times), default=t_end)
-        agent = f.get("agent") or next((ev_agent for ev_agent in agents), "trace")
+        agent = f.get("agent") or (agents[0] if agents else "trace")
         if agent not in agents:
             agents.append(agent)
         tr = b.track(agent, "findings", "findings", TID_FINDINGS)

@@ -10,7 +10,6 @@ carries one, else from the trace's own checksums (export_corrupted_requests.sql)
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
