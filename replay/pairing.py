@@ -1,0 +1,134 @@
+"""Transfers and cross-shard pairing: what each posting moves, and who observes it.
+
+A move waits for its post; a completion observation (``xfer_done``/``xfer_error`` on
+the initiator, the paired ``notif_recv`` on the target) waits for every move of its
+transfer. ``notif_recv`` pairs FIFO with the posts and ``notif_send``s from ``peer`` to
+this agent carrying the same ``msg``; ``msg_recv`` pairs with ``msg_send`` by
+``detail.id``. Descriptors outside the re-created memory are listed, never moved.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+
+from .memory import pair_pieces
+
+
+@dataclasses.dataclass
+class Transfer:
+    """One posting: who, what, where its bytes go, and what observes its completion."""
+    shard: str
+    xfer: int
+    agent: str
+    peer: str | None
+    request: str | None
+    post: int                       # op id of the xfer_post
+    chunks: list[int]               # move op ids
+    observers: list[int]            # op ids that observe completion
+    t_post: int
+    duration_ns: int | None         # from telemetry in the xfer_done detail
+    descs: list[tuple]              # (pos, op, src_agent, src_addr, dst_agent, dst_addr, nbytes)
+    out_of_bounds: list[int]        # desc positions outside the re-created memory (never run)
+    deadline_t: int | None = None   # recorded time of the first observation
+
+
+
+def detail(s) -> dict:
+    """An event's JSON detail as a dict ({} when absent or not an object)."""
+    if not s:
+        return {}
+    try:
+        d = json.loads(s)
+        return d if isinstance(d, dict) else {}
+    except ValueError:
+        return {}
+
+
+def transfers(col, n, descs_by, mem, chunks, fault, waits, notes):
+    transfers: list[Transfer] = []
+    by_key: dict[tuple, Transfer] = {}
+    notif_q: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
+    move_xfer, move_pieces = [], []
+    for op in range(n):
+        k = col["kind"][op]
+        if k == "xfer_post":
+            sh, x = col["shard"][op], col["xfer"][op]
+            descs = sorted(descs_by.get((sh, x), []))
+            t = Transfer(sh, x, col["agent"][op], col["peer"][op], col["request"][op], op, [], [],
+                         col["t_ns"][op] or 0, None, descs, [])
+            ti = len(transfers)
+            transfers.append(t)
+            by_key[(sh, x)] = t
+            resolved = []
+            for d in descs:
+                sp, dp = mem.pieces(d[2], d[3], d[6]), mem.pieces(d[4], d[5], d[6])
+                if sp is None or dp is None:
+                    t.out_of_bounds.append(d[0])
+                else:
+                    resolved.append(pair_pieces(sp, dp))
+            k_chunks = max(1, min(chunks, len(resolved)))
+            for c in range(k_chunks):
+                part = resolved[c * len(resolved) // k_chunks:(c + 1) * len(resolved) // k_chunks]
+                t.chunks.append(n + len(move_xfer))
+                move_xfer.append(ti)
+                move_pieces.append([p for ps in part for p in ps])
+            if col["msg"][op] is not None and t.peer:
+                notif_q[(t.agent, t.peer, col["msg"][op])].append(("post", t))
+        elif k == "notif_send":
+            notif_q[(col["agent"][op], col["peer"][op], col["msg"][op])].append(("send", op))
+        elif k in ("xfer_done", "xfer_error"):
+            t = by_key.get((col["shard"][op], col["xfer"][op]))
+            if t is None:
+                continue
+            t.observers.append(op)
+            if t.duration_ns is None:
+                tel = detail(col["detail"][op]).get("telemetry") or {}
+                if "xfer_us" in tel:
+                    t.duration_ns = int(1000 * ((tel.get("post_us") or 0) + tel["xfer_us"]))
+    # moves wait for their post; observers wait for every move (data before observation)
+    waits.extend([t_post] for t_post in (transfers[ti].post for ti in move_xfer))
+    for t in transfers:
+        for o in t.observers:
+            waits[o].extend(t.chunks)
+    # notif_recv pairs FIFO with posts/sends from `peer` carrying the same msg; posts and
+    # receives sit in different shards, so pair in each side's own program order
+    for op in range(n):
+        if col["kind"][op] != "notif_recv":
+            continue
+        q = notif_q.get((col["peer"][op], col["agent"][op], col["msg"][op]))
+        if not q:
+            continue
+        what, s = q.popleft()
+        if what == "send":
+            waits[op].append(s)
+            continue
+        waits[op].append(s.post)
+        s.observers.append(op)
+        if fault == "notify-before-data":
+            for c in s.chunks:       # the data lands only after the notification
+                waits[c].append(op)
+        else:
+            waits[op].extend(s.chunks)
+    for t in transfers:
+        ts = [col["t_ns"][o] for o in t.observers if col["t_ns"][o] is not None]
+        t.deadline_t = min(ts) if ts else None
+        if t.out_of_bounds:
+            notes.append(f"xfer {t.shard}:{t.xfer} ({t.request}): {len(t.out_of_bounds)} descriptor(s) "
+                         f"outside the re-created memory — reported, never executed")
+    return transfers, move_xfer, move_pieces
+
+
+def pair_messages(col, n, waits):
+    sends: dict = collections.defaultdict(collections.deque)
+    recvs = []
+    for op in range(n):
+        k = col["kind"][op]
+        if k in ("msg_send", "msg_recv"):
+            mid = detail(col["detail"][op]).get("id")
+            if mid is None:
+                continue
+            (sends[str(mid)].append(op) if k == "msg_send" else recvs.append((str(mid), op)))
+    for mid, op in recvs:
+        if sends[mid]:
+            waits[op].append(sends[mid].popleft())
