@@ -59,14 +59,9 @@ def test_uniform_slot_count_misaddresses_index_k(tmp_path):
     assert inert["corrupted_pages"] == 0
 
 
-ABORTY = 'abort_rate = 0.35\nseed = 8\n'   # many aborts in flight; seed 8 has a late WRITE land after reuse
-
-
 @pytest.mark.timeout(120)
 def test_abort_free_inflight_late_write_lands_in_next_owner(tmp_path):
-    f = tmp_path / "aborty.toml"
-    f.write_text(ABORTY)
-    wl = load(str(f))
+    wl = load("small-aborts")   # many aborts in flight; its seed has a late WRITE land after reuse
     out, s = _run(tmp_path, wl, ["abort-free-inflight"])
     _, twin = _run(tmp_path, wl, [])
     assert twin["corrupted_pages"] == 0 and twin["aborted"] == s["aborted"] > 0
