@@ -1,0 +1,147 @@
+"""TimelineSource: the timeline's rows, paged out of ``tui_events.parquet`` by DuckDB.
+
+Rows are addressed by *position* in the visible (filtered) list. Without a filter the
+position is the event's ``ord``; with one, the matching ords are kept as one numpy
+array (8 bytes a row), so a step or a page costs one row-group read, never a scan.
+"""
+from __future__ import annotations
+
+import collections
+import re
+
+import numpy as np
+
+from .filters import Filter
+from .order import ensure_order, sql_text
+
+PAGE = 128
+#: the columns a timeline row carries
+COLUMNS = ("ord", "shard", "seq", "t_ns", "agent", "kind", "request", "pool", "layer", "slots",
+           "xfer", "peer", "nbytes", "status", "msg", "detail", "pair_shard", "pair_seq", "pair_xfer")
+_TIME = re.compile(r"^@?\s*([0-9.]+)\s*(ns|us|µs|ms|s)?$")
+_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_000_000_000}
+
+
+class TimelineSource:
+    """Paged, filterable access to the ordered events of a TraceSession.
+
+    Args:
+        session: an open kvtrace.analysis.session.TraceSession.
+    """
+
+    def __init__(self, session):
+        self.session = session
+        self.paths = ensure_order(session)
+        self.con = session.con.cursor()          # own cursor: workers use session.con's others
+        p = self.paths["tui_events"].replace("'", "''")
+        self.con.execute(f"CREATE OR REPLACE VIEW tl AS SELECT * FROM read_parquet('{p}')")
+        self.con.execute("CREATE OR REPLACE TEMP TABLE tui_slot_xfers (shard VARCHAR, xfer BIGINT)")
+        self.total = self.con.execute("SELECT count(*) FROM tl").fetchone()[0]
+        self.t0 = self.con.execute("SELECT min(t_ns) FROM tl").fetchone()[0] or 0
+        self.filter = Filter()
+        self._ords: np.ndarray | None = None     # visible ords when filtered
+        self._pages: collections.OrderedDict[int, list[dict]] = collections.OrderedDict()
+        self._cols = ", ".join(COLUMNS)
+
+    # -- filtering --------------------------------------------------------------
+    def set_filter(self, flt: Filter) -> int:
+        """Show only rows matching ``flt``; returns the visible row count."""
+        self._pages.clear()
+        self.filter = flt
+        if flt.empty:
+            self._ords = None
+            return self.total
+        if flt.slot is not None and flt.agent is not None and flt.pool is not None:
+            self.con.execute("DELETE FROM tui_slot_xfers")
+            self.con.execute("INSERT INTO tui_slot_xfers " + sql_text("slot_xfers"), [flt.agent, flt.pool, flt.slot])
+            where, params = flt.predicate(slot_xfers=True)
+        else:
+            where, params = flt.predicate()
+        got = self.con.sql(f"SELECT ord FROM tl WHERE {where} ORDER BY ord", params=params).fetchnumpy()
+        self._ords = np.asarray(got["ord"], dtype=np.int64)
+        return len(self._ords)
+
+    @property
+    def count(self) -> int:
+        """Visible rows."""
+        return self.total if self._ords is None else len(self._ords)
+
+    # -- rows -------------------------------------------------------------------
+    def row(self, pos: int) -> dict | None:
+        """The visible row at ``pos`` (None outside), from a small page cache."""
+        if not 0 <= pos < self.count:
+            return None
+        page = pos // PAGE
+        rows = self._pages.get(page)
+        if rows is None:
+            rows = self._fetch(page * PAGE, min(self.count, (page + 1) * PAGE))
+            self._pages[page] = rows
+            if len(self._pages) > 32:
+                self._pages.popitem(last=False)
+        else:
+            self._pages.move_to_end(page)
+        return rows[pos - page * PAGE]
+
+    def _fetch(self, a: int, b: int) -> list[dict]:
+        if self._ords is None:
+            tbl = self.con.execute(f"SELECT {self._cols} FROM tl WHERE ord >= ? AND ord < ? ORDER BY ord", [a, b])
+        else:
+            want = self._ords[a:b]
+            tbl = self.con.execute(f"SELECT {self._cols} FROM tl WHERE ord >= ? AND ord <= ? "
+                                   f"AND ord IN (SELECT unnest(?)) ORDER BY ord",
+                                   [int(want[0]), int(want[-1]), want.tolist()])
+        names = [d[0] for d in tbl.description]
+        return [dict(zip(names, r)) for r in tbl.fetchall()]
+
+    def position_of(self, ord_: int) -> int:
+        """The visible position of ``ord_``, or of the first visible row after it."""
+        if self._ords is None:
+            return max(0, min(int(ord_), self.total - 1))
+        return min(int(np.searchsorted(self._ords, ord_)), max(0, len(self._ords) - 1))
+
+    # -- searching --------------------------------------------------------------
+    def find(self, where: str, params: list, after: int, forward: bool = True) -> int | None:
+        """The ord of the next (previous) visible event after ``after`` matching ``where``."""
+        fwhere, fparams = self.filter.predicate(slot_xfers=self.filter.slot is not None
+                                                and self.filter.agent is not None and self.filter.pool is not None)
+        op, agg = (">", "min") if forward else ("<", "max")
+        r = self.con.execute(f"SELECT {agg}(ord) FROM tl WHERE ord {op} ? AND ({where}) AND ({fwhere})",
+                             [after] + list(params) + fparams).fetchone()
+        return None if r[0] is None else int(r[0])
+
+    def ord_of(self, shard: str | None, seq: int) -> int | None:
+        """The ord of event ``seq`` of ``shard`` (any shard when None: the first)."""
+        if shard:
+            r = self.con.execute("SELECT min(ord) FROM tl WHERE shard = ? AND seq = ?", [shard, seq]).fetchone()
+        else:
+            r = self.con.execute("SELECT min(ord) FROM tl WHERE seq = ?", [seq]).fetchone()
+        return None if r[0] is None else int(r[0])
+
+    def ord_at_time(self, offset_ns: int) -> int | None:
+        """The first event (in timeline order) at or after ``offset_ns`` from the trace start."""
+        r = self.con.execute("SELECT min(ord) FROM tl WHERE t_ns >= ?", [self.t0 + int(offset_ns)]).fetchone()
+        return None if r[0] is None else int(r[0])
+
+    def resolve_jump(self, text: str) -> int | None:
+        """Parse a jump target: ``123`` (row), ``shard:seq``, ``seq 12``, ``@1.5ms`` (time)."""
+        text = text.strip()
+        if not text:
+            return None
+        if text.startswith("@") or text.startswith("t="):
+            m = _TIME.match(text.removeprefix("t="))
+            if not m:
+                raise ValueError(f"jump: cannot read time {text!r} (e.g. @1.5ms, @200us, @2s)")
+            return self.ord_at_time(int(float(m.group(1)) * _UNITS[m.group(2)]))
+        if text.startswith("seq"):
+            return self.ord_of(None, _int(text[3:]))
+        if ":" in text:
+            shard, _, seq = text.rpartition(":")
+            return self.ord_of(shard, _int(seq))
+        return _int(text)
+
+
+def _int(s: str) -> int:
+    try:
+        return int(s.strip())
+    except ValueError:
+        raise ValueError(f"jump: {s.strip()!r} is not a number (row, shard:seq, seq N or @time)") from None
