@@ -36,13 +36,13 @@ def run(args) -> int:
 
     from kvtrace.cli import UserError
 
-    from .export_paths import check_output_dir, check_output_file
+    from .export_paths import check_output_file, make_output_dir
 
     fmt = args.format.lower()
     if fmt not in FORMATS:
         raise UserError(f"unknown format {args.format!r}; choose one of: {', '.join(FORMATS)}")
     out = args.output or _default_output(args.trace, fmt)
-    out = check_output_dir(out, args.force) if fmt == "parquet" else check_output_file(out)
+    out = make_output_dir(out, args.force) if fmt == "parquet" else check_output_file(out)
     try:
         if fmt == "parquet":
             from ..tracer.reader import open_trace

@@ -44,16 +44,16 @@ def run(args) -> int:
 
     from kvtrace.cli import UserError
 
-    from .export_paths import check_output_dir
+    from .export_paths import make_output_dir
 
     conc = _ints(args.concurrency)
     iks = [x.strip() for x in args.index_k.split(",") if x.strip()] if args.index_k else [None]
     bad = [x for x in iks if x not in (None, "fp8", "bf16")]
     if bad:
         raise UserError(f"--index-k: unknown dtype {bad[0]!r}; choose fp8 and/or bf16")
-    out = check_output_dir(args.output, args.force)
     from .sweep import validate_inputs
     validate_inputs(args.workload, args.inject)
+    out = make_output_dir(args.output, args.force)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .report_sweep import write_sweep_outputs
@@ -67,8 +67,11 @@ def run(args) -> int:
         def progress(advance: int, text: str) -> None:
             bar.update(task, advance=advance, description=text)
 
-        points = run_sweep(out, args.workload, conc, args.inject, iks, args.seed, args.processes, args.device,
-                           progress)
+        try:
+            points = run_sweep(out, args.workload, conc, args.inject, iks, args.seed, args.processes, args.device,
+                               progress)
+        except OSError as e:
+            raise UserError(f"{e.filename or out}: cannot write ({e.strerror or e})") from None
     meta = {"workload": args.workload, "concurrency": conc, "inject": args.inject,
             "index_k": [x or "preset" for x in iks], "seed": args.seed,
             "command": "kvtrace " + " ".join(shlex.quote(a) for a in sys.argv[1:])}

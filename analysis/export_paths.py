@@ -19,6 +19,19 @@ def check_output_file(path: str) -> str:
     return path
 
 
+def make_output_dir(path: str, force: bool = False) -> str:
+    """:func:`check_output_dir`, then create it (so a read-only or virtual file system
+    fails here, with one line, before any work)."""
+    from kvtrace.cli import UserError
+
+    path = check_output_dir(path, force)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{path}: cannot create ({e.strerror or e})") from None
+    return path
+
+
 def check_output_dir(path: str, force: bool = False) -> str:
     """Raise UserError unless ``path`` can be created (or reused, empty or with force)."""
     from kvtrace.cli import UserError

@@ -277,6 +277,8 @@ def test_findings_become_instants_with_their_explanation(tmp_path):
     (["-o", "/nonexistent-dir/x.json", "-f", "chrome-json"], "does not exist"),
     (["-o", "{trace}/manifest.json/x.pftrace"], "does not exist"),
     (["-o", "{tmp}", "-f", "perfetto"], "is a directory"),
+    (["-o", "/proc/kvtrace-export-test.json", "-f", "chrome-json"], "cannot write"),   # unwritable even as root
+    (["-o", "/proc/kvtrace-export-test", "-f", "parquet"], "cannot create"),
 ])
 def test_bad_output_or_format_one_line(trace, tmp_path, capsys, argv_tail, needle):
     argv = ["export", trace] + [a.format(trace=trace, tmp=tmp_path) for a in argv_tail]

@@ -148,3 +148,6 @@ def test_report_bad_input_one_line(tmp_path, capsys):
     assert main(["report", tr, "-o", str(tmp_path / "no" / "such" / "r.html")]) == 2
     err = capsys.readouterr().err.strip()
     assert "does not exist" in err and len(err.splitlines()) == 1
+    assert main(["report", tr, "-o", "/proc/kvtrace-report-test.html"]) == 2   # unwritable even as root
+    err = capsys.readouterr().err.strip()
+    assert "cannot write" in err and len(err.splitlines()) == 1

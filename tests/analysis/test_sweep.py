@@ -62,6 +62,8 @@ def test_sweep_outputs_embed_the_figure(tmp_path):
     (["--concurrency", "1,x"], "positive integers"),
     (["--concurrency", "0"], "positive integers"),
     (["--index-k", "fp16"], "unknown dtype"),
+    (["--inject", "no-such-bug"], "unknown bug"),
+    (["--workload", "no-such-preset"], "no such file or preset"),
 ])
 def test_sweep_bad_input_one_line(tmp_path, capsys, argv, needle):
     assert main(["sweep", "-o", str(tmp_path / "s")] + argv) == 2
@@ -72,6 +74,9 @@ def test_sweep_bad_input_one_line(tmp_path, capsys, argv, needle):
 def test_sweep_unwritable_output(tmp_path, capsys):
     assert main(["sweep", "-o", str(tmp_path / "no" / "such" / "dir"), "--concurrency", "1"]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main(["sweep", "-o", "/proc/kvtrace-sweep-test", "--concurrency", "1"]) == 2   # unwritable even as root
+    err = capsys.readouterr().err.strip()
+    assert "cannot create" in err and len(err.splitlines()) == 1
 
 
 ENGINE = importlib.util.find_spec("kvtrace.tracer.engine.cli") is not None
