@@ -104,3 +104,37 @@ def test_out_of_bounds_descriptor_reported_and_never_executed(scenario):
     cells = {c for p in g.move_pieces[0] for c in (p[0], p[2])}
     assert all(g.mem.cells[c].addr + g.mem.cells[c].size <= 0x9000 + 1024 for c in cells if g.mem.cells[c].agent == "decode")
     assert failed(g, "eager").out_of_bounds == 1
+
+
+def telemetry_trace(path, xfer_fraction):
+    """Prefill reuses r1's source pages while r1's WRITE is in flight; the xfer_done
+    carries NIXL telemetry saying the transfer took ``xfer_fraction`` of the time from
+    post to the reuse."""
+    import time
+
+    from kvtrace.tracer.builder import TraceBuilder
+    from kvtrace.tracer.schema import EventKind
+    b = TraceBuilder(path)
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        side.pool("kv", layers=1, slot_bytes=64, num_slots=8)
+    d.alloc("r1", "kv", [5]); p.alloc("r1", "kv", [1]); p.write("r1", "kv", [1])
+    x = p.post("r1", d, src=("kv", [1]), dst=("kv", [5]), msg=b"r1")
+    t_post = time.monotonic_ns()
+    p.free("r1", "kv", [1]); p.alloc("r2", "kv", [1])
+    time.sleep(0.01)
+    gap_us = (time.monotonic_ns() - t_post) / 1000
+    p.write("r2", "kv", [1])
+    p.rec.event(EventKind.XFER_DONE, "prefill", "r1", xfer=int(x), status="DONE",
+                detail={"telemetry": {"post_us": 0, "xfer_us": gap_us * xfer_fraction}})
+    d.notif_recv(p, b"r1"); d.read("r1", "kv", [5])
+    return b.close()
+
+
+def test_recorded_scheduler_moves_bytes_at_post_plus_measured_duration(tmp_path):
+    slow = load(telemetry_trace(str(tmp_path / "slow.kvtrace"), 3.0))
+    fast = load(telemetry_trace(str(tmp_path / "fast.kvtrace"), 0.01))
+    assert slow.transfers[0].duration_ns > fast.transfers[0].duration_ns > 0
+    assert failed(slow, "recorded").failed       # the bytes landed after the reuse
+    assert not failed(fast, "recorded").failed   # they landed before it
+    assert not failed(slow, "eager").failed
