@@ -19,6 +19,13 @@ JOIN shards USING (shard) GROUP BY agent;
 CREATE OR REPLACE TEMP TABLE managed AS
 SELECT DISTINCT agent, pool FROM slot_ev WHERE kind = 'alloc';
 
+-- each request's holdings of each slot as one list (almost always one element), so the
+-- lookup below is a single equi-join instead of a join + group-by + join back
+CREATE OR REPLACE TEMP TABLE holding_list AS
+SELECT shard, agent, pool, slot, request,
+       list({'a': alloc_seq, 'f': free_seq, 'r': release_seq, 'g': gen_seq, 'p': page} ORDER BY alloc_seq) AS hl
+FROM holdings GROUP BY ALL;
+
 CREATE OR REPLACE TEMP TABLE end_hold AS
 WITH e AS (
     SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.slot, d.off,
@@ -29,13 +36,10 @@ WITH e AS (
     LEFT JOIN agent_home a ON a.agent = d.agent
     LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
     LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
-), c AS (  -- the request's latest alloc of the slot that happens-before the post
-    SELECT e.shard, e.xfer, e.pos, e.side,
-           arg_max({'a': h.alloc_seq, 'f': h.free_seq, 'r': h.release_seq, 'g': h.gen_seq, 'p': h.page}, h.alloc_seq) AS h
-    FROM e JOIN holdings h ON h.shard = e.h_shard AND h.agent = e.agent AND h.pool = e.pool
-                          AND h.slot = e.slot AND h.request = e.request
-    WHERE h.alloc_seq <= e.bound
-    GROUP BY ALL
+), j AS (  -- the request's latest alloc of the slot that happens-before the post
+    SELECT e.*, list_filter(k.hl, lambda h: h.a <= e.bound)[-1] AS h
+    FROM e LEFT JOIN holding_list k ON k.shard = e.h_shard AND k.agent = e.agent AND k.pool = e.pool
+                                   AND k.slot = e.slot AND k.request = e.request
 )
-SELECT e.*, c.h.a AS alloc_seq, c.h.f AS free_seq, c.h.r AS release_seq, c.h.g AS gen_seq, c.h.p AS page
-FROM e LEFT JOIN c USING (shard, xfer, pos, side);
+SELECT j.* EXCLUDE (h), h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page
+FROM j;

@@ -1,9 +1,10 @@
 -- view inflight_pairs: pairs of descriptor ends of two different transfers that overlap in
 -- bytes on the same agent and are in flight at the same time (neither transfer is known
 -- to have ended — done, error or notification — before the other was posted).
--- Candidates: per agent, ends sorted by (addr, post time); each end is compared with its
--- next 4 neighbours in that order (a linear-cost sweep; t_ns only orders candidates,
--- happens-before decides). Overlaps further apart than 4 neighbours are not examined.
+-- Candidates: per agent and 64 KiB address bucket, ends sorted by (addr, post time); each
+-- end is compared with its next 4 neighbours in that order (a linear-cost sweep; t_ns only
+-- orders candidates, happens-before decides). Overlaps further apart than 4 neighbours, or
+-- across a bucket boundary, are not examined.
 -- Columns:
 --   agent VARCHAR
 --   a_shard, a_xfer, a_side, a_request, a_post  -- the earlier-sorted end
@@ -12,7 +13,8 @@
 --   lo UBIGINT, hi UBIGINT                       -- overlapping byte range
 CREATE OR REPLACE TEMP TABLE inflight_pairs AS
 WITH e AS (
-    SELECT e.*, row_number() OVER (PARTITION BY agent ORDER BY addr, t_ns, shard, post_seq, pos, side) AS rn
+    SELECT e.*, addr // 65536 AS bucket,
+           row_number() OVER (PARTITION BY agent, addr // 65536 ORDER BY addr, t_ns, shard, post_seq, pos, side) AS rn
     FROM end_hold e
 ), p AS (
     SELECT a.agent, a.shard AS a_shard, a.xfer AS a_xfer, a.side AS a_side, a.request AS a_request,
@@ -21,7 +23,7 @@ WITH e AS (
            b.post_seq AS b_post, b.psidx AS b_sidx,
            a.pool, a.layer, a.slot, greatest(a.addr, b.addr) AS lo, least(a.addr + a.nbytes, b.addr + b.nbytes) AS hi
     FROM (SELECT *, rn + unnest([1, 2, 3, 4]) AS nb FROM e) a
-    JOIN e b ON a.agent = b.agent AND b.rn = a.nb      -- equi-join: linear, not agent x agent
+    JOIN e b ON a.agent = b.agent AND a.bucket = b.bucket AND b.rn = a.nb   -- equi-join: linear
     WHERE b.addr < a.addr + a.nbytes AND a.addr < b.addr + b.nbytes
       AND NOT (a.shard = b.shard AND a.xfer = b.xfer)
 )
