@@ -39,6 +39,7 @@ class _Req:
     got: set = dataclasses.field(default_factory=set)
     last_chunk: int | None = None
     finish_at: int = 0
+    reason: str = ""                     # why it was aborted (abort | timeout)
 
 
 @dataclasses.dataclass
@@ -118,6 +119,9 @@ class DecodeWorker:
         c = self.cache.get(t.session, _Cache())
         need = {p: pages_for(t.context, self.pools[p].page_tokens) - len(c.slots[p]) for p in PREFIX_POOLS}
         need.update(state=1, aux=1)
+        if any(n > self.alloc[p].num_slots for p, n in need.items()):
+            self._reject(t)                            # can never fit this decode instance
+            return True
         while any(self.alloc[p].available < n for p, n in need.items()):
             if not self._evict(exclude=t.session):
                 return False
@@ -145,6 +149,14 @@ class DecodeWorker:
         c.used = k
         return True
 
+    def _reject(self, t) -> None:
+        self.active[t.session].pop(0)
+        self.stats["failed"] += 1
+        if self.rec is not None:
+            self.rec.event(K.REQ_START, AGENT, t.key, detail={"aliases": [f"s{t.session}t{t.turn}"], "tokens": t.context})
+            self.rec.event(K.REQ_ABORT, AGENT, t.key, detail={"reason": "too_long"})
+        self._end_session(t.session)
+
     def _evict(self, exclude: int) -> bool:
         """Drop the least recently used idle session cache; False when none is left."""
         busy = {r.turn.session for r in self.reqs.values()}
@@ -168,7 +180,7 @@ class DecodeWorker:
         self.stats["timed_out" if reason == "timeout" else "aborted"] += 1
         self.rec and self.rec.event(K.REQ_ABORT, AGENT, key, detail={"reason": reason})
         self.mail.send("abort", r.turn.room, reason=reason)
-        r.state = "aborting"
+        r.state, r.reason = "aborting", reason
         self._end_session(r.turn.session)            # the user went away
         if "abort-free-inflight" in self.bugs:       # bug: the WRITE may still be coming
             self._release(r, reason)
@@ -183,7 +195,7 @@ class DecodeWorker:
             if r is None:
                 continue
             if m["type"] == "abort_ack" and r.state == "aborting":
-                self._release(r, "abort")
+                self._release(r, r.reason)
             elif m["type"] == "failed":
                 if r.state == "transferring":
                     self.stats["failed"] += 1
