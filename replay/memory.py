@@ -55,7 +55,7 @@ class MemoryMap:
         self._ids: dict[tuple, int] = {}
         self._regions: dict[str, list[_Region]] = {}
         self._layout: dict[tuple, _Region] = {}
-        self._starts: dict[str, list[int]] = {}
+        self._sorted_regions: dict[str, tuple] = {}
 
     # -- building ---------------------------------------------------------------------
     def add_layout(self, agent: str, pool: str, layer: int, addr: int, slot_bytes: int, num_slots: int) -> None:
@@ -83,12 +83,19 @@ class MemoryMap:
                 r.bounds.update(b for b in (addr, addr + nbytes) if r.start <= b <= r.end)
 
     def finish(self) -> None:
-        """Freeze the boundaries; call after every add_*."""
+        """Freeze the boundaries; call after every add_*.
+
+        Layout regions win where they overlap a registered range (one registration often
+        spans every layer): lookups try layouts first, and raw ranges are cut at layout
+        edges so no raw cell straddles one."""
         for agent, regs in self._regions.items():
-            regs.sort(key=lambda r: r.start)
-            self._starts[agent] = [r.start for r in regs]
-            for r in regs:
+            lay = sorted((r for r in regs if r.slot_bytes), key=lambda r: r.start)
+            raw = sorted((r for r in regs if not r.slot_bytes), key=lambda r: r.start)
+            for r in raw:
+                for q in lay:
+                    r.bounds.update(b for b in (q.start, q.end) if r.start < b < r.end)
                 r._sorted = sorted(r.bounds)
+            self._sorted_regions[agent] = (lay, [r.start for r in lay], raw, [r.start for r in raw])
 
     def _add(self, agent: str, r: _Region) -> None:
         self._regions.setdefault(agent, []).append(r)
@@ -123,20 +130,25 @@ class MemoryMap:
     def pieces(self, agent: str, addr: int, nbytes: int) -> list[tuple[int, int, int]] | None:
         """[(cell, offset in cell, nbytes)] covering [addr, addr+nbytes), or None if any
         byte lies outside every known region."""
-        regs, starts = self._regions.get(agent), self._starts.get(agent)
-        if not regs:
+        found = self._sorted_regions.get(agent)
+        if not found:
             return None
+        lay, lay_starts, raw, raw_starts = found
         out, a, end = [], addr, addr + nbytes
         while a < end:
-            i = bisect.bisect_right(starts, a) - 1
-            if i < 0 or a >= regs[i].end:
+            r = _find(lay, lay_starts, a) or _find(raw, raw_starts, a)
+            if r is None:
                 return None
-            r = regs[i]
             cs, ce, key = r.cell_span(a)
             n = min(ce, end) - a
             out.append((self._cell(agent, cs, ce, key, r), a - cs, n))
             a += n
         return out
+
+
+def _find(regs: list, starts: list, a: int):
+    i = bisect.bisect_right(starts, a) - 1
+    return regs[i] if i >= 0 and a < regs[i].end else None
 
 
 def pair_pieces(src: list, dst: list) -> list[tuple[int, int, int, int, int]]:

@@ -83,3 +83,23 @@ def test_tensor_kernel_path_agrees_on_cpu_tensors(scenario):
 def test_cuda_byte_executor_agrees(scenario):
     g = load(scenario("early_src_free"))
     agree(g, "lazy", 0, make_executor("bytes", "cuda"))
+
+
+def test_one_registration_spanning_every_layer_maps_to_layout_slots(tmp_path):
+    """A single register() over a pool's layers (plus a prepped list over it) must not
+    hide the layouts: moves and reads meet in the same slots."""
+    from kvtrace.tracer.builder import TraceBuilder
+    b = TraceBuilder(str(tmp_path / "r.kvtrace"))
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        pool = side.pool("kv", layers=2, slot_bytes=64, num_slots=4, register=False)
+        side.register(pool.base, pool.layers * pool.layer_stride)
+    p.prep_dlist(["kv"]); p.prep_dlist(["kv"], remote=d)
+    p.alloc("r1", "kv", [0, 1]); d.alloc("r1", "kv", [2, 3]); p.write("r1", "kv", [0, 1])
+    x = p.post("r1", d, src=("kv", [0, 1]), dst=("kv", [2, 3]), msg=b"m")
+    p.free("r1", "kv", [0, 1]); p.alloc("r2", "kv", [0, 1]); p.write("r2", "kv", [0, 1])
+    p.done(x); d.notif_recv(p, b"m"); d.read("r1", "kv", [2, 3])
+    g = load(b.close())
+    assert all(g.mem.cells[c].pool == "kv" for ps in g.move_pieces for pc in ps for c in (pc[0], pc[2]))
+    assert not agree(g, "eager", 0, make_executor("bytes")).verdict.failed
+    assert agree(g, "lazy", 0, make_executor("bytes")).verdict.failed
