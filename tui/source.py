@@ -17,7 +17,7 @@ from .order import ensure_order, sql_text
 PAGE = 128
 #: the columns a timeline row carries
 COLUMNS = ("ord", "shard", "seq", "t_ns", "agent", "kind", "request", "pool", "layer", "slots",
-           "xfer", "peer", "nbytes", "status", "msg", "detail", "pair_shard", "pair_seq", "pair_xfer")
+           "xfer", "peer", "addr", "nbytes", "status", "msg", "detail", "pair_shard", "pair_seq", "pair_xfer")
 _TIME = re.compile(r"^@?\s*([0-9.]+)\s*(ns|us|µs|ms|s)?$")
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_000_000_000}
 

@@ -1,0 +1,39 @@
+"""Step through a trace in the terminal: timeline (happens-before order), slot map,
+transfer inspector, findings and a SQL console. The first open builds an index under
+the trace's _index/ folder; later opens reuse it.
+
+Keys: j/k step, n/p next/previous event of the followed request/slot/transfer, / filter,
+: jump, f/t/s/e panels, ? help, q quit."""
+from __future__ import annotations
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("trace", help="a trace directory (NAME.kvtrace)")
+    parser.add_argument("--no-checks", action="store_true",
+                        help="do not run the hazard checks (findings panel stays empty)")
+    parser.add_argument("--jump", metavar="WHERE", help="start at a row, shard:seq, 'seq N' or @time")
+
+
+def run(args) -> int:
+    from kvtrace.cli import UserError
+
+    from ..analysis.session import TraceSession   # duckdb + pyarrow: ~0.3 s
+    from .app import KvtraceApp
+    from .source import TimelineSource
+
+    session = TraceSession(args.trace)
+    source = TimelineSource(session)
+    if source.total == 0:
+        raise UserError(f"{args.trace}: the trace has no events")
+    app = KvtraceApp(source, run_findings=not args.no_checks)
+    if args.jump:
+        try:
+            target = source.resolve_jump(args.jump)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        if target is not None:
+            app.call_later(lambda: app.timeline.move_to_ord(target))
+    app.run()
+    for note in session.notes:
+        print(f"note: {note}")
+    return 0

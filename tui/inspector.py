@@ -1,0 +1,78 @@
+"""TransferInspector: the transfer under the cursor — its state, its post, completion and
+notification events, and its descriptors with both ends resolved to
+(pool, layer, slot, offset); a descriptor whose ends disagree is highlighted."""
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from .facts import DESC_LIMIT, XferState, desc_problem
+from .rows import KIND_STYLE, what
+
+STATE_STYLE = {XferState.IN_FLIGHT: "bold yellow", XferState.DONE: "green", XferState.NOTIFIED: "green",
+               XferState.ERROR: "bold red", XferState.RELEASED: "yellow", XferState.NOT_POSTED: "grey50"}
+
+
+def _end(agent, pool, layer, slot, off) -> str:
+    if pool is None:
+        return f"{agent}:?"
+    return f"{agent}:{pool}/L{layer}/s{slot}" + (f"+{off}" if off else "")
+
+
+def render_transfer(view) -> Group:
+    """The inspector's content for a facts.TransferView (None: nothing selected)."""
+    if view is None:
+        return Group(Text("No transfer under the cursor: put it on an xfer_* event or a "
+                          "notification that a post delivered.", style="dim"))
+    head = Text()
+    head.append(f"transfer {view.shard}#x{view.xfer}", "bold")
+    p = view.post
+    if p:
+        head.append(f"  request {p['request'] or '-'}  {p['agent']} → {p['peer']}")
+        if p.get("msg") is not None:
+            head.append(f"  notif '{bytes(p['msg']).decode(errors='replace')}'")
+    head.append("  state: ")
+    head.append(view.state.value, STATE_STYLE[view.state])
+    bad = view.mismatches
+    head.append(f"\n{view.ndescs} descriptors", "")
+    if bad:
+        head.append(f", {bad} mismatched", "bold red")
+    if view.ndescs > len(view.descs):
+        head.append(f" (first {DESC_LIMIT} shown)", "grey50")
+    ev = Table(box=None, show_header=False, pad_edge=False, expand=True)
+    ev.add_column("row", justify="right", style="grey50", no_wrap=True)
+    ev.add_column("where", no_wrap=True)
+    ev.add_column("kind", no_wrap=True)
+    ev.add_column("what", ratio=1, no_wrap=True, overflow="ellipsis")
+    for e in view.events:
+        ev.add_row(str(e["ord"]), f"{e['shard']}:{e['seq']}", Text(e["kind"], KIND_STYLE.get(e["kind"], "")), what(e))
+    ds = Table(box=None, expand=True, header_style="bold", pad_edge=False)
+    for c in ("#", "source (pool/layer/slot+off)", "destination", "bytes", "check"):
+        ds.add_column(c, no_wrap=True, overflow="ellipsis")
+    for d in view.descs:
+        prob = desc_problem(d)
+        ds.add_row(str(d["pos"]),
+                   _end(d["src_agent"], d["src_pool"], d["src_layer"], d["src_slot"], d["src_off"]),
+                   _end(d["dst_agent"], d["dst_pool"], d["dst_layer"], d["dst_slot"], d["dst_off"]),
+                   str(d["nbytes"]), Text(prob or "ok", "bold red" if prob else "green"),
+                   style="on dark_red" if prob else None)
+    return Group(head, ev, ds)
+
+
+class TransferInspector(VerticalScroll, can_focus=True):
+    """Scrollable view of one transfer (see render_transfer)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.view = None
+
+    def compose(self):
+        yield Static(render_transfer(None), id="inspector-body")
+
+    def show(self, view) -> None:
+        """Display a facts.TransferView (or None)."""
+        self.view = view
+        self.query_one("#inspector-body", Static).update(render_transfer(view))
