@@ -41,26 +41,37 @@ def _grid_y(units: int, per_program: int) -> tuple[int, int]:
     return max(1, -(-units // (per_program * iters))), iters
 
 
-def checksum(views: list[torch.Tensor], reg, off, n, interpret: bool) -> np.ndarray:
+def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool):
+    """A launcher for kvh64 of these slots: each call runs the kernel and returns the
+    (lo, hi) sums as int64 device tensors (no host sync), so benchmarks can time it alone."""
     cfg = CONFIG[interpret]
-    if len(off) == 0:
-        return np.zeros(0, np.uint64)
     anchor = views[0]
     ptrs = np.array([v.data_ptr() for v in views], dtype=np.int64)
     delta = ptrs[reg] - ptrs[0] + off
     a32 = _words(anchor)
     aligned = a32 is not None and not (delta % 4).any() and not (n % 4).any()
-    d = delta // 4 if aligned else delta
+    d_t = _dev(delta // 4 if aligned else delta, anchor)
+    n_t = _dev(n, anchor)
     words = int(((n.max() + 3) // 4))
     split, mult = _grid_y(words, cfg["BLOCK"] * cfg["ITERS"])
     lo = torch.empty(len(off) * split, dtype=torch.int32, device=anchor.device)
     hi = torch.empty_like(lo)
-    build(interpret).kvh64[(len(off), split)](
-        anchor, a32 if aligned else anchor, _dev(d, anchor), _dev(n, anchor), lo, hi, split,
-        BLOCK=cfg["BLOCK"], ITERS=cfg["ITERS"] * mult, ALIGNED=aligned, num_warps=cfg["num_warps"])
+    kernel = build(interpret).kvh64[(len(off), split)]
     mask = 0xFFFFFFFF
-    lo = ((lo.view(-1, split).to(torch.int64) & mask).sum(1).cpu().numpy() + n) & mask
-    hi = (hi.view(-1, split).to(torch.int64) & mask).sum(1).cpu().numpy() & mask
+
+    def launch():
+        kernel(anchor, a32 if aligned else anchor, d_t, n_t, lo, hi, split, BLOCK=cfg["BLOCK"],
+               ITERS=cfg["ITERS"] * mult, ALIGNED=aligned, num_warps=cfg["num_warps"])
+        return (((lo.view(-1, split).to(torch.int64) & mask).sum(1) + n_t) & mask,
+                (hi.view(-1, split).to(torch.int64) & mask).sum(1) & mask)
+    return launch
+
+
+def checksum(views: list[torch.Tensor], reg, off, n, interpret: bool) -> np.ndarray:
+    if len(off) == 0:
+        return np.zeros(0, np.uint64)
+    lo, hi = plan_checksum(views, reg, off, n, interpret)()
+    lo, hi = lo.cpu().numpy(), hi.cpu().numpy()
     return (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
 
 
@@ -81,30 +92,38 @@ def _overlapping(so, do, n, same: bool) -> bool:
     return bool(((i > 0) & (se[np.maximum(i - 1, 0)] > do)).any())
 
 
-def copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool) -> None:
+def plan_copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool):
+    """A launcher for these ranges (device offsets staged once); calling it copies."""
     same = sv.untyped_storage().data_ptr() == dv.untyped_storage().data_ptr()
     if _overlapping(so, do, n, same):
-        for a, b, k in zip(so.tolist(), do.tolist(), n.tolist()):
-            if k:  # in order, through a temporary: exactly numpy's slice semantics
-                dv[b:b + k].copy_(sv[a:a + k].clone())
-        return
+        def in_order():
+            for a, b, k in zip(so.tolist(), do.tolist(), n.tolist()):
+                if k:  # in order, through a temporary: exactly numpy's slice semantics
+                    dv[b:b + k].copy_(sv[a:a + k].clone())
+        return in_order
+    cfg = CONFIG[interpret]
     s32, d32 = _words(sv), _words(dv)
     word_ok = (s32 is not None and d32 is not None) & (so % 4 == 0) & (do % 4 == 0) & (n % 4 == 0)
+    launches = []
     for sel, words in ((np.nonzero(word_ok)[0], True), (np.nonzero(~word_ok)[0], False)):
         if len(sel) == 0 or not n[sel].any():
             continue
         unit = 4 if words else 1
         a, b, k = so[sel] // unit, do[sel] // unit, n[sel] // unit
         hint = 4 if words and not ((a % 4).any() or (b % 4).any()) else 1
-        _copy_launch(s32 if words else sv, d32 if words else dv, a, b, k, hint, interpret)
+        split, mult = _grid_y(int(k.max()), cfg["BLOCK"] * cfg["ITERS"])
+        args = (s32 if words else sv, d32 if words else dv, _dev(a, dv), _dev(b, dv), _dev(k, dv))
+        launches.append((build(interpret).copy[(len(k), split)], args,
+                         dict(BLOCK=cfg["BLOCK"], ITERS=cfg["ITERS"] * mult, HINT=hint, num_warps=cfg["num_warps"])))
+
+    def run():
+        for kernel, args, kw in launches:
+            kernel(*args, **kw)
+    return run
 
 
-def _copy_launch(src, dst, a, b, k, hint, interpret):
-    cfg = CONFIG[interpret]
-    split, mult = _grid_y(int(k.max()), cfg["BLOCK"] * cfg["ITERS"])
-    build(interpret).copy[(len(k), split)](
-        src, dst, _dev(a, dst), _dev(b, dst), _dev(k, dst),
-        BLOCK=cfg["BLOCK"], ITERS=cfg["ITERS"] * mult, HINT=hint, num_warps=cfg["num_warps"])
+def copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool) -> None:
+    plan_copy(sv, dv, so, do, n, interpret)()
 
 
 def fill(dv: torch.Tensor, off, n, w0, w1, w2, kind, interpret: bool) -> None:
