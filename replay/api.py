@@ -58,10 +58,10 @@ class Outcome:
 
 
 def run_graph(graph: Graph, scheduler, executor=None, chunks: int = 1, fault: str | None = None,
-              compare_recorded: bool = True) -> Outcome:
+              compare_recorded: bool = True, observe_writes: bool = False) -> Outcome:
     """Run and verify an already loaded graph."""
     executor = executor or make_executor()
-    res = execute(graph, scheduler, executor)
+    res = execute(graph, scheduler, executor, observe_writes)
     v = verify(graph, res, executor, compare_recorded)
     return Outcome(graph, res, v, encode(graph, res.decisions, chunks, fault), executor,
                    scheduler.name, getattr(scheduler, "seed", 0))
@@ -88,7 +88,7 @@ def replay(path: str, scheduler: str = "recorded", seed: int = 0, depth: int = 3
     else:
         g = graph or load(path, chunks, fault)
         sched = make_scheduler(scheduler, seed, depth)
-    o = run_graph(g, sched, make_executor(executor, device), chunks, fault)
+    o = run_graph(g, sched, make_executor(executor, device), chunks, fault, observe_writes=bool(out))
     if schedule:
         o.scheduler, o.seed = "schedule", 0
     if out:

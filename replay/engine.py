@@ -25,6 +25,7 @@ class RunResult:
     order: list[int]
     decisions: list[int]
     reads: dict[int, list]          # read op -> observed content per slot (executor-specific)
+    writes: dict[int, list]         # write op -> its slots' content right after it (if asked)
     stale_moves: list[int]          # moves whose source changed after the post
     forced: list[int]               # ops run against a wait that could never be met
 
@@ -64,8 +65,11 @@ def _static(g) -> _Static:
     return st
 
 
-def execute(graph, scheduler, executor) -> RunResult:
-    """Run ``graph`` to the end; deterministic for a deterministic scheduler."""
+def execute(graph, scheduler, executor, observe_writes: bool = False) -> RunResult:
+    """Run ``graph`` to the end; deterministic for a deterministic scheduler.
+
+    ``observe_writes`` keeps what each write left in its slots (for the output trace:
+    a partly filled page's checksum covers the tail it kept)."""
     g = graph
     n_prog, n_ops = g.n_prog, g.n_ops
     st = _static(g)
@@ -81,6 +85,7 @@ def execute(graph, scheduler, executor) -> RunResult:
     moves: list[int] = []
     order, decisions, stale, forced = [], [], [], []
     reads: dict[int, list] = {}
+    writes: dict[int, list] = {}
     executor.start(g)
     scheduler.start(g, run)
     ex_write, ex_read, ex_post, ex_move = executor.write, executor.read, executor.post, executor.move
@@ -106,6 +111,8 @@ def execute(graph, scheduler, executor) -> RunResult:
             k = code[op]
             if k == 1:
                 ex_write(op)
+                if observe_writes:
+                    writes[op] = ex_read(op)
             elif k == 2:
                 reads[op] = ex_read(op)
             elif k == 3:
@@ -152,4 +159,4 @@ def execute(graph, scheduler, executor) -> RunResult:
                 raise ScheduleMismatch(f"decision {len(decisions)} picks {i} of {len(cands)} enabled operations")
             decisions.append(i)
         run_op(cands[i])
-    return RunResult(order, decisions, reads, stale, forced)
+    return RunResult(order, decisions, reads, writes, stale, forced)

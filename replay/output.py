@@ -16,8 +16,6 @@ import numpy as np
 
 from ..tracer import manifest as _manifest
 from ..tracer.recorder import Recorder
-from .symbolic import checksum as content_checksum
-from .symbolic import full, write_atom
 
 _EVENT_FIELDS = ("pool", "layer", "slots", "pages", "checksums", "xfer", "peer", "addr", "nbytes",
                  "mem_type", "device", "msg", "status", "detail")
@@ -70,9 +68,8 @@ def write_trace(out: str, graph, result, executor, verdict, manifest: dict) -> s
         f = {k: col[k][op] for k in _EVENT_FIELDS}
         if kind == "xfer_post":
             _descs(rec, descs.get((s, col["xfer"][op]), []))
-        elif kind == "write" and g.cells[op]:
-            f["checksums"] = [None if c is None else content_checksum(
-                full(write_atom(g, op, i), g.mem.cells[c].size), g.mem.cells[c].size) for i, c in enumerate(g.cells[op])]
+        elif kind == "write" and op in result.writes:
+            f["checksums"] = executor.checksums(op, result.writes[op])
         elif kind == "read" and op in result.reads:
             seen = executor.checksums(op, result.reads[op])
             rec_cs = col["checksums"][op]

@@ -68,3 +68,17 @@ def test_help_documents_exit_codes():
     assert rc == 0 and "exit status" in out and "1 corruption found" in out
     rc, out, _ = kv("explore", "--help")
     assert rc == 0 and "gate" in out
+
+
+def test_replay_output_is_analysable_by_check(tmp_path, capsys):
+    """The replay writes the recording's format: `kvtrace check` reads it like a recording
+    (a clean trace replayed under pct stays clean to the analysis too)."""
+    import os
+    import pytest
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "traces", "engine-clean.kvtrace")
+    if not os.path.isdir(src):
+        pytest.skip("no committed engine trace")
+    out = str(tmp_path / "r.kvtrace")
+    assert main(["replay", src, "--scheduler", "pct", "--seed", "4", "-o", out]) == 0
+    capsys.readouterr()
+    assert main(["check", out]) == 0, capsys.readouterr().out[-2000:]
