@@ -27,6 +27,8 @@ class ReorderScheduler(Scheduler):
         for m, o in self.flips:
             self.after.setdefault(m, []).append(o)
         self.conf = conflict_index(graph).by_op
+        # ops whose place can depend on the flips; any other candidate is plain eager
+        self.relevant = frozenset(self.after) | frozenset(self.conf)
 
     def _hard(self, op: int) -> bool:
         done = self.run.done
@@ -50,6 +52,10 @@ class ReorderScheduler(Scheduler):
         return idx[j]
 
     def pick(self, cands: list[int]) -> int:
+        rel = self.relevant
+        if not any(op in rel for op in cands):
+            j = self.move_first(cands)
+            return j if j >= 0 else self.program_first(cands)
         free = [i for i, op in enumerate(cands) if not self._hard(op)]
         allowed = [i for i in free if not self._soft(cands[i])]
         return self._eager(cands, allowed or free or list(range(len(cands))))
