@@ -132,16 +132,31 @@ def rows_to_findings(check: str, table) -> list[Finding]:
     return out
 
 
-#: root cause → consequences of it that other checks also see, for the same request (and
-#: pool, where given): these are folded into the root-cause finding so one bug reads as one
-#: finding (``extra["folded"]`` keeps what was folded).
+#: root cause → (consequence check, how they relate) that other checks also see: these are
+#: folded into the root-cause finding so one bug reads as one finding
+#: (``extra["folded"]`` keeps what was folded). Relations: "request" (same request),
+#: "request_pool" (same request and pool), "victim" (same agent and a shared slot, or the
+#: other party of an overlap — a late write landing in the slot's next owner).
 FOLDS = {
-    "layer_offset_mismatch": (("desc_not_owned", False), ("read_undelivered", False),
-                              ("checksum_mismatch", False), ("desc_out_of_bounds", False)),
-    "read_before_done": (("checksum_mismatch", False), ("write_after_free", False), ("read_undelivered", False)),
-    "read_undelivered": (("write_after_free", False),),
-    "post_before_write": (("checksum_mismatch", False),),
+    "layer_offset_mismatch": (("desc_not_owned", "request"), ("read_undelivered", "request"),
+                              ("checksum_mismatch", "request"), ("desc_out_of_bounds", "request")),
+    "read_before_done": (("checksum_mismatch", "request"), ("write_after_free", "request"),
+                         ("read_undelivered", "request")),
+    "read_undelivered": (("write_after_free", "request"),),
+    "post_before_write": (("checksum_mismatch", "request"),),
+    "write_after_free": (("overlapping_inflight_writes", "victim"), ("checksum_mismatch", "victim")),
 }
+
+
+def _related(root: Finding, g: Finding, how: str) -> bool:
+    if how == "request":
+        return g.request == root.request
+    if how == "request_pool":
+        return g.request == root.request and g.pool == root.pool
+    # victim
+    if g.request == root.request or g.extra.get("other") == root.request:
+        return True
+    return g.agent == root.agent and bool(set(g.slots) & set(root.slots))
 
 
 def fold(findings: list[Finding]) -> list[Finding]:
@@ -149,13 +164,12 @@ def fold(findings: list[Finding]) -> list[Finding]:
     drop = set()
     for root, consequences in FOLDS.items():
         for f in findings:
-            if f.check != root:
+            if f.check != root or id(f) in drop:
                 continue
-            for cons, same_pool in consequences:
+            for cons, how in consequences:
                 for g in findings:
-                    if g.check == cons and g.request == f.request and (not same_pool or g.pool == f.pool) \
-                            and id(g) not in drop:
+                    if g.check == cons and id(g) not in drop and _related(f, g, how):
                         drop.add(id(g))
-                        f.extra.setdefault("folded", []).append({"check": g.check, "count": g.count,
+                        f.extra.setdefault("folded", []).append({"check": g.check, "count": g.count, "request": g.request,
                                                                  "pool": g.pool, "message": g.message})
     return [f for f in findings if id(f) not in drop]

@@ -12,6 +12,16 @@ def _ev(events: list[tuple[str, int]], n: int = 3) -> str:
     return " ".join(f"{s}#{q}" for s, q in events[:n])
 
 
+def _folded(f: Finding) -> str:
+    fo = f.extra.get("folded") or []
+    if not fo:
+        return ""
+    parts = {}
+    for g in fo:
+        parts[g["check"]] = parts.get(g["check"], 0) + 1
+    return " [also explains: " + ", ".join(f"{k} x{v}" for k, v in parts.items()) + "]"
+
+
 def explain(name: str, cat: dict[str, Check]) -> int:
     """Print what a check finds (``all``: one line per check)."""
     from kvtrace.cli import UserError
@@ -69,7 +79,7 @@ def _table(session, findings, verdict, examples, file) -> None:
                 where = f"{f.request} · {f.agent} · {f.pool}/{f.layer}/{f.slot} · {_ev(f.events)}"
                 t.add_row(name if i == 0 else "", f.severity if i == 0 else "",
                           str(len(fs)) if i == 0 else "", str(sum(x.count for x in fs)) if i == 0 else "",
-                          where, f.message)
+                          where, f.message + _folded(f))
             if len(fs) > examples:
                 t.add_row("", "", "", "", f"… {len(fs) - examples} more", "")
         con.print(t)
