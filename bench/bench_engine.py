@@ -54,13 +54,15 @@ def main() -> int:
     print(f"workload {wl.name}: {s['requests']} requests, {s['steps']} steps, {s['pages_read']} pages read, "
           f"concurrency {wl.concurrency}, index_k {wl.index_k}; {args.reps} reps per arm, interleaved")
     med = {a: statistics.median(v) for a, v in times.items()}
+    best = {a: min(v) for a, v in times.items()}   # best-of-N: least disturbed by other load
     for a, v in times.items():
-        print(f"  {a:10s} median {med[a]:6.2f} s  ({s['requests'] / med[a]:6.1f} req/s)  runs "
-              + " ".join(f"{x:.2f}" for x in v))
+        print(f"  {a:10s} best {best[a]:6.2f} s ({s['requests'] / best[a]:6.1f} req/s)  median {med[a]:6.2f} s  "
+              "runs " + " ".join(f"{x:.2f}" for x in v))
     print(f"  trace size: on {info['on_bytes'] / 1e6:.1f} MB, on-nocsum {info['on-nocsum_bytes'] / 1e6:.1f} MB")
-    print(f"overhead on vs off:        {med['on'] / med['off'] - 1:+.1%}   (target < 5%)")
-    print(f"overhead on-nocsum vs off: {med['on-nocsum'] / med['off'] - 1:+.1%}")
-    print(f"kvh64 share (on vs on-nocsum): {med['on'] / med['on-nocsum'] - 1:+.1%}")
+    for name, a, b in (("on vs off", "on", "off"), ("on-nocsum vs off", "on-nocsum", "off"),
+                       ("kvh64 alone (on vs on-nocsum)", "on", "on-nocsum")):
+        print(f"overhead {name:30s} best {best[a] / best[b] - 1:+7.1%}   median {med[a] / med[b] - 1:+7.1%}"
+              + ("   (target < 5%)" if a == "on" and b == "off" else ""))
     return 0
 
 

@@ -93,3 +93,15 @@ def test_kvh64_matches_provenance_reference():
     rows = content("1000", "kv", 1, [0, 1], 1152)
     assert rows.shape == (2, 1152) and kvh64(rows[0]) != kvh64(rows[1])
     assert np.array_equal(rows, content("1000", "kv", 1, [0, 1], 1152))
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+def test_clean_run_on_cuda_vram(tmp_path, validate_trace):
+    """The same engine with kv/index_k/state in VRAM (torch tensors registered with NIXL)."""
+    out = str(tmp_path / "cuda.kvtrace")
+    s = record(load("small"), [], out, device="cuda")
+    validate_trace(out)
+    assert s["corrupted_pages"] == 0 and s["pages_read"] > 0
+    lay = open_trace(out).table("layouts").to_pylist()
+    assert {r["mem_type"] for r in lay if r["pool"] == "kv"} == {"VRAM"}

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import time
 
-import numpy as np
 
 from ...kernels.checksum import kvh64_rows
 from ..schema import EventKind as K
 from . import nixlio
+from .cache import PREFIX_POOLS, PrefixCache
 from .geometry import pages_for, side_pools, used_tokens
 from .memory import Memory, PageAllocator
 from .verify import Verifier
 from .workload import plan
 
 AGENT = "decode"
-PREFIX_POOLS = ("kv", "index_k")
 
 
 @dataclasses.dataclass
@@ -40,15 +38,6 @@ class _Req:
     last_chunk: int | None = None
     finish_at: int = 0
     reason: str = ""                     # why it was aborted (abort | timeout)
-
-
-@dataclasses.dataclass
-class _Cache:
-    """A session's cached prefix: full pages of its last context (one reference held)."""
-    tokens: int = 0
-    slots: dict = dataclasses.field(default_factory=lambda: {p: [] for p in PREFIX_POOLS})
-    writers: dict = dataclasses.field(default_factory=lambda: {p: [] for p in PREFIX_POOLS})
-    used: int = 0                        # step of last use (LRU eviction)
 
 
 class DecodeWorker:
@@ -70,13 +59,12 @@ class DecodeWorker:
         self.next_session = 0
         self.active: dict[int, list] = {}            # session -> remaining turns
         self.ready_at: dict[int, int] = {}           # session -> step its next turn arrives
-        self.cache: dict[int, _Cache] = {}
         self.reqs: dict[int, _Req] = {}
         self.received = 0
         self.inbox: list[bytes] = []                 # delivered, not yet processed
         self.finished = 0
         self.stats = {"done": 0, "aborted": 0, "timed_out": 0, "failed": 0}
-        self.align = math.lcm(*(self.pools[p].page_tokens for p in PREFIX_POOLS))
+        self.cache = PrefixCache(self.pools, self.alloc, rec, AGENT)
         self.timeout = int(wl.engine["timeout_steps"])
 
     def registration(self) -> None:
@@ -116,14 +104,15 @@ class DecodeWorker:
         return self.mail.take()
 
     def _admit(self, t, k: int) -> bool:
-        c = self.cache.get(t.session, _Cache())
+        c = self.cache.get(t.session)
         need = {p: pages_for(t.context, self.pools[p].page_tokens) - len(c.slots[p]) for p in PREFIX_POOLS}
         need.update(state=1, aux=1)
         if any(n > self.alloc[p].num_slots for p, n in need.items()):
             self._reject(t)                            # can never fit this decode instance
             return True
         while any(self.alloc[p].available < n for p, n in need.items()):
-            if not self._evict(exclude=t.session):
+            busy = {r.turn.session for r in self.reqs.values()} | {t.session}
+            if not self.cache.evict_lru(exclude=busy):
                 return False
         self.active[t.session].pop(0)
         del self.ready_at[t.session]
@@ -156,24 +145,6 @@ class DecodeWorker:
             self.rec.event(K.REQ_START, AGENT, t.key, detail={"aliases": [f"s{t.session}t{t.turn}"], "tokens": t.context})
             self.rec.event(K.REQ_ABORT, AGENT, t.key, detail={"reason": "too_long"})
         self._end_session(t.session)
-
-    def _evict(self, exclude: int) -> bool:
-        """Drop the least recently used idle session cache; False when none is left."""
-        busy = {r.turn.session for r in self.reqs.values()}
-        idle = [(c.used, s) for s, c in self.cache.items() if s != exclude and s not in busy]
-        if not idle:
-            return False
-        self._drop_cache(min(idle)[1], "evict")
-        return True
-
-    def _drop_cache(self, sid: int, reason: str) -> None:
-        c = self.cache.pop(sid, None)
-        if c is None:
-            return
-        for p in PREFIX_POOLS:
-            if c.slots[p]:
-                self.alloc[p].unref(c.slots[p])
-                self.rec and self.rec.free(AGENT, f"cache-s{sid}", p, c.slots[p], reason=reason)
 
     def _abort(self, r: _Req, reason: str) -> None:
         key = r.turn.key
@@ -262,18 +233,7 @@ class DecodeWorker:
     def _finish(self, r: _Req, k: int) -> None:
         t = r.turn
         self.stats["done"] += 1
-        c = self.cache.setdefault(t.session, _Cache())
-        keep = (t.context // self.align) * self.align
-        for p in PREFIX_POOLS:
-            n = keep // self.pools[p].page_tokens
-            add = r.slots[p][len(c.slots[p]):n]
-            if add:
-                self.alloc[p].ref(add)
-                self.rec and self.rec.alloc(AGENT, f"cache-s{t.session}", p, add,
-                                            list(range(len(c.slots[p]), n)), shared=True)
-                c.slots[p] += add
-                c.writers[p] += r.writers[p][len(c.writers[p]):n]
-        c.tokens, c.used = keep, k
+        self.cache.retain(t.session, t.context, r.slots, r.writers, k)
         self.rec and self.rec.event(K.REQ_DONE, AGENT, t.key)
         self._release(r, "finish")
         if self.active.get(t.session):
@@ -292,12 +252,12 @@ class DecodeWorker:
     def _end_session(self, sid: int) -> None:
         self.active.pop(sid, None)
         self.ready_at.pop(sid, None)
-        self._drop_cache(sid, "session_end")
+        self.cache.drop(sid, "session_end")
 
     def done(self) -> bool:
         """Every planned request has finished or been given up, and no page is held."""
         return self.next_session >= len(self.sessions) and not self.active and not self.reqs
 
     def close(self) -> None:
-        for sid in list(self.cache):
-            self._drop_cache(sid, "shutdown")
+        """Give back what the prefix cache still holds."""
+        self.cache.close()
