@@ -141,3 +141,30 @@ def test_existing_output_needs_force(tmp_path):
                        text=True, env=_env())
     assert r.returncode == 0 and r.stdout == "hi\n"
     assert json.loads((out / "manifest.json").read_text())["shards"] == []  # no agent, no shard
+
+
+@pytest.mark.timeout(120)
+def test_fork_child_gets_own_shard_and_user_sitecustomize_still_runs(tmp_path, validate_trace):
+    """Regression: a fork child inherits the parent's recorder object; it must open its own
+    shard (and close it, although fork children leave through os._exit)."""
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("print('user sitecustomize ran')\n")
+    env = _env()
+    env["PYTHONPATH"] = str(site)
+    plain = subprocess.run([sys.executable, os.path.join(PROGRAMS, "forked.py")], capture_output=True,
+                           text=True, env=env, timeout=60)
+    out = tmp_path / "f.kvtrace"
+    traced = subprocess.run([sys.executable, "-m", "kvtrace", "record", "-o", str(out), "--", sys.executable,
+                             os.path.join(PROGRAMS, "forked.py")], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert traced.returncode == plain.returncode == 0
+    # the launcher's interpreter runs the user's sitecustomize too, hence one extra line
+    assert traced.stdout == "user sitecustomize ran\n" + plain.stdout
+    validate_trace(out)
+    t = open_trace(str(out))
+    assert len(t.shards) == 2 and all(s.closed for s in t.shards)
+    agents = {}
+    for e in events(t):
+        agents.setdefault(e["shard"], set()).add(e["agent"])
+    assert sorted(map(sorted, agents.values())) == [["child"], ["parent"]]

@@ -14,6 +14,7 @@ Environment (set by the launcher, inherited by children):
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 ENV_DIR = "KVTRACE_TRACE_DIR"
@@ -45,6 +46,9 @@ def default_recorder():
             _recorder = Recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
             _pid = os.getpid()
             atexit.register(_close, _recorder)
+            mp_util = sys.modules.get("multiprocessing.util")
+            if mp_util is not None:  # fork children leave through os._exit, skipping atexit
+                mp_util.Finalize(None, _close, args=(_recorder,), exitpriority=0)
         return _recorder
 
 
