@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 
 from .engine import execute
 from .schedulers.eager import EagerScheduler
@@ -90,17 +91,77 @@ def _ext(g, op: int, i: int):
     return None if e is None else e[i]
 
 
+class _WriterTracking(SymbolicExecutor):
+    """The symbolic executor, also noting which request's operation last wrote each cell
+    (a write's request, or the request of the transfer whose move landed)."""
+
+    def start(self, graph) -> None:
+        super().start(graph)
+        self.writer: dict[int, str | None] = {}
+        self.seen_writers: dict[int, list] = {}
+
+    def write(self, op: int) -> None:
+        super().write(op)
+        for cell in self.g.cells[op]:
+            self.writer[cell] = self.g.col["request"][op]
+
+    def move(self, m: int) -> bool:
+        same = super().move(m)
+        g = self.g
+        req = g.transfers[g.move_xfer[m - g.n_prog]].request
+        for p in g.move_pieces[m - g.n_prog]:
+            self.writer[p[2]] = req
+        return same
+
+    def read(self, op: int) -> list:
+        self.seen_writers[op] = [self.writer.get(c) for c in self.g.cells[op]]
+        return super().read(op)
+
+
+def _sharing(graph) -> tuple[set, dict]:
+    """Slots each request holds by reference (prefix cache), and whose data each request
+    may legitimately hold: its own, the holders' of the slots it shares, and the
+    ``src_request`` of its writes."""
+    c = graph.col
+    shared, legit = set(), collections.defaultdict(set)
+    holders = collections.defaultdict(set)   # (agent, pool, slot) -> requests holding it
+    for op in range(graph.n_prog):
+        k, req = c["kind"][op], c["request"][op]
+        if k == "alloc":
+            is_shared = bool(c["detail"][op] and '"shared"' in c["detail"][op])
+            for s in c["slots"][op] or []:
+                key = (c["agent"][op], c["pool"][op], s)
+                if is_shared:
+                    shared.add((c["agent"][op], req) + key[1:])
+                    legit[req] |= holders[key]
+                holders[key].add(req)
+        elif k == "free":
+            for s in c["slots"][op] or []:
+                holders[(c["agent"][op], c["pool"][op], s)].discard(req)
+        elif k == "write" and c["detail"][op] and "src_request" in c["detail"][op]:
+            legit[req].add(json.loads(c["detail"][op]).get("src_request"))
+    return shared, legit
+
+
 def expectations(graph) -> dict[int, list]:
-    """Expected content of every read slot (cached on the graph)."""
+    """Expected content of every read slot (cached on the graph).
+
+    The eager data flow is accepted when its bytes are the read's (pool, layer, page)
+    and came by the reading request's own write or transfer, or sit in a slot the
+    request shares (prefix cache); otherwise the request's own page is expected — a
+    late transfer of another request, a wrong-index descriptor or a post before the
+    write make the data flow itself wrong."""
     cached = getattr(graph, "_expected", None)
     if cached is not None:
         return cached
-    ex = SymbolicExecutor()
+    ex = _WriterTracking()
     res = execute(graph, EagerScheduler(), ex)
     c = graph.col
+    shared, legit_data = _sharing(graph)
     out = {}
     for op, observed in res.reads.items():
         exp = []
+        req, agent, pool = c["request"][op], c["agent"][op], c["pool"][op]
         for i, content in enumerate(observed):
             page = graph.pages[op][i]
             cell = graph.cells[op][i]
@@ -110,8 +171,12 @@ def expectations(graph) -> dict[int, list]:
             want = (c["pool"][op], c["layer"][op], page)
             ext = _ext(graph, op, i)
             head = content if ext is None else clip(content, ext)   # the bytes in use
-            if len(head) == 1 and head[0][2] is not None and head[0][0] == head[0][3] == 0 \
-                    and tuple(head[0][2][1:]) == want:
+            writer = ex.seen_writers[op][i]
+            by_shared = (agent, req, pool, c["slots"][op][i]) in shared
+            legit = writer is None or writer == req or by_shared
+            if legit and len(head) == 1 and head[0][2] is not None and head[0][0] == head[0][3] == 0 \
+                    and tuple(head[0][2][1:]) == want \
+                    and (by_shared or head[0][2][0] == req or head[0][2][0] in legit_data[req]):
                 exp.append(content)
             else:
                 exp.append(full((c["request"][op],) + want, graph.mem.cells[cell].size))
