@@ -1,4 +1,4 @@
-"""Corruption rate of the `uniform-slot-count` bug vs concurrency, index_k fp8 vs bf16.
+"""Corruption rate of the `uniform-slot-count` bug (or ``--bug``) vs concurrency, fp8 vs bf16.
 
 Runs the reference engine (real NIXL, in-process, recording off -- the engine's own
 verifier counts the corruption) on the production workload at several concurrencies,
@@ -34,6 +34,8 @@ def main() -> int:
     ap.add_argument("--workload", default="production")
     ap.add_argument("--concurrency", default="1,8,16,32,64,80")
     ap.add_argument("--requests", type=int, default=None)
+    ap.add_argument("--bug", default="uniform-slot-count",
+                    help="bug to inject; other bugs run on the presets' geometry only")
     args = ap.parse_args()
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     from kvtrace.tracer.engine.geometry import side_pools
@@ -41,9 +43,10 @@ def main() -> int:
     from kvtrace.tracer.engine.workload import load
     concs = [int(c) for c in args.concurrency.split(",")]
     t_all = time.perf_counter()
-    print(f"uniform-slot-count corruption, workload {args.workload}; pages = (pool, layer, slot) reads "
+    print(f"{args.bug} corruption, workload {args.workload}; pages = (pool, layer, slot) reads "
           "verified by the engine; twin = same run without the bug")
-    for gname, over in GEOMETRIES.items():
+    geometries = GEOMETRIES if args.bug == "uniform-slot-count" else {"tokens/equal-pages": {}}
+    for gname, over in geometries.items():
         print(f"\n== geometry {gname}")
         for ik in ("fp8", "bf16"):
             wl = load(args.workload, index_k=ik, requests=args.requests)
@@ -54,7 +57,7 @@ def main() -> int:
             print("    conc  corrupted pages          corrupted requests   twin  failed  attribution")
             for c in concs:
                 wl.concurrency = c
-                s = run_inprocess(wl, ["uniform-slot-count"])
+                s = run_inprocess(wl, [args.bug])
                 twin = run_inprocess(wl, [])
                 pr = s["corrupted_pages"] / max(1, s["pages_read"])
                 rr = s["corrupted_requests"] / max(1, s["requests_read"])

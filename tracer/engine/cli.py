@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 
 def _user_error(msg: str) -> Exception:
@@ -38,16 +39,17 @@ def run_engine(args) -> int:
             raise _user_error("--device cuda: no CUDA device available")
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     summary = record(wl, args.inject, out, processes=args.processes, device=args.device,
-                     progress=not args.no_progress)
+                     progress=not args.no_progress, command="kvtrace " + " ".join(sys.argv[1:]))
     print_summary(summary, out)
     return 0
 
 
-def record(wl, bugs, out: str, *, processes: int = 1, device: str = "cpu", progress: bool = False) -> dict:
+def record(wl, bugs, out: str, *, processes: int = 1, device: str = "cpu", progress: bool = False,
+           command: str = "engine") -> dict:
     """Run the engine on ``wl`` with ``bugs`` and record the trace ``out``; the summary."""
     from .. import manifest
     from .runner import run_inprocess, run_two_processes
-    manifest.update(out, tool="kvtrace record", command="engine", workload=wl.name, workload_config=wl.to_dict(),
+    manifest.update(out, tool="kvtrace record", command=command, workload=wl.name, workload_config=wl.to_dict(),
                     inject=list(bugs), processes=processes, device=device)
     run = run_two_processes if processes == 2 else run_inprocess
     if progress:

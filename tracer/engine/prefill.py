@@ -11,6 +11,7 @@ control path); prefill then stops, waits for what is in flight, frees and acks.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import time
 
@@ -122,7 +123,6 @@ class PrefillWorker:
         return self.mail.take(), self.posted
 
     def _req(self, r):
-        import contextlib
         return self.rec.request(r.key) if self.rec is not None else contextlib.nullcontext()
 
     def _forward(self, k: int) -> None:
