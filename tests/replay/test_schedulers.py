@@ -46,7 +46,7 @@ def test_early_src_free_is_latent_lazy_and_conflicts_expose_it_eager_stays_clean
     assert sum(failed(g, "random", s).failed for s in range(20)) >= 5
 
 
-def test_decode_abort_late_write_is_exposed_by_conflicts_only(scenario):
+def test_decode_abort_late_write_is_exposed_by_conflicts_not_eager_or_lazy(scenario):
     """sglang #24527: decode aborts r1 and frees its pages; r1's late WRITE lands in r2's."""
     g = load(scenario("abort"))
     assert not failed(g, "eager").failed
