@@ -22,17 +22,15 @@
 --   stale BIGINT       -- of them, reads that saw earlier content or poison
 --   message VARCHAR
 WITH r AS (SELECT * FROM reads WHERE checksum IS NOT NULL),
-lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq, checksum AS w_ck FROM writes),
+lw AS (SELECT lk, seq AS w_seq, checksum AS w_ck FROM writes),
 -- transfers into the read's slot layer, observed complete before the read, same generation
 dst AS (
     SELECT e.*, s.agent AS s_agent, s.pool AS s_pool, s.layer AS s_layer, s.slot AS s_slot,
-           s.h_shard AS s_shard, s.bound AS s_bound, s.off AS s_off, s.slot_bytes AS s_slot_bytes
+           s.lk AS s_lk, s.bound AS s_bound, s.off AS s_off, s.slot_bytes AS s_slot_bytes
     FROM end_hold e JOIN end_hold s ON s.shard = e.shard AND s.xfer = e.xfer AND s.pos = e.pos AND s.side = 'src'
     WHERE e.side = 'dst' AND e.managed AND e.gen_seq IS NOT NULL
 ), src_ck AS (
-    SELECT dst.*, w.w_ck AS x_ck FROM dst ASOF LEFT JOIN lw w
-        ON w.shard = dst.s_shard AND w.agent = dst.s_agent AND w.pool = dst.s_pool AND w.layer = dst.s_layer
-       AND w.slot = dst.s_slot AND dst.s_bound >= w.w_seq
+    SELECT dst.*, w.w_ck AS x_ck FROM dst ASOF LEFT JOIN lw w ON w.lk = dst.s_lk AND dst.s_bound >= w.w_seq
 ), x AS (
     SELECT r.shard, r.seq, r.slot, r.layer, r.pool, r.agent,
            arg_max(t.x_ck, t.post_seq) AS x_ck,
@@ -40,14 +38,12 @@ dst AS (
            arg_max(t.bound, t.post_seq) AS x_bound,
            arg_max(t.off = 0 AND t.s_off = 0 AND t.nbytes = t.slot_bytes AND t.slot_bytes = t.s_slot_bytes, t.post_seq) AS whole,
            arg_max(t.shard, t.post_seq) AS x_shard, max(t.post_seq) AS x_post
-    FROM r JOIN src_ck t ON t.h_shard = r.shard AND t.agent = r.agent AND t.pool = r.pool AND t.layer = r.layer
-                         AND t.slot = r.slot AND t.gen_seq = r.gen_seq
+    FROM r JOIN src_ck t ON t.lk = r.lk AND t.gen_seq = r.gen_seq
     WHERE NOT r.seq <= t.bound   -- the latest transfer into the slot not posted after the read
     GROUP BY ALL
 ), rw AS (
     SELECT r.*, w.w_seq, w.w_ck
-    FROM r ASOF LEFT JOIN lw w ON w.shard = r.shard AND w.agent = r.agent AND w.pool = r.pool
-                              AND w.layer = r.layer AND w.slot = r.slot AND r.seq > w.w_seq
+    FROM r ASOF LEFT JOIN lw w ON w.lk = r.lk AND r.seq > w.w_seq
 ), j AS (
     SELECT rw.*, x.x_ck, x.x_seen, x.x_bound, x.whole, x.x_shard, x.x_post
     FROM rw LEFT JOIN x USING (shard, seq, slot, layer, pool, agent)

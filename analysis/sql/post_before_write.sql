@@ -24,13 +24,11 @@ s AS (
     SELECT e.* FROM end_hold e
     SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
     WHERE e.side = 'src' AND e.managed AND e.alloc_seq IS NOT NULL
-), lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq FROM writes),
+), lw AS (SELECT lk, seq AS w_seq FROM writes),
 j AS (
     SELECT s.*, b.w_seq AS before_seq, a.w_seq AS after_seq
-    FROM s ASOF LEFT JOIN lw b ON b.shard = s.h_shard AND b.agent = s.agent AND b.pool = s.pool
-                              AND b.layer = s.layer AND b.slot = s.slot AND s.bound >= b.w_seq
-           ASOF LEFT JOIN lw a ON a.shard = s.h_shard AND a.agent = s.agent AND a.pool = s.pool
-                              AND a.layer = s.layer AND a.slot = s.slot AND s.bound < a.w_seq
+    FROM s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
+           ASOF LEFT JOIN lw a ON a.lk = s.lk AND s.bound < a.w_seq
 ), bad AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq)
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,

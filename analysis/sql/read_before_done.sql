@@ -21,14 +21,13 @@
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
 WITH t AS (
-    SELECT h_shard AS shard, agent, pool, layer, slot, request, alloc_seq, shard AS x_shard, xfer,
-           post_seq, bound, seen_seq
+    SELECT lk, request, alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
 ), j AS (
     SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot,
            min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
            bool_or(t.seen_seq IS NOT NULL AND t.seen_seq <= r.seq) AS observed
-    FROM reads r JOIN t USING (shard, agent, pool, layer, slot, request, alloc_seq)
+    FROM reads r JOIN t USING (lk, request, alloc_seq)
     WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data
     GROUP BY ALL
 )

@@ -20,19 +20,16 @@
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
 WITH r AS (SELECT * FROM reads WHERE managed),
-lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq FROM writes),
+lw AS (SELECT lk, seq AS w_seq FROM writes),
 j AS (
-    SELECT r.*, lw.w_seq FROM r ASOF LEFT JOIN lw ON lw.shard = r.shard AND lw.agent = r.agent
-        AND lw.pool = r.pool AND lw.layer = r.layer AND lw.slot = r.slot AND r.seq > lw.w_seq
+    SELECT r.*, lw.w_seq FROM r ASOF LEFT JOIN lw ON lw.lk = r.lk AND r.seq > lw.w_seq
 ), t AS (
-    SELECT h_shard AS shard, agent, pool, layer, slot, gen_seq, bound FROM end_hold
+    SELECT lk, gen_seq, bound FROM end_hold
     WHERE side = 'dst' AND managed AND gen_seq IS NOT NULL
 ), undelivered AS (
     SELECT j.* FROM j
     WHERE NOT (j.w_seq IS NOT NULL AND (j.gen_seq IS NULL OR j.w_seq > j.gen_seq))
-      AND NOT EXISTS (SELECT 1 FROM t WHERE t.shard = j.shard AND t.agent = j.agent AND t.pool = j.pool
-                      AND t.layer = j.layer AND t.slot = j.slot AND t.gen_seq = j.gen_seq
-                      AND NOT j.seq <= t.bound)
+      AND NOT EXISTS (SELECT 1 FROM t WHERE t.lk = j.lk AND t.gen_seq = j.gen_seq AND NOT j.seq <= t.bound)
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq))[1:4] AS events,

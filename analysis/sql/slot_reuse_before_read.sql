@@ -21,18 +21,16 @@
 --   how VARCHAR        -- freed | reallocated | overwritten
 --   message VARCHAR
 WITH delivered AS (
-    SELECT DISTINCT h_shard AS shard, agent, pool, layer, slot, request, alloc_seq
+    SELECT DISTINCT lk, request, alloc_seq
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
 ), r AS (
-    SELECT r.* FROM reads r SEMI JOIN delivered d USING (shard, agent, pool, layer, slot, request, alloc_seq)
-), la AS (SELECT shard, agent, pool, slot, seq AS a_seq, request AS a_req, shared FROM slot_ev WHERE kind = 'alloc'),
-lw AS (SELECT shard, agent, pool, layer, slot, seq AS w_seq, request AS w_req FROM writes),
+    SELECT r.* FROM reads r SEMI JOIN delivered d USING (lk, request, alloc_seq)
+), la AS (SELECT sk, seq AS a_seq, request AS a_req, shared FROM slot_ev WHERE kind = 'alloc'),
+lw AS (SELECT lk, seq AS w_seq, request AS w_req FROM writes),
 j AS (
     SELECT r.*, la.a_seq, la.a_req, la.shared, lw.w_seq, lw.w_req
-    FROM r ASOF LEFT JOIN la ON la.shard = r.shard AND la.agent = r.agent AND la.pool = r.pool
-                            AND la.slot = r.slot AND r.seq > la.a_seq
-           ASOF LEFT JOIN lw ON lw.shard = r.shard AND lw.agent = r.agent AND lw.pool = r.pool
-                            AND lw.layer = r.layer AND lw.slot = r.slot AND r.seq > lw.w_seq
+    FROM r ASOF LEFT JOIN la ON la.sk = r.sk AND r.seq > la.a_seq
+           ASOF LEFT JOIN lw ON lw.lk = r.lk AND r.seq > lw.w_seq
 ), bad AS (
     SELECT *, CASE WHEN free_seq IS NOT NULL AND free_seq < seq THEN 'freed'
                    WHEN a_seq > alloc_seq AND a_req <> request AND NOT shared THEN 'reallocated'

@@ -11,6 +11,7 @@
 --   seen_seq BIGINT       -- from this seq on h_shard the data is known complete (null: never)
 --   end_seq BIGINT        -- from this seq on h_shard the transfer is known over (done/error/notification)
 --   alloc_seq, free_seq, release_seq, gen_seq, page BIGINT  -- the holding (null: none)
+--   sk, lk UBIGINT        -- join keys of the slot and slot layer on h_shard (see slot_ev)
 CREATE OR REPLACE TEMP TABLE agent_home AS
 SELECT agent, arg_max(shard, n) AS h_shard, arg_max(sidx, n) AS h_sidx
 FROM (SELECT agent, shard, count(*) AS n FROM events WHERE agent IS NOT NULL GROUP BY ALL) c
@@ -41,5 +42,6 @@ WITH e AS (
     FROM e LEFT JOIN holding_list k ON k.shard = e.h_shard AND k.agent = e.agent AND k.pool = e.pool
                                    AND k.slot = e.slot AND k.request = e.request
 )
-SELECT j.* EXCLUDE (h), h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page
+SELECT j.* EXCLUDE (h), h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page,
+       hash(h_shard, agent, pool, slot) AS sk, hash(h_shard, agent, pool, layer, slot) AS lk
 FROM j;

@@ -1,6 +1,7 @@
 -- view holdings: one row per alloc — a request holding a slot from alloc to its free.
 -- Columns:
 --   shard VARCHAR, sidx INTEGER, agent VARCHAR, pool VARCHAR, slot BIGINT, request VARCHAR
+--   sk, hk UBIGINT      -- join keys (see slot_ev)
 --   alloc_seq BIGINT    -- the alloc
 --   page BIGINT         -- page ordinal the slot holds for the request
 --   shared BOOLEAN      -- a prefix-cache reference
@@ -11,18 +12,16 @@
 CREATE OR REPLACE TEMP TABLE holdings AS
 WITH a AS (
     SELECT *, lead(seq) OVER w AS next_seq, lead(kind) OVER w AS next_kind
-    FROM slot_life WINDOW w AS (PARTITION BY shard, agent, pool, slot, request ORDER BY seq)
+    FROM slot_life WINDOW w AS (PARTITION BY hk ORDER BY seq)
 ), rel AS (
-    SELECT shard, agent, pool, slot, seq AS release_seq FROM slot_life WHERE kind = 'free' AND cnt_after <= 0
+    SELECT sk, seq AS release_seq FROM slot_life WHERE kind = 'free' AND cnt_after <= 0
 ), gen AS (
-    SELECT shard, agent, pool, slot, seq AS gen_seq FROM slot_life WHERE kind = 'alloc' AND cnt_after = 1
+    SELECT sk, seq AS gen_seq FROM slot_life WHERE kind = 'alloc' AND cnt_after = 1
 ), h AS (
-    SELECT a.shard, a.sidx, a.agent, a.pool, a.slot, a.request, a.seq AS alloc_seq, a.page, a.shared,
+    SELECT a.shard, a.sidx, a.agent, a.pool, a.slot, a.request, a.sk, a.hk, a.seq AS alloc_seq, a.page, a.shared,
            CASE WHEN a.next_kind = 'free' THEN a.next_seq END AS free_seq, rel.release_seq
-    FROM a ASOF LEFT JOIN rel ON a.shard = rel.shard AND a.agent = rel.agent AND a.pool = rel.pool
-                             AND a.slot = rel.slot AND a.seq <= rel.release_seq
+    FROM a ASOF LEFT JOIN rel ON a.sk = rel.sk AND a.seq <= rel.release_seq
     WHERE a.kind = 'alloc'
 )
 SELECT h.*, gen.gen_seq
-FROM h ASOF LEFT JOIN gen ON h.shard = gen.shard AND h.agent = gen.agent AND h.pool = gen.pool
-                         AND h.slot = gen.slot AND h.alloc_seq >= gen.gen_seq;
+FROM h ASOF LEFT JOIN gen ON h.sk = gen.sk AND h.alloc_seq >= gen.gen_seq;

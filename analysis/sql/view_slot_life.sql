@@ -3,9 +3,9 @@
 --   cnt_after BIGINT      -- holders of the slot (all requests) after this row
 --   req_cnt_after BIGINT  -- references this request holds after this row
 CREATE OR REPLACE TEMP TABLE slot_life AS
-SELECT shard, sidx, seq, agent, kind, request, pool, slot, page, shared,
+SELECT shard, sidx, seq, agent, kind, request, pool, slot, page, shared, sk, hk,
        sum(CASE kind WHEN 'alloc' THEN 1 ELSE -1 END) OVER (
-           PARTITION BY shard, agent, pool, slot ORDER BY seq ROWS UNBOUNDED PRECEDING) AS cnt_after,
+           PARTITION BY sk ORDER BY seq ROWS UNBOUNDED PRECEDING) AS cnt_after,
        sum(CASE kind WHEN 'alloc' THEN 1 ELSE -1 END) OVER (
-           PARTITION BY shard, agent, pool, slot, request ORDER BY seq ROWS UNBOUNDED PRECEDING) AS req_cnt_after
+           PARTITION BY hk ORDER BY seq ROWS UNBOUNDED PRECEDING) AS req_cnt_after
 FROM slot_ev WHERE kind IN ('alloc', 'free');
