@@ -47,8 +47,16 @@ def run(args) -> int:
     print(f"explored {ex.runs} schedules of {g.path} with {args.scheduler}"
           f"{' depth ' + str(args.depth) if args.scheduler == 'pct' else ''}: "
           f"{len(ex.failing)} failing ({100 * ex.rate:.1f}%), {ex.distinct_failures} distinct failure(s)")
+    if args.scheduler == "conflicts":
+        from .conflicts import conflict_index
+        n = len(conflict_index(g).pairs)
+        print(f"conflict pairs: {n} (seeds 0..{max(n - 1, 0)} flip each once; larger seeds flip 2-3 at random)")
     if not ex.failing:
         return 0
+    from .api import make_executor, make_scheduler, run_graph
+    if run_graph(g, make_scheduler("eager"), make_executor(), compare_recorded=False).verdict.failed:
+        print("note: the eager schedule (every transfer's data at its post) fails too — this corruption "
+              "needs no reordering (a deterministic bug, or the recording's own order)")
     shown = ", ".join(map(str, ex.failing[:20])) + (" ..." if len(ex.failing) > 20 else "")
     print(f"failing seeds: {shown}")
     print(f"first failing seed {ex.failing[0]}:")

@@ -83,6 +83,9 @@ class Verdict:
             out.append(f"  {req} read {n} slot-read(s) of {pool} holding {found}")
         if len(groups) > 12:
             out.append(f"  ... and {len(groups) - 12} more groups")
+        if self.corrupted:
+            b = self.corrupted[0]
+            out.append(f"  first: {graph.describe(b.op)} — slot {b.slot} (page {b.page}) held {b.found}")
         return out
 
 
