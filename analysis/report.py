@@ -17,6 +17,9 @@ from .export_findings import findings_and_verdict
 from .export_occupancy import occupancy_series
 from .export_sql import load_sql
 
+#: findings listed in the table (errors come first); the rest are counted
+MAX_ROWS = 500
+
 
 def _row(cells, cls: str = "") -> str:
     tds = "".join(f'<td class="num">{c}</td>' if isinstance(c, (int, float)) else f"<td>{html.escape(str(c))}</td>"
@@ -102,12 +105,15 @@ def render_report(data: dict, title: str, trace_arg: str) -> str:
              ("size min / median / max (bytes)", f"{min(data['sizes'], default='-')} / {_pct(data['sizes'], .5)} / "
                                                  f"{max(data['sizes'], default='-')}")]
     rows = []
-    for f in data["findings"]:
+    for f in data["findings"][:MAX_ROWS]:
         evs = " ".join(f"{s}:{q}" for s, q in f["events"][:8]) + (" …" if len(f["events"]) > 8 else "")
         rows.append(_row([f["severity"] or "", f["check"] or "", f["agent"] or "", f["request"] or "",
                           f["pool"] or "", "" if f["layer"] is None else f["layer"],
                           "" if f["slot"] is None else f["slot"], f["count"] or 1, f["message"] or "", evs],
                          f["severity"] or ""))
+    if len(data["findings"]) > MAX_ROWS:   # the page stays light; `kvtrace check` lists them all
+        rows.append(f'<tr><td colspan="10">… {len(data["findings"]) - MAX_ROWS} more findings: '
+                    f'run <code>kvtrace check {html.escape(trace_arg)}</code></td></tr>')
     headline, *details = data["verdict"].splitlines() or [""]
     notes = "".join(f'<p class="notes">note: {html.escape(n)}</p>' for n in data["notes"])
     return tmpl.substitute(
