@@ -68,6 +68,10 @@ def verdict(session, findings: list[Finding]) -> Verdict:
     by_check: dict[str, list[Finding]] = {}
     for f in findings:
         by_check.setdefault(f.check, []).append(f)
+    folded: dict[str, set[str]] = {}   # consequence check -> root-cause checks that explain it
+    for f in findings:
+        for g in f.extra.get("folded") or []:
+            folded.setdefault(g["check"], set()).add(f.check)
     session.derive()
     n_xfers = _scalar(session, "SELECT count(*) FROM xfers")
     n_prepped = _scalar(session, "SELECT count(DISTINCT (shard, xfer)) FROM descs WHERE dst_idx IS NOT NULL OR src_idx IS NOT NULL")
@@ -85,6 +89,8 @@ def verdict(session, findings: list[Finding]) -> Verdict:
             reason = f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))}); e.g. {first.message}"
             out.append(Hypothesis(name, "supported", reason, len(hits)))
             continue
+        explained = sorted({f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in checks if c in folded})
+        tail = f"; its only hits are consequences of another cause: {', '.join(explained)}" if explained else ""
         if not ran:
             out.append(Hypothesis(name, "untested", skipped[checks[0]]))
             continue
@@ -94,12 +100,14 @@ def verdict(session, findings: list[Finding]) -> Verdict:
             elif not multi:
                 out.append(Hypothesis(name, "untested", f"{n_prepped} prepped transfers, but the regions of every prepped list have the same slot count, so a uniform count cannot misaddress them"))
             else:
-                out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over lists whose regions differ in slot count"))
+                out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over lists whose regions differ in slot count{tail}"))
         elif name == "slot reuse before read":
-            out.append(Hypothesis(name, "ruled out", f"zero findings of {', '.join(ran)} across {n_xfers} transfers"))
+            out.append(Hypothesis(name, "ruled out", f"zero findings of {', '.join(ran)} across {n_xfers} transfers{tail}"))
         else:
             if n_reads == 0:
                 out.append(Hypothesis(name, "untested", "the trace has no read events"))
             else:
-                out.append(Hypothesis(name, "ruled out", f"every one of {n_reads} reads happens after a completion observation and matches its predicted checksum ({', '.join(ran)})"))
+                what = ("no read precedes its data's completion observation" if tail else
+                        f"every one of {n_reads} reads happens after a completion observation and matches its predicted checksum")
+                out.append(Hypothesis(name, "ruled out", f"{what} ({', '.join(ran)}){tail}"))
     return Verdict(out)
