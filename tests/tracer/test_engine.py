@@ -105,3 +105,19 @@ def test_clean_run_on_cuda_vram(tmp_path, validate_trace):
     assert s["corrupted_pages"] == 0 and s["pages_read"] > 0
     lay = open_trace(out).table("layouts").to_pylist()
     assert {r["mem_type"] for r in lay if r["pool"] == "kv"} == {"VRAM"}
+
+
+@pytest.mark.timeout(180)
+def test_tensor_path_gives_the_same_bytes(clean, tmp_path):
+    """device="torch-cpu" runs the code the GPU uses (torch tensors registered with NIXL,
+    kernels.api fill and checksum) on host memory: same decisions, same checksums."""
+    pytest.importorskip("torch")
+    out, s, ik = clean
+    other = str(tmp_path / "tensor.kvtrace")
+    t = record(load("small", index_k=ik), [], other, device="torch-cpu")
+    assert t["corrupted_pages"] == 0 and t["pages_read"] == s["pages_read"]
+
+    def sums(o):
+        return [(e["kind"], e["pool"], e["layer"], tuple(e["checksums"])) for e in
+                open_trace(o).table("events").to_pylist() if e["kind"] in ("write", "read")]
+    assert sums(out) == sums(other)

@@ -14,7 +14,6 @@ import dataclasses
 import time
 
 
-from ...kernels.checksum import kvh64_rows
 from ..schema import EventKind as K
 from . import nixlio
 from .cache import PREFIX_POOLS, PrefixCache
@@ -223,9 +222,10 @@ class DecodeWorker:
                 else:
                     pages, used = [0], [p.item_len]
                 for layer in range(p.layers):
-                    rows = self.mem.region(pool, layer).read(slots)
+                    region = self.mem.region(pool, layer)
+                    rows = region.read(slots)
                     if self.rec is not None:
-                        cs = kvh64_rows(rows).tolist() if self.checksums else None
+                        cs = region.checksums(slots, rows).tolist() if self.checksums else None
                         self.rec.event(K.READ, AGENT, key, pool=pool, layer=layer, slots=list(slots),
                                        pages=pages, checksums=cs)
                     self.verifier.check(key, pool, layer, slots, pages, r.writers[pool], used, rows)

@@ -1,7 +1,9 @@
 """KV memory of one side: one buffer per (pool, layer), and page allocators.
 
 Buffers are numpy arrays on CPU (registered with NIXL as (addr, len, 0) DRAM regions)
-or torch tensors with ``device="cuda"`` (registered as tensors, VRAM). The engine only
+or torch tensors with ``device="cuda"`` (registered as tensors, VRAM; filled and
+checksummed by the Triton kernels in place). ``device="torch-cpu"`` runs that tensor
+path on host memory (what CI can test without a GPU). The engine only
 touches them through ``write``/``read`` with whole slots, so the same code runs on both.
 Unwritten memory holds the provenance poison pattern, so "never delivered" is visible.
 """
@@ -11,7 +13,9 @@ import heapq
 
 import numpy as np
 
+from ...kernels.checksum import kvh64_rows
 from ...kernels.provenance import poison
+from .verify import content
 
 
 class Region:
@@ -26,11 +30,11 @@ class Region:
             self.dev_id = 0
             self.mem_type = "DRAM"
         else:
-            import torch  # only with --device cuda
-            self.buf = torch.from_numpy(rows).to(device)
+            import torch  # only with --device cuda (or "torch-cpu": the tensor path on host memory)
+            self.buf = torch.from_numpy(rows).to("cpu" if device == "torch-cpu" else device)
             self.addr = int(self.buf.data_ptr())
             self.dev_id = int(self.buf.device.index or 0)
-            self.mem_type = "VRAM"
+            self.mem_type = "VRAM" if self.buf.is_cuda else "DRAM"
 
     @property
     def nbytes(self) -> int:
@@ -59,6 +63,27 @@ class Region:
             import torch
             idx = torch.as_tensor(slots, device=self.buf.device)
             self.buf[idx, :width] = torch.from_numpy(np.ascontiguousarray(rows)).to(self.buf.device)
+
+    def fill(self, slots, key: str, layer: int, pages, used_last: int) -> None:
+        """The producer's forward: provenance content of (key, pool, layer, page) into
+        ``slots``, the last one only up to ``used_last`` bytes."""
+        item = self.pool.item_len
+        if isinstance(self.buf, np.ndarray):
+            self.write(slots, content(key, self.pool.name, layer, pages, item), used_last)
+            return
+        from ...kernels import api  # Triton fill on the device: no host round trip
+        n = np.full(len(slots), item, np.int64)
+        n[-1] = used_last
+        api.fill_provenance(self.buf, np.asarray(slots, np.int64) * item, n, key, self.pool.name, layer,
+                            np.asarray(pages, np.int64))
+
+    def checksums(self, slots, rows: np.ndarray | None = None) -> np.ndarray:
+        """kvh64 of each slot's bytes (``rows``: a host copy already made of them)."""
+        if isinstance(self.buf, np.ndarray):
+            return kvh64_rows(rows if rows is not None else self.buf[np.asarray(slots, np.int64)])
+        from ...kernels import api  # Triton checksum where the bytes are
+        item = self.pool.item_len
+        return api.checksum_slots(self.buf, np.asarray(slots, np.int64) * item, item)
 
     def read(self, slots) -> np.ndarray:
         """A host copy of ``slots`` (n, item_len) uint8."""

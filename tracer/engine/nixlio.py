@@ -33,7 +33,7 @@ def make_agent(name: str, rec, *, listen_port: int | None = None):
 def register(agent, mem, rec) -> None:
     """Register every region with NIXL (one call per pool) and describe it in layouts."""
     for regs in mem.regions.values():
-        if regs[0].mem_type == "VRAM":
+        if not isinstance(regs[0].buf, np.ndarray):
             agent.register_memory([r.buf for r in regs])
         else:
             agent.register_memory([(r.addr, r.nbytes, 0, "") for r in regs], "DRAM")

@@ -17,12 +17,10 @@ import time
 
 import numpy as np
 
-from ...kernels.checksum import kvh64_rows
 from ..schema import EventKind as K
 from . import nixlio
 from .geometry import pages_for, side_pools, used_tokens
 from .memory import Memory, PageAllocator
-from .verify import content
 from .workload import plan
 
 AGENT = "prefill"
@@ -192,10 +190,10 @@ class PrefillWorker:
         slots = [r.src[pool][i] for i in pos]
         last_used = used_tokens(r.tokens, p.page_tokens, pages[-1]) if pool in ("kv", "index_k") else 1
         for layer in range(p.layers):
-            rows = content(r.key, pool, layer, pages, p.item_len)
-            self.mem.region(pool, layer).write(slots, rows, last_used * p.token_bytes)
+            region = self.mem.region(pool, layer)
+            region.fill(slots, r.key, layer, pages, last_used * p.token_bytes)
             if self.rec is not None:
-                cs = kvh64_rows(self.mem.region(pool, layer).read(slots)) if self.checksums else None
+                cs = region.checksums(slots) if self.checksums else None
                 self.rec.event(K.WRITE, AGENT, r.key, pool=pool, layer=layer, slots=slots, pages=pages,
                                checksums=None if cs is None else cs.tolist())
 
