@@ -35,7 +35,7 @@ class _Dlist:
 class _Handle:
     """One transfer handle: descriptors resolved once, state of its latest posting."""
     __slots__ = ("op", "remote", "src_agent", "dst_agent", "src", "dst", "src_dlist", "src_idx",
-                 "dst_dlist", "dst_idx", "notif", "total", "detail", "xfer", "request", "terminal")
+                 "dst_dlist", "dst_idx", "notif", "total", "detail", "xfer", "request", "terminal", "tagged")
 
     def __init__(self, op: str, local_name: str, remote: str, local: Descs, remote_d: Descs,
                  notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = ""):
@@ -49,6 +49,7 @@ class _Handle:
         self.xfer = None
         self.request = None
         self.terminal = False
+        self.tagged = (None, None)  # (msg, request its tag names): reposts skip the regex
 
 
 class BindingTap:
@@ -141,7 +142,11 @@ class BindingTap:
         if H is None or self._rec.closed:
             return self._inner.postXferReq(handle, notif, *args)
         msg = _bytes(notif) or H.notif  # an empty message keeps the one given at creation
-        req = self._request(msg)
+        req = current_request.get()
+        if req is None and msg:
+            if H.tagged[0] != msg:
+                H.tagged = (msg, self._parse(msg) if self._parse is not None else None)
+            req = H.tagged[1]
         xid = self._rec.new_xfer_id()
         self._rec.descs_array(xid, H.op, H.src_agent, H.dst_agent, H.src.addr, H.dst.addr, H.src.nbytes,
                               src_device=H.src.device, dst_device=H.dst.device,
