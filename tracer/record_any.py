@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -79,12 +80,19 @@ def run_program(args, cmd: list[str]) -> int:
     except OSError as e:
         manifest.finish(out, exit_code=None, error=str(e))
         raise UserError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
-    while True:
-        try:
-            rc = proc.wait()
-            break
-        except KeyboardInterrupt:  # the child got the same SIGINT; wait for it to finish
-            continue
+    # a terminal's Ctrl-C reaches the child by itself; a SIGTERM/SIGHUP sent to the
+    # launcher alone is passed on, so the program ends as it would have without kvtrace
+    forward = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:  # the child got the same SIGINT; wait for it to finish
+                continue
+    finally:
+        for sig, old in forward.items():
+            signal.signal(sig, old)
     man = manifest.read(out)
     manifest.finish(out, exit_code=rc)
     _summary(out, man.get("shards", []))

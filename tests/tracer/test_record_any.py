@@ -168,3 +168,16 @@ def test_fork_child_gets_own_shard_and_user_sitecustomize_still_runs(tmp_path, v
     for e in events(t):
         agents.setdefault(e["shard"], set()).add(e["agent"])
     assert sorted(map(sorted, agents.values())) == [["child"], ["parent"]]
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_to_launcher_reaches_the_program(tmp_path):
+    import signal
+    prog = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(5)))\n"
+            "print('ready', flush=True)\ntime.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-m", "kvtrace", "record", "-o", str(tmp_path / "s.kvtrace"), "--",
+                          sys.executable, "-c", prog], stdout=subprocess.PIPE, text=True, env=_env())
+    assert p.stdout.readline() == "ready\n"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == 5 and p.stdout.read() == "got TERM\n"
