@@ -181,3 +181,26 @@ def test_sigterm_to_launcher_reaches_the_program(tmp_path):
     assert p.stdout.readline() == "ready\n"
     p.send_signal(signal.SIGTERM)
     assert p.wait(30) == 5 and p.stdout.read() == "got TERM\n"
+
+
+@pytest.mark.timeout(120)
+def test_failure_reported_by_check_xfer_state_is_an_xfer_error(tmp_path, validate_trace):
+    """ERR path through check_xfer_state: NIXL raises while the transfer is in flight
+    (peer destroyed mid-transfer, UCX over TCP so the 4 MiB WRITE is still running)."""
+    env = _env()
+    env["UCX_TLS"] = "tcp"
+    out = tmp_path / "err.kvtrace"
+    r = subprocess.run([sys.executable, "-m", "kvtrace", "record", "-o", str(out), "--", sys.executable,
+                        os.path.join(PROGRAMS, "err_inflight.py")], capture_output=True, text=True, env=env,
+                       timeout=100)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if " UCX " not in ln]  # UCX logs its own errors to stdout
+    assert lines[0] == "post PROC"
+    validate_trace(out)
+    ev = [(e["kind"], e["xfer"], e["status"], e["request"]) for e in events(open_trace(str(out)))
+          if e["kind"].startswith("xfer")]
+    if lines[1] == "state DONE":  # the transfer beat the teardown: then the trace must say DONE
+        assert ev[:2] == [("xfer_post", 0, None, "11"), ("xfer_done", 0, "DONE", "11")]
+    else:
+        assert lines[1] == "failed nixlRemoteDisconnectError"
+        assert ev[:2] == [("xfer_post", 0, None, "11"), ("xfer_error", 0, "ERR", "11")]
