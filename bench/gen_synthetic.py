@@ -82,11 +82,10 @@ def build(path: str, events: int, bug: str | None = None, seed: int = 0) -> dict
     slot0 = (req % CONC) * PAGES
     rows_d = _side_decode(R, slot0)
     rows_p = _side_prefill(R, slot0, bug)
-    for agent, rows in (("prefill", rows_p), ("decode", rows_d)):
-        _emit_shard(path, agent, rows, bases)
+    nev = sum(_emit_shard(path, agent, rows, bases) for agent, rows in (("prefill", rows_p), ("decode", rows_d)))
     ndesc = _emit_descs(path, R, slot0, bases)
     manifest.finish(path)
-    return {"events": sum(len(r["kind"]) for r in (rows_p, rows_d)), "descs": ndesc, "requests": R}
+    return {"events": nev, "descs": ndesc, "requests": R}
 
 
 # ------------------------------------------------------------------ per-side event tables
@@ -218,6 +217,7 @@ def _emit_shard(path, agent, rows, bases):
     with open(os.path.join(d, SHARD_INFO), "w") as f:
         json.dump({"pid": 0, "host": "synthetic", "clock": "monotonic_ns@synthetic", "closed": True,
                    "shard": agent, "events": n + len(reg)}, f)
+    return n + len(reg)
 
 
 def _pages_col(pg_vals, kind, has_page):
