@@ -18,6 +18,7 @@ column), read from the Parquet index under ``_index/`` (see index.py). Derived t
 from __future__ import annotations
 
 import os
+import tempfile
 
 import numpy as np
 import pyarrow as pa
@@ -38,11 +39,13 @@ class TraceSession:
     Args:
         path: the trace directory.
         threads: DuckDB worker threads (None: DuckDB's default).
+        memory_limit: DuckDB memory cap (env KVTRACE_DUCKDB_MEMORY overrides); past it
+            derived tables spill to a temp folder.
     Raises:
         kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
     """
 
-    def __init__(self, path: str, threads: int | None = None):
+    def __init__(self, path: str, threads: int | None = None, memory_limit: str = "4GB"):
         import duckdb  # ~0.1 s import; only sessions need it
 
         self.trace, self.index_dir = ensure_index(os.fspath(path))
@@ -53,6 +56,11 @@ class TraceSession:
             self.con.execute(f"SET threads={int(threads)}")
         # derived tables are sets; keeping scan order only costs time
         self.con.execute("SET preserve_insertion_order=false")
+        # bounded memory: DuckDB spills to disk past this instead of taking the machine
+        mem = os.environ.get("KVTRACE_DUCKDB_MEMORY", memory_limit)
+        spill = os.path.join(tempfile.gettempdir(), f"kvtrace-duckdb-{os.getpid()}").replace("'", "''")
+        self.con.execute(f"SET memory_limit='{mem}'")
+        self.con.execute(f"SET temp_directory='{spill}'")
         for t in TABLES:
             p = os.path.join(self.index_dir, t + ".parquet").replace("'", "''")
             self.con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{p}')")

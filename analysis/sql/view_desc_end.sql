@@ -12,7 +12,7 @@
 CREATE OR REPLACE TEMP TABLE lay AS
 SELECT DISTINCT agent, pool, layer, part, addr, nbytes, slot_bytes, num_slots FROM layouts;
 
-CREATE OR REPLACE TEMP TABLE desc_end AS
+CREATE OR REPLACE VIEW desc_end AS  -- a view: end_hold consumes it once, no need to hold 2 rows per descriptor twice
 WITH d AS (
     SELECT shard, xfer, pos, nbytes, 'src' AS side, src_agent AS agent, src_addr AS addr,
            src_dlist AS dlist, src_idx AS idx FROM descs
