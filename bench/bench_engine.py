@@ -59,6 +59,10 @@ def main() -> int:
         print(f"  {a:10s} best {best[a]:6.2f} s ({s['requests'] / best[a]:6.1f} req/s)  median {med[a]:6.2f} s  "
               "runs " + " ".join(f"{x:.2f}" for x in v))
     print(f"  trace size: on {info['on_bytes'] / 1e6:.1f} MB, on-nocsum {info['on-nocsum_bytes'] / 1e6:.1f} MB")
+    n = s["requests"]
+    print(f"  recording cost per request (best): all {1e3 * (best['on'] - best['off']) / n:.2f} ms, "
+          f"events + NIXL interception {1e3 * (best['on-nocsum'] - best['off']) / n:.2f} ms, "
+          f"kvh64 {1e3 * (best['on'] - best['on-nocsum']) / n:.2f} ms; engine alone {1e3 * best['off'] / n:.2f} ms")
     for name, a, b in (("on vs off", "on", "off"), ("on-nocsum vs off", "on-nocsum", "off"),
                        ("kvh64 alone (on vs on-nocsum)", "on", "on-nocsum")):
         print(f"overhead {name:30s} best {best[a] / best[b] - 1:+7.1%}   median {med[a] / med[b] - 1:+7.1%}"
