@@ -47,6 +47,18 @@ def test_trace_models_sglang_nixl_path(clean):
     # prefill initiates WRITEs, polls them to DONE and releases; decode gets the notifications
     posts = kinds("prefill", "xfer_post")
     assert posts and len(kinds("prefill", "xfer_done")) == len(posts) == len(kinds("decode", "notif_recv"))
+    assert len(kinds("prefill", "xfer_release")) == len(posts)
+    # decode frees on finish, abort and timeout (the small preset has each)
+    reasons = {json.loads(e["detail"]).get("reason") for e in kinds("decode", "free") if e["detail"]}
+    assert {"finish", "abort", "timeout"} <= reasons, reasons
+    # every slot allocated is given back by the end (counted references)
+    held = {}
+    for e in ev:
+        if e["kind"] in ("alloc", "free"):
+            for sl in e["slots"]:
+                key = (e["shard"], e["pool"], sl)
+                held[key] = held.get(key, 0) + (1 if e["kind"] == "alloc" else -1)
+    assert all(v == 0 for v in held.values())
     tags = {e["msg"].decode() for e in posts}
     assert any(m.endswith("_aux") for m in tags) and any("_state_0_0" in m for m in tags)
     assert any("_kv_1_" in m for m in tags), "multi-chunk transfers"
