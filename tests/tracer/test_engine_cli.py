@@ -29,3 +29,11 @@ def test_bad_input_is_one_line(tmp_path, capsys, argv, err):
     assert main(["record", "-o", str(tmp_path / "x.kvtrace"), "--no-progress", *argv]) == 2
     e = capsys.readouterr().err
     assert err in e and e.count("\n") == 1 and "Traceback" not in e
+
+
+def test_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert main(["record", "-o", str(tmp_path / "g.kvtrace"), "--no-progress", "--device", "cuda"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
