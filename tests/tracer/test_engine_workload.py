@@ -58,3 +58,15 @@ def test_allocator_lowest_first_with_references():
     assert a.unref([0, 1, 2]) == [0, 2]        # slot 1 is still referenced
     assert a.alloc(2) == [0, 2]                # freed slots are handed out first
     assert a.alloc(10) is None
+
+
+def test_region_offsets_correct_vs_uniform():
+    from kvtrace.tracer.engine.nixlio import region_offsets
+    # two kv layers of 8 slots, then two index_k layers of 16 slots (its own page size)
+    group = {"lens": [8 * 100, 8 * 100, 16 * 10, 16 * 10], "item_lens": [100, 100, 10, 10]}
+    assert region_offsets(group, uniform=False) == [0, 8, 16, 32]
+    # SGLang's suspect: M = lens[0] // item_lens[0] = 8 for every region -> index_k layer 1
+    # starts at 24, which is index_k layer 0's slot 8
+    assert region_offsets(group, uniform=True) == [0, 8, 16, 24]
+    same = {"lens": [800, 800, 80, 80], "item_lens": [100, 100, 10, 10]}
+    assert region_offsets(same, uniform=True) == region_offsets(same, uniform=False)
