@@ -70,3 +70,19 @@ def test_region_offsets_correct_vs_uniform():
     assert region_offsets(group, uniform=True) == [0, 8, 16, 24]
     same = {"lens": [800, 800, 80, 80], "item_lens": [100, 100, 10, 10]}
     assert region_offsets(same, uniform=True) == region_offsets(same, uniform=False)
+
+
+def test_chunk_positions_with_index_k_on_its_own_page_size():
+    from kvtrace.tracer.engine.chunks import chunk_positions, prepped_indices
+    # 5 kv pages of 64 tokens from page 0, 10 index_k pages of 32 tokens; chunks of 2 kv pages
+    n, start, pt = {"kv": 5, "index_k": 10}, {"kv": 0, "index_k": 0}, {"kv": 64, "index_k": 32}
+    parts = [chunk_positions(n, start, pt, 2, 3, c) for c in range(3)]
+    assert [p["kv"] for p in parts] == [[0, 1], [2, 3], [4]]
+    assert [p["index_k"] for p in parts] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert "state" in parts[2] and "state" not in parts[0]
+    # cached prefix: sending starts at kv page 2 / index_k page 4 (same token)
+    p0 = chunk_positions({"kv": 3, "index_k": 6}, {"kv": 2, "index_k": 4}, pt, 2, 2, 0)
+    assert p0 == {"kv": [0, 1], "index_k": [0, 1, 2, 3]}
+    s, d = prepped_indices([("kv", 2), ("index_k", 1)], {"kv": [0], "index_k": [1]},
+                           {"kv": [7], "index_k": [0, 3]}, {"kv": [5], "index_k": [0, 9]}, [0, 10, 20], [0, 8, 16])
+    assert s.tolist() == [7, 17, 23] and d.tolist() == [5, 13, 25]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..schema import EventKind as K
 from . import nixlio
+from .chunks import chunk_positions, prepped_indices
 from .geometry import pages_for, side_pools, used_tokens
 from .memory import Memory, PageAllocator
 from .workload import plan
@@ -159,15 +160,9 @@ class PrefillWorker:
 
     def _chunk_pages(self, r: _Req, c: int) -> dict:
         """Positions (into r.dst/r.src lists) of each pool's pages sent by chunk c."""
-        kv, ik = self.pools["kv"], self.pools["index_k"]
-        nkv = len(r.dst["kv"])
-        out = {"kv": list(range(c * self.cp, min(nkv, (c + 1) * self.cp)))}
-        first_tok = (np.arange(len(r.dst["index_k"])) + r.start["index_k"]) * ik.page_tokens
-        ck = np.clip((first_tok // kv.page_tokens - r.start["kv"]) // self.cp, 0, r.chunks - 1)
-        out["index_k"] = [int(i) for i in np.nonzero(ck == c)[0]]
-        if c == r.chunks - 1:
-            out["state"], out["aux"] = [0], [0]
-        return out
+        n = {p: len(r.dst[p]) for p in ("kv", "index_k")}
+        pt = {p: self.pools[p].page_tokens for p in ("kv", "index_k")}
+        return chunk_positions(n, r.start, pt, self.cp, r.chunks, c)
 
     def _compute_chunk(self, r: _Req, c: int, k: int) -> int:
         """The forward pass of chunk c: write its pages, hand it to the transfer worker."""
@@ -228,22 +223,14 @@ class PrefillWorker:
                     self._xfer(r, "aux", parts, f"{room}_aux")
 
     def _xfer(self, r: _Req, group: str, parts: dict, tag: str) -> None:
-        src_idx, dst_idx = [], []
-        pools = ["kv", "index_k"] if group == "kv" else [group]
-        ri = 0
-        for pool in pools:
-            for _layer in range(self.pools[pool].layers):
-                pos = parts.get(pool, [])
-                if group == "kv":
-                    so, do = self.src_off[ri], self.dst_off[ri]
-                else:
-                    so = do = 0
-                src_idx += [so + r.src[pool][i] for i in pos]
-                dst_idx += [do + r.dst[pool][i] for i in pos]
-                ri += 1
+        if group == "kv":
+            pools = [(p, self.pools[p].layers) for p in ("kv", "index_k")]
+            src_idx, dst_idx = prepped_indices(pools, parts, r.src, r.dst, self.src_off, self.dst_off)
+        else:
+            src_idx, dst_idx = prepped_indices([(group, 1)], parts, r.src, r.dst, None, None)
         try:
-            h = self.agent.make_prepped_xfer("WRITE", self.src_dl[group], np.asarray(src_idx, np.int32),
-                                             self.dst_dl[group], np.asarray(dst_idx, np.int32), tag.encode())
+            h = self.agent.make_prepped_xfer("WRITE", self.src_dl[group], src_idx, self.dst_dl[group], dst_idx,
+                                             tag.encode())
             st = self.agent.transfer(h)
         except Exception:   # NIXL refuses the request (e.g. an index past the prepped list)
             r.failed = True
