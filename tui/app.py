@@ -37,10 +37,10 @@ class KvtraceApp(App):
         Binding("n", "follow(1)", "Next"),
         Binding("p", "follow(-1)", "Prev"),
         Binding("m", "cycle_follow", "Follow"),
-        Binding("f", "panel('findings')", "Findings"),
-        Binding("t", "panel('transfer')", "Transfer"),
-        Binding("s", "panel('slots')", "Slots"),
-        Binding("e", "panel('sql')", "SQL"),
+        Binding("f", "panel('findings')", "Findings", show=False),
+        Binding("t", "panel('transfer')", "Transfer", show=False),
+        Binding("s", "panel('slots')", "Slots", show=False),
+        Binding("e", "panel('sql')", "SQL", show=False),
         Binding("escape", "escape", "Clear", show=False),
     ]
 
@@ -63,13 +63,13 @@ class KvtraceApp(App):
         yield Input(id="jump", placeholder="jump: row | shard:seq | seq N | @1.5ms")
         yield TimelineView(self.source, id="timeline")
         with TabbedContent(id="panels", initial="findings"):
-            with TabPane("Findings", id="findings"):
+            with TabPane("Findings (f)", id="findings"):
                 yield FindingsPanel(id="findings-panel")
-            with TabPane("Transfer", id="transfer"):
+            with TabPane("Transfer (t)", id="transfer"):
                 yield TransferInspector(id="inspector")
-            with TabPane("Slots", id="slots"):
+            with TabPane("Slots (s)", id="slots"):
                 yield SlotMap(id="slotmap")
-            with TabPane("SQL", id="sql"):
+            with TabPane("SQL (e)", id="sql"):
                 yield SqlConsole(self.source.con.cursor(), id="console")
         yield Footer()
 

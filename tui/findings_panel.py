@@ -51,8 +51,9 @@ class FindingsPanel(Vertical):
     def compose(self):
         yield Static(counts_line(None, []), id="findings-counts")
         t = DataTable(id="findings-table", cursor_type="row", zebra_stripes=True)
-        t.add_columns("sev", "check", "count", "request", "where", "message")
+        t.add_columns("sev", "check", "count", "request", "where")
         yield t
+        yield Static("", id="findings-message")
 
     def show(self, findings: list, skipped: list) -> None:
         """Fill the panel with analysis Finding objects."""
@@ -64,7 +65,16 @@ class FindingsPanel(Vertical):
             where = "/".join(str(x) for x in (f.agent, f.pool, f"L{f.layer}" if f.layer is not None else None,
                                               f"s{f.slot}" if f.slot is not None else None) if x)
             t.add_row(Text(f.severity, "bold red" if f.severity == "error" else "yellow"), f.check,
-                      str(f.count), f.request or "-", where, f.message, key=str(i))
+                      str(f.count), f.request or "-", where, key=str(i))
+        self._describe(0)
+
+    def _describe(self, i: int) -> None:
+        msg = self.findings[i].message if self.findings and 0 <= i < len(self.findings) else ""
+        self.query_one("#findings-message", Static).update(msg)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._describe(event.cursor_row)
 
     def show_error(self, message: str) -> None:
         """The checks could not run: say why in place of the table."""

@@ -119,14 +119,14 @@ def ensure_order(session) -> dict:
 def build_order(session, paths: dict) -> None:
     """Compute the order and write tui_events / tui_slots (cost: one pass + one sort)."""
     con = session.con
-    ev = con.execute("SELECT shard, seq, t_ns FROM events ORDER BY shard, seq").to_arrow_table()
+    ev = con.sql("SELECT shard, seq, t_ns FROM events ORDER BY shard, seq").to_arrow_table()
     shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
     shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     seq = ev.column("seq").to_numpy()
     t = ev.column("t_ns").fill_null(0).to_numpy() if ev.num_rows else np.array([], dtype=np.int64)
     names = shard_codes.dictionary.to_pylist()
     del ev
-    pairs = con.execute(sql_text("pairs")).to_arrow_table()
+    pairs = con.sql(sql_text("pairs")).to_arrow_table()
     bounds = []
     if pairs.num_rows:
         row_of = _row_finder(names, shard_of, seq)

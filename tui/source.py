@@ -57,7 +57,7 @@ class TimelineSource:
             where, params = flt.predicate(slot_xfers=True)
         else:
             where, params = flt.predicate()
-        got = self.con.sql(f"SELECT ord FROM tl WHERE {where} ORDER BY ord", params=params).fetchnumpy()
+        got = self.con.execute(f"SELECT ord FROM tl WHERE {where} ORDER BY ord", params).fetchnumpy()
         self._ords = np.asarray(got["ord"], dtype=np.int64)
         return len(self._ords)
 

@@ -48,7 +48,7 @@ class TimelineView(ScrollView, can_focus=True):
 
     def reload(self, pos: int | None = None) -> None:
         """The visible rows changed (filter): resize and put the cursor at ``pos``."""
-        self.virtual_size = Size(self.size.width, self.source.count + 1)   # +1: header line
+        self.virtual_size = Size(1, self.source.count + 1)   # +1: header line
         self.move_to(self.cursor if pos is None else pos, force=True)
 
     @property

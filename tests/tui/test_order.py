@@ -1,0 +1,44 @@
+"""The timeline's happens-before order (tui/order.py) and its index."""
+import numpy as np
+
+from kvtrace.analysis.session import TraceSession
+from kvtrace.tui.order import hb_keys
+from kvtrace.tui.source import TimelineSource
+
+
+def test_receive_sorts_after_its_send_despite_a_skewed_clock():
+    # shard 0: rows 0,1,2 (row 1 posts at t=50); shard 1: rows 3,4 whose clock runs 1000 behind:
+    # row 4 receives row 1's notification at t=-900, which timestamps alone would put first
+    shard = np.array([0, 0, 0, 1, 1])
+    t = np.array([10, 50, 60, -950, -900])
+    keys, broken = hb_keys(shard, t, [(4, 1)])
+    assert broken == 0
+    assert keys[4] > keys[1]
+    assert list(keys[:3]) == sorted(keys[:3]) and keys[3] <= keys[4]
+
+
+def test_timestamps_order_concurrent_events_when_no_edge_binds():
+    keys, _ = hb_keys(np.array([0, 0, 1, 1]), np.array([1, 30, 10, 20]), [])
+    assert list(np.lexsort((np.zeros(4), np.array([0, 0, 1, 1]), keys))) == [0, 2, 3, 1]
+
+
+def test_a_cycle_of_edges_is_broken_not_hung():
+    # each shard's first event receives the other's second: impossible, so one edge goes
+    keys, broken = hb_keys(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), [(0, 3), (2, 1)])
+    assert broken == 1 and len(keys) == 4
+
+
+def test_index_puts_notification_after_post_and_keeps_program_order(early_free_trace):
+    src = TimelineSource(TraceSession(early_free_trace))
+    rows = [src.row(i) for i in range(src.count)]
+    assert [r["ord"] for r in rows] == list(range(src.total))
+    pos = {(r["shard"], r["seq"]): r["ord"] for r in rows}
+    for shard in ("prefill", "decode"):
+        seqs = [r["seq"] for r in rows if r["shard"] == shard]
+        assert seqs == sorted(seqs)
+    recv = next(r for r in rows if r["kind"] == "notif_recv")
+    assert (recv["pair_shard"], recv["pair_xfer"]) == ("prefill", 0)
+    assert pos[("prefill", recv["pair_seq"])] < recv["ord"]
+    mrecv = next(r for r in rows if r["kind"] == "msg_recv")
+    msend = next(r for r in rows if r["kind"] == "msg_send")
+    assert msend["ord"] < mrecv["ord"] and mrecv["pair_shard"] == "decode"
