@@ -87,6 +87,8 @@ class KvtraceApp(App):
         return self.query_one(TimelineView)
 
     def update_status(self) -> None:
+        if not self.query(TimelineView):
+            return
         tl, src = self.timeline, self.source
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f" {tl.cursor + 1 if src.count else 0}/{src.count}", "bold")
@@ -107,6 +109,8 @@ class KvtraceApp(App):
 
     def refresh_panels(self) -> None:
         """Recompute the slot map and the inspector for the cursor's event (in a worker)."""
+        if not self.query(TimelineView):
+            return      # the timer fired while the app shuts down
         row = self.timeline.row
         if row is None:
             return
@@ -127,6 +131,8 @@ class KvtraceApp(App):
         self.call_from_thread(self._show_panels, row, pool, view, cells)
 
     def _show_panels(self, row, pool, view, cells) -> None:
+        if not self.query(TransferInspector):
+            return
         self.query_one(TransferInspector).show(view)
         if pool is not None:
             self.query_one(SlotMap).show(pool[0], pool[1], cells, f"after row {row['ord']} ({row['shard']}:{row['seq']})")
@@ -143,6 +149,8 @@ class KvtraceApp(App):
         self.call_from_thread(self._show_findings, found, list(session.checks_skipped))
 
     def _show_findings(self, found: list, skipped: list) -> None:
+        if not self.query(FindingsPanel):
+            return
         self.findings = found
         for f in found:
             if f.agent and f.pool:
