@@ -135,7 +135,7 @@ class KvtraceApp(App):
             return
         self.query_one(TransferInspector).show(view)
         if pool is not None:
-            self.query_one(SlotMap).show(pool[0], pool[1], cells, f"after row {row['ord']} ({row['shard']}:{row['seq']})")
+            self.query_one(SlotMap).show(pool[0], pool[1], cells, f"@row {row['ord']}")
         self.panel_generation += 1
 
     @work(thread=True, exclusive=True, group="findings")

@@ -83,7 +83,7 @@ class SlotMap(Widget, can_focus=True):
         moving = sum(1 for c in self.cells if c.xfer_in or c.xfer_out)
         bad = sum(1 for c in self.cells if c.hazard)
         t.append(f"{self.agent}/{self.pool}", "bold")
-        t.append(f"  {busy}/{len(self.cells)} held, {moving} with bytes in flight")
+        t.append(f"  {busy}/{len(self.cells)} held, {moving} in flight")
         if bad:
             t.append(f", {bad} hazard{'s' * (bad != 1)}", "bold red")
         t.append(f"   {self.moment}\n", "grey50")

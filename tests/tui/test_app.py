@@ -48,8 +48,7 @@ async def test_main_flow_finds_the_early_free_and_walks_the_slot(early_free_trac
         assert (view.shard, view.xfer, view.state.value) == ("prefill", 0, "in flight")
         # the slot map at the free's moment: slot 1 freed with bytes still leaving it
         await pilot.press("n", "s")
-        await wait_for(pilot, lambda: app.query_one(SlotMap).cells and app.query_one(SlotMap).moment.startswith(
-            f"after row {app.timeline.row['ord']}"))
+        await wait_for(pilot, lambda: app.query_one(SlotMap).cells and app.query_one(SlotMap).moment == f"@row {app.timeline.row['ord']}")
         smap = app.query_one(SlotMap)
         assert smap.pool == "kv" and smap.cells[1].xfer_out and smap.cells[1].hazard
         # choose slot 1: the timeline shows that slot's history; step through it
@@ -117,7 +116,8 @@ async def test_sql_console_reads_and_refuses_writes(early_free_trace):
     app = make_app(early_free_trace, run_findings=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("e")
-        await pilot.press(*"select kind, count(*) n from tl group by 1 order by 1", "enter")
+        app.query_one("#sql-input").value = "select kind, count(*) n from tl group by 1 order by 1"
+        await pilot.press("enter")
         table = app.query_one("#sql-result")
         assert table.row_count > 5 and "rows" in str(app.query_one("#sql-status").render())
         app.query_one("#sql-input").value = "drop view events"
