@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from importlib import resources
 
 import numpy as np
 import pyarrow as pa
 
 TUI_VERSION = 1
+BUILD_MEMORY = "1GB"      # DuckDB's cap while sorting the events by ord (it spills past it)
 FILES = ("tui_events.parquet", "tui_slots.parquet")
+#: seconds of the last build's parts (for bench/bench_tui.py)
+TIMES: dict[str, float] = {}
 
 
 def sql_text(name: str) -> str:
@@ -119,6 +123,20 @@ def ensure_order(session) -> dict:
 def build_order(session, paths: dict) -> None:
     """Compute the order and write tui_events / tui_slots (cost: one pass + one sort)."""
     con = session.con
+    # the sort below would otherwise take most of the machine's memory: let DuckDB spill
+    spill = os.path.join(session.index_dir, "_tui_spill").replace("'", "''")
+    con.execute(f"SET memory_limit='{BUILD_MEMORY}'")
+    try:
+        con.execute(f"SET temp_directory='{spill}'")
+    except Exception:  # noqa: BLE001 — DuckDB refuses once it has spilled elsewhere; keep that one
+        pass
+    try:
+        _build(con, paths)
+    finally:
+        con.execute("RESET memory_limit")
+
+
+def _build(con, paths: dict) -> None:
     ev = con.sql("SELECT shard, seq, t_ns FROM events ORDER BY shard, seq").to_arrow_table()
     shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
     shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
@@ -134,7 +152,9 @@ def build_order(session, paths: dict) -> None:
             r, s = row_of(rs, rq), row_of(ss, sq)
             if r is not None and s is not None and r != s:
                 bounds.append((r, s))
+    t1 = time.perf_counter()
     keys, _broken = hb_keys(shard_of, t, bounds)
+    TIMES["hb_keys_s"] = time.perf_counter() - t1
     perm = np.lexsort((seq, shard_of, keys))
     ord_ = np.empty(len(perm), dtype=np.int64)
     ord_[perm] = np.arange(len(perm), dtype=np.int64)
@@ -143,8 +163,10 @@ def build_order(session, paths: dict) -> None:
     del keys, perm, t
     tui_pairs = pairs  # noqa: F841 (DuckDB finds both tables by variable name)
     tmp = paths["tui_events"] + ".tmp"
+    t1 = time.perf_counter()
     con.execute(sql_text("build_events").format(out=_q(tmp)))
     os.replace(tmp, paths["tui_events"])
+    TIMES["sort_write_s"] = time.perf_counter() - t1
     del tui_ord
     tmp = paths["tui_slots"] + ".tmp"
     con.execute(sql_text("build_slots").format(events=_q(paths["tui_events"]), out=_q(tmp)))
