@@ -115,9 +115,9 @@ def phase_steps(trace: str, n_steps: int) -> dict:
             out["press_j_cpu_ms"], out["press_unbound_cpu_ms"] = [], []
             out["press_j_ms"] = [await pressed(pilot, "j", out["press_j_cpu_ms"]) for _ in range(40)]
             out["press_unbound_ms"] = [await pressed(pilot, "z", out["press_unbound_cpu_ms"]) for _ in range(40)]
-            row = tl.row
+            row = src.row(src.position_of(src.find("kind = 'xfer_post'", [], tl.row["ord"])))
             t = time.perf_counter()
-            view = app.facts.transfer(row["shard"], 0, row["ord"])
+            view = app.facts.transfer(row["shard"], row["xfer"], row["ord"])
             out["inspector_ms"] = (time.perf_counter() - t) * 1000
             out["descs_in_view"] = view.ndescs
             t = time.perf_counter()
