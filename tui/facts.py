@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 
 from .order import sql_text
-from .source import COLUMNS
+from .source import OrdReader
 
 DESC_LIMIT = 500
 
@@ -78,7 +79,17 @@ class Facts:
     def __init__(self, source):
         self.source = source
         self.slots_path = source.paths["tui_slots"].replace("'", "''")
+        self.xfers_path = source.paths["tui_xfers"].replace("'", "''")
         self._pools = None
+        self._local = threading.local()
+
+    def _reader(self):
+        # panels run in worker threads (an exclusive worker's predecessor may still be
+        # finishing): one reader per thread, as OrdReader is not thread-safe
+        r = getattr(self._local, "reader", None)
+        if r is None:
+            r = self._local.reader = OrdReader(self.source.paths["tui_events"])
+        return r
 
     def _cur(self):
         return self.source.con.cursor()
@@ -104,7 +115,8 @@ class Facts:
             c = cell(slot)
             c.owners.append(request)
             c.shared |= bool(shared)
-        for shard, xfer, request, d, slot, _layer in cur.execute(sql_text("inflight"), [ord_, agent, pool]).fetchall():
+        for shard, xfer, request, d, slot, _layer in cur.execute(sql_text("inflight").format(xfers=self.xfers_path),
+                                                                        [ord_, agent, pool]).fetchall():
             c = cell(slot)
             lst = c.xfer_in if d == "in" else c.xfer_out
             if (shard, xfer, request) not in lst:
@@ -123,9 +135,9 @@ class Facts:
     def transfer(self, shard: str, xfer: int, ord_: int) -> TransferView:
         """The transfer (shard, xfer) with its events, resolved descriptors and state at ``ord_``."""
         cur = self._cur()
-        res = cur.execute(sql_text("xfer_events").format(cols=", ".join(COLUMNS)), [shard, xfer])
-        names = [d[0] for d in res.description]
-        events = [dict(zip(names, r)) for r in res.fetchall()]
+        got = cur.execute(f"SELECT ords FROM read_parquet('{self.xfers_path}') WHERE shard = ? AND xfer = ?",
+                          [shard, xfer]).fetchone()
+        events = self._reader().by_ord(got[0] if got else [])
         post = next((e for e in events if e["kind"] == "xfer_post"), None)
         res = cur.execute(sql_text("xfer_descs").format(limit=DESC_LIMIT), [shard, xfer])
         names = [d[0] for d in res.description]

@@ -8,7 +8,7 @@ say; among concurrent events the timestamps decide, which reads naturally.
 
 Files (next to the analysis index, rebuilt when its ``stamp.json`` changes):
 ``tui_events.parquet`` (events sorted by ``ord``), ``tui_slots.parquet`` (slot
-ownership history), ``tui_stamp.json``.
+ownership history), ``tui_xfers.parquet`` (each transfer's events), ``tui_stamp.json``.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from importlib import resources
 import numpy as np
 import pyarrow as pa
 
-TUI_VERSION = 1
+TUI_VERSION = 2
 BUILD_MEMORY = "1GB"      # DuckDB's cap while sorting the events by ord (it spills past it)
-FILES = ("tui_events.parquet", "tui_slots.parquet")
+FILES = ("tui_events.parquet", "tui_slots.parquet", "tui_xfers.parquet")
 #: seconds of the last build's parts (for bench/bench_tui.py)
 TIMES: dict[str, float] = {}
 
@@ -171,6 +171,9 @@ def _build(con, paths: dict) -> None:
     tmp = paths["tui_slots"] + ".tmp"
     con.execute(sql_text("build_slots").format(events=_q(paths["tui_events"]), out=_q(tmp)))
     os.replace(tmp, paths["tui_slots"])
+    tmp = paths["tui_xfers"] + ".tmp"
+    con.execute(sql_text("build_xfers").format(events=_q(paths["tui_events"]), out=_q(tmp)))
+    os.replace(tmp, paths["tui_xfers"])
 
 
 def _row_finder(names, shard_of, seq):

@@ -4,14 +4,9 @@
 -- Parameters: ord, agent, pool
 -- Columns: shard, xfer, request, dir ('out': bytes leave the slot; 'in': land in it),
 --          slot, layer
-WITH posts AS (
-    SELECT shard, xfer, request FROM tl WHERE kind = 'xfer_post' AND ord <= ?1
-), ended AS (
-    SELECT shard, xfer FROM tl WHERE kind IN ('xfer_done', 'xfer_error', 'xfer_release') AND ord <= ?1
-    UNION
-    SELECT pair_shard, pair_xfer FROM tl WHERE kind = 'notif_recv' AND ord <= ?1 AND pair_xfer IS NOT NULL
-), live AS (
-    SELECT * FROM posts p WHERE NOT EXISTS (SELECT 1 FROM ended e WHERE e.shard = p.shard AND e.xfer = p.xfer)
+WITH live AS (
+    SELECT shard, xfer, request FROM read_parquet('{xfers}')
+    WHERE post_ord <= ?1 AND (end_ord IS NULL OR end_ord > ?1)
 ), lay AS (
     SELECT agent, layer, addr, nbytes, slot_bytes FROM layouts WHERE agent = ?2 AND pool = ?3
 ), ends AS (
