@@ -104,6 +104,11 @@ class TimelineSource:
         return len(self._ords)
 
     @property
+    def filtered(self) -> bool:
+        """Whether a filter hides some events."""
+        return self._ords is not None
+
+    @property
     def count(self) -> int:
         """Visible rows."""
         return self.total if self._ords is None else len(self._ords)
