@@ -66,6 +66,12 @@ def desc_problem(d: dict) -> str | None:
         return "pools differ"
     if d["src_layer"] != d["dst_layer"]:
         return "layers differ"
+    held = d.get("held") or set()
+    for side in ("src", "dst"):
+        if (d[f"{side}_agent"], d[f"{side}_pool"]) in held and d.get(f"{side}_page") is None:
+            return f"{'source' if side == 'src' else 'destination'} slot not held by the request"
+    if d.get("src_page") is not None and d.get("dst_page") is not None and d["src_page"] != d["dst_page"]:
+        return f"pages differ (p{d['src_page']} → p{d['dst_page']})"
     if d["src_off"] or d["dst_off"]:
         return "not slot-aligned"
     if d["src_off"] + d["nbytes"] > d["src_slot_bytes"] or d["dst_off"] + d["nbytes"] > d["dst_slot_bytes"]:
@@ -142,8 +148,26 @@ class Facts:
         res = cur.execute(sql_text("xfer_descs").format(limit=DESC_LIMIT), [shard, xfer])
         names = [d[0] for d in res.description]
         descs = [dict(zip(names, r)) for r in res.fetchall()]
+        if post is not None and post["request"] is not None:
+            _add_pages(cur, descs, post["request"], post["ord"])
         ndescs = cur.execute("SELECT count(*) FROM descs WHERE shard = ? AND xfer = ?", [shard, xfer]).fetchone()[0]
         return TransferView(shard, xfer, post, events, descs, ndescs, state_at(events, ord_))
+
+
+def _add_pages(cur, descs: list[dict], request: str, post_ord: int) -> None:
+    """Give each descriptor end the page its slot holds for the request at the post
+    (from the request's allocs), so a descriptor pairing different pages shows."""
+    pages, held = {}, set()
+    for agent, pool, slots, pgs in cur.execute(
+            "SELECT agent, pool, slots, pages FROM tl WHERE request = ? AND kind = 'alloc' AND ord <= ?",
+            [request, post_ord]).fetchall():
+        held.add((agent, pool))
+        for s, p in zip(slots or [], pgs or [None] * len(slots or [])):
+            pages[(agent, pool, s)] = p
+    for d in descs:
+        d["held"] = held
+        for side in ("src", "dst"):
+            d[f"{side}_page"] = pages.get((d[f"{side}_agent"], d[f"{side}_pool"], d[f"{side}_slot"]))
 
 
 def state_at(events: list[dict], ord_: int) -> XferState:

@@ -16,10 +16,10 @@ STATE_STYLE = {XferState.IN_FLIGHT: "bold yellow", XferState.DONE: "green", Xfer
                XferState.ERROR: "bold red", XferState.RELEASED: "yellow", XferState.NOT_POSTED: "grey50"}
 
 
-def _end(agent, pool, layer, slot, off) -> str:
+def _end(agent, pool, layer, slot, off, page=None) -> str:
     if pool is None:
         return f"{agent}:?"
-    return f"{agent}:{pool}/L{layer}/s{slot}" + (f"+{off}" if off else "")
+    return f"{agent}:{pool}/L{layer}/s{slot}" + (f"+{off}" if off else "") + (f" p{page}" if page is not None else "")
 
 
 def render_transfer(view) -> Group:
@@ -50,13 +50,13 @@ def render_transfer(view) -> Group:
     for e in view.events:
         ev.add_row(str(e["ord"]), f"{e['shard']}:{e['seq']}", Text(e["kind"], KIND_STYLE.get(e["kind"], "")), what(e))
     ds = Table(box=None, expand=True, header_style="bold", pad_edge=False)
-    for c in ("#", "source (pool/layer/slot+off)", "destination", "bytes", "check"):
+    for c in ("#", "source (pool/layer/slot+off page)", "destination", "bytes", "check"):
         ds.add_column(c, no_wrap=True, overflow="ellipsis")
     for d in view.descs:
         prob = desc_problem(d)
         ds.add_row(str(d["pos"]),
-                   _end(d["src_agent"], d["src_pool"], d["src_layer"], d["src_slot"], d["src_off"]),
-                   _end(d["dst_agent"], d["dst_pool"], d["dst_layer"], d["dst_slot"], d["dst_off"]),
+                   _end(d["src_agent"], d["src_pool"], d["src_layer"], d["src_slot"], d["src_off"], d.get("src_page")),
+                   _end(d["dst_agent"], d["dst_pool"], d["dst_layer"], d["dst_slot"], d["dst_off"], d.get("dst_page")),
                    str(d["nbytes"]), Text(prob or "ok", "bold red" if prob else "green"),
                    style="on dark_red" if prob else None)
     return Group(head, ev, ds)

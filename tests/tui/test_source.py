@@ -1,8 +1,10 @@
 """TimelineSource paging, filters, jumps, follow predicates; the slot map and inspector facts."""
+import os
+
 import pytest
 
 from kvtrace.analysis.session import TraceSession
-from kvtrace.tui.facts import Facts, XferState
+from kvtrace.tui.facts import Facts, XferState, desc_problem
 from kvtrace.tui.filters import FilterError, parse_filter
 from kvtrace.tui.follow import Follow, follow_predicate
 from kvtrace.tui.source import TimelineSource
@@ -81,3 +83,27 @@ def test_transfer_descriptors_resolve_to_pool_layer_slot(early):
     assert (d["src_pool"], d["src_layer"], d["src_slot"], d["dst_slot"]) == ("kv", 0, 1, 5)
     assert [e["kind"] for e in view.events] == ["xfer_post", "notif_recv", "xfer_done", "xfer_release"]
     assert view.state is XferState.DONE
+
+
+def _mismatched_descs(path) -> tuple[int, set]:
+    src = TimelineSource(TraceSession(path))
+    facts = Facts(src)
+    why = []
+    for shard, xfer in src.con.execute("SELECT shard, xfer FROM descs GROUP BY ALL").fetchall():
+        why += [p for d in facts.transfer(shard, xfer, src.total - 1).descs if (p := desc_problem(d))]
+    return len(why), set(why)
+
+
+def test_inspector_flags_the_uniform_slot_count_descriptors(tmp_path):
+    """The seeds' suspect (uniform slot count applied to index_k) recorded by the reference
+    engine: its descriptors land on slots the request does not hold; the clean twin's
+    descriptors all check out."""
+    import shutil
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "traces")
+    for name in ("engine-uniform-slot-count", "engine-clean"):
+        if not os.path.isdir(os.path.join(root, name + ".kvtrace")):
+            pytest.skip("example traces not present")
+        shutil.copytree(os.path.join(root, name + ".kvtrace"), tmp_path / name, ignore=shutil.ignore_patterns("_index"))
+    n, why = _mismatched_descs(tmp_path / "engine-uniform-slot-count")
+    assert n > 0 and why == {"source slot not held by the request"}
+    assert _mismatched_descs(tmp_path / "engine-clean") == (0, set())
