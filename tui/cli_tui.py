@@ -21,7 +21,13 @@ def run(args) -> int:
     from .app import KvtraceApp
     from .source import TimelineSource
 
-    session = TraceSession(args.trace)
+    import os
+    import sys
+
+    session = TraceSession(args.trace)     # a bad trace raises here: one line, exit 2
+    if not os.path.exists(os.path.join(session.index_dir, "tui_stamp.json")):
+        # ~30 s at 10M events, once: say so rather than look hung
+        print(f"kvtrace tui: building the timeline index of {args.trace} (first open only)…", file=sys.stderr)
     source = TimelineSource(session)
     if source.total == 0:
         raise UserError(f"{args.trace}: the trace has no events")
