@@ -19,6 +19,10 @@ from importlib import resources
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute.if_else in merge)
+import pyarrow.parquet as pq
+
+from . import merge
 
 TUI_VERSION = 2
 BUILD_MEMORY = "1GB"      # DuckDB's cap while sorting the events by ord (it spills past it)
@@ -121,7 +125,9 @@ def ensure_order(session) -> dict:
 
 
 def build_order(session, paths: dict) -> None:
-    """Compute the order and write tui_events / tui_slots (cost: one pass + one sort)."""
+    """Compute the order and write tui_events / tui_slots / tui_xfers: a merge of the
+    shards when the analysis index keeps each shard in seq order (it does), else a
+    DuckDB sort."""
     con = session.con
     # the sort below would otherwise take most of the machine's memory: let DuckDB spill
     spill = os.path.join(session.index_dir, "_tui_spill").replace("'", "''")
@@ -131,13 +137,17 @@ def build_order(session, paths: dict) -> None:
     except Exception:  # noqa: BLE001 — DuckDB refuses once it has spilled elsewhere; keep that one
         pass
     try:
-        _build(con, paths)
+        _build(con, paths, os.path.join(session.index_dir, "events.parquet"))
     finally:
         con.execute("RESET memory_limit")
 
 
-def _build(con, paths: dict) -> None:
-    ev = con.sql("SELECT shard, seq, t_ns FROM events ORDER BY shard, seq").to_arrow_table()
+def _build(con, paths: dict, events_path: str) -> None:
+    ev = pq.read_table(events_path, columns=["shard", "seq", "t_ns"])   # file order
+    in_file_order = merge.grouped(ev.column("shard").combine_chunks().dictionary_encode().indices.to_numpy(),
+                                  ev.column("seq").to_numpy())
+    if not in_file_order:
+        ev = con.sql("SELECT shard, seq, t_ns FROM events ORDER BY shard, seq").to_arrow_table()
     shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
     shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     seq = ev.column("seq").to_numpy()
@@ -145,17 +155,35 @@ def _build(con, paths: dict) -> None:
     names = shard_codes.dictionary.to_pylist()
     del ev
     pairs = con.sql(sql_text("pairs")).to_arrow_table()
-    bounds = []
+    bounds, recv_rows, recv_at = [], [], []
     if pairs.num_rows:
         row_of = _row_finder(names, shard_of, seq)
-        for rs, rq, ss, sq in zip(*(pairs.column(c).to_pylist() for c in ("shard", "seq", "send_shard", "send_seq"))):
+        for i, (rs, rq, ss, sq) in enumerate(zip(*(pairs.column(c).to_pylist()
+                                                   for c in ("shard", "seq", "send_shard", "send_seq")))):
             r, s = row_of(rs, rq), row_of(ss, sq)
+            if r is not None:
+                recv_rows.append(r)
+                recv_at.append(i)
             if r is not None and s is not None and r != s:
                 bounds.append((r, s))
     t1 = time.perf_counter()
     keys, _broken = hb_keys(shard_of, t, bounds)
     TIMES["hb_keys_s"] = time.perf_counter() - t1
     perm = np.lexsort((seq, shard_of, keys))
+    if in_file_order:
+        t1 = time.perf_counter()
+        order = np.argsort(np.asarray(recv_rows, dtype=np.int64), kind="stable")
+        take = pa.array(np.asarray(recv_at, dtype=np.int64)[order])
+        tmp = paths["tui_events"] + ".tmp"
+        merge.write_in_order(events_path, tmp, perm, {
+            "rows": np.asarray(recv_rows, dtype=np.int64)[order], "shard": pairs.column("send_shard").combine_chunks().take(take),
+            "seq": pairs.column("send_seq").combine_chunks().take(take),
+            "xfer": pairs.column("send_xfer").combine_chunks().take(take)})
+        os.replace(tmp, paths["tui_events"])
+        TIMES["sort_write_s"] = time.perf_counter() - t1
+        del perm, keys, t
+        _build_side_tables(con, paths)
+        return
     ord_ = np.empty(len(perm), dtype=np.int64)
     ord_[perm] = np.arange(len(perm), dtype=np.int64)
     tui_ord = pa.table({"shard": pa.DictionaryArray.from_arrays(pa.array(shard_of), pa.array(names, pa.string())).cast(pa.string()),
@@ -168,6 +196,10 @@ def _build(con, paths: dict) -> None:
     os.replace(tmp, paths["tui_events"])
     TIMES["sort_write_s"] = time.perf_counter() - t1
     del tui_ord
+    _build_side_tables(con, paths)
+
+
+def _build_side_tables(con, paths: dict) -> None:
     tmp = paths["tui_slots"] + ".tmp"
     con.execute(sql_text("build_slots").format(events=_q(paths["tui_events"]), out=_q(tmp)))
     os.replace(tmp, paths["tui_slots"])
