@@ -42,3 +42,29 @@ def test_index_puts_notification_after_post_and_keeps_program_order(early_free_t
     mrecv = next(r for r in rows if r["kind"] == "msg_recv")
     msend = next(r for r in rows if r["kind"] == "msg_send")
     assert msend["ord"] < mrecv["ord"] and mrecv["pair_shard"] == "decode"
+
+
+def test_merge_writer_matches_the_sort_path(early_free_trace, tmp_path, monkeypatch):
+    """The shard merge (merge.py) and the DuckDB sort fallback write the same timeline."""
+    import shutil
+
+    import duckdb
+
+    from kvtrace.tui import merge, order
+
+    shutil.copytree(early_free_trace, tmp_path / "t", ignore=shutil.ignore_patterns("_index"))
+    s = TraceSession(str(tmp_path / "t"))
+    paths = order.ensure_order(s)
+    q = "SELECT * FROM read_parquet('{}') ORDER BY ALL"
+    merged = {k: duckdb.sql(q.format(p)).fetchall() for k, p in paths.items()}
+    monkeypatch.setattr(merge, "grouped", lambda *a: False)
+    order.build_order(s, paths)
+    assert {k: duckdb.sql(q.format(p)).fetchall() for k, p in paths.items()} == merged
+    assert any(r[-3] is not None for r in merged["tui_events"])     # pairing columns carried
+
+
+def test_grouped_detects_interleaved_shards():
+    from kvtrace.tui.merge import grouped
+    assert grouped(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
+    assert not grouped(np.array([0, 1, 0]), np.array([0, 0, 1]))
+    assert not grouped(np.array([0, 0]), np.array([1, 0]))
