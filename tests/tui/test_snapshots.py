@@ -10,6 +10,7 @@ from kvtrace.tui.source import TimelineSource
 from tui_helpers import wait_for
 
 pytestmark = pytest.mark.slow
+pytest.importorskip("pytest_textual_snapshot")   # the snap_compare fixture (test extra)
 
 
 def app_for(path) -> KvtraceApp:
