@@ -1,5 +1,5 @@
 """SVG snapshots of the main screens at 80x24 (pytest-textual-snapshot; refresh with
-``pytest tests/tui/test_snapshots.py --snapshot-update`` after a deliberate change and
+``pytest tests/tui/test_tui_snapshots.py --snapshot-update`` after a deliberate change and
 look at the SVGs under __snapshots__/ before committing them)."""
 import pytest
 
