@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# Create .venv and install kvtrace with everything the tests and the demo need (idempotent).
+# Create .venv and install kvtrace with everything the tests and the demo need.
+# Re-running is cheap: pip only checks what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-if ! .venv/bin/python -c "import kvtrace, nixl, duckdb, textual, pytest_timeout" 2>/dev/null; then
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[test]"
-fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
