@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The README's main job: set up, record a production-like PD session on real NIXL (CPU),
 # check the trace against the format contract, and print its summary and findings.
-# The session runs the seeds' configuration: bf16 index_k with the uniform-slot-count bug.
+# The session runs the seeds' configuration: 64 concurrent multi-turn sessions, bf16 index_k whose
+# page size differs from the kv pool's, and the uniform-slot-count bug injected.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 K=.venv/bin/kvtrace
-$K record --workload production --index-k bf16 --inject uniform-slot-count -o "$OUT/session.kvtrace" --force
+$K record --workload production-dsv4 --index-k bf16 --inject uniform-slot-count -o "$OUT/session.kvtrace" --force
 if [ -f ../shared/tools/validate_trace.py ]; then
   .venv/bin/python ../shared/tools/validate_trace.py "$OUT/session.kvtrace"
 fi
