@@ -40,7 +40,9 @@ def check(trace):
 @pytest.mark.parametrize("bug", [True, False], ids=["early-free", "fixed"])
 def test_engine_with_hooks_early_free(tmp_path, validate_trace, bug):
     out = tmp_path / "e.kvtrace"
-    r = record(out, "engine_like.py", *(["--early-free"] if bug else []), "--requests", "6")
+    # 1 MiB pages: UCX takes its rendezvous path, so transfer() answers PROC and the
+    # planted free really comes before any observed completion.
+    r = record(out, "engine_like.py", *(["--early-free"] if bug else []), "--requests", "6", "--page-bytes", str(1 << 20))
     assert r.returncode == 0, r.stderr
     assert "layers ok 12/12" in r.stdout  # on CPU the race is not lost: only the trace shows the bug
     validate_trace(out)

@@ -8,7 +8,7 @@ pages after the notification and frees them.
 
 --early-free plants the bug of ai-dynamo/dynamo#826: prefill returns its source pages to
 the allocator right after posting, before the transfer reading them is done. Usage:
-engine_like.py [--early-free] [--requests N]
+engine_like.py [--early-free] [--requests N] [--page-bytes B]
 """
 import argparse
 import sys
@@ -48,10 +48,14 @@ class Side:
 
 
 def main():
+    global PAGE_BYTES
     ap = argparse.ArgumentParser()
     ap.add_argument("--early-free", action="store_true")
     ap.add_argument("--requests", type=int, default=4)
+    ap.add_argument("--page-bytes", type=int, default=PAGE_BYTES,
+                    help="bytes per page; large pages make UCX answer PROC at post, opening the race")
     args = ap.parse_args()
+    PAGE_BYTES = args.page_bytes
     prefill, decode = Side("prefill"), Side("decode")
     prefill.agent.add_remote_agent(decode.agent.get_agent_metadata())
     src_list = prefill.agent.prep_xfer_dlist("", prefill.descs(), "DRAM")
