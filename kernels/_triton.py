@@ -21,13 +21,15 @@ import types
 import triton
 import triton.language as tl
 
-GOLDEN = 0x9E3779B1
-HI_SALT = 0x27D4EB2F
-M1 = 0x85EBCA6B
-M2 = 0xC2B2AE35
-GROUP_SALT = 0xA5A50000
-POISON = 0xDEADBEEF
-POISON_SALT = 0x5A5A0000
+# the constants of checksum.py / provenance.py; constexpr so kernels may read them (Triton 3.6
+# refuses plain globals); above 2**31 they type as uint32, so products wrap mod 2**32
+GOLDEN = tl.constexpr(0x9E3779B1)
+HI_SALT = tl.constexpr(0x27D4EB2F)
+M1 = tl.constexpr(0x85EBCA6B)
+M2 = tl.constexpr(0xC2B2AE35)
+GROUP_SALT = tl.constexpr(0xA5A50000)
+POISON = tl.constexpr(0xDEADBEEF)
+POISON_SALT = tl.constexpr(0x5A5A0000)
 
 
 def _kvh64_partial(base8, base32, delta_ptr, nbytes_ptr, lo_ptr, hi_ptr, n_split,

@@ -47,6 +47,8 @@ def kvh64_rows(rows: np.ndarray) -> np.ndarray:
     rows = np.ascontiguousarray(rows)
     if rows.ndim == 1:
         rows = rows[None, :]
+    if rows.shape[0] == 0:  # no slots: nothing to hash (reshape(-1) cannot infer a width)
+        return np.zeros(0, dtype=np.uint64)
     rows = rows.reshape(rows.shape[0], -1).view(np.uint8)
     n = rows.shape[1]
     w = _words(rows)

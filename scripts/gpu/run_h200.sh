@@ -7,7 +7,9 @@
 # slow step cannot eat the whole call.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1 NIXL_LOG_LEVEL=WARN
+# PYTHONSAFEPATH: `python -m` must not put the checkout's own kvtrace/ (the CLI folder
+# alone) ahead of the symlinked package
+export PYTHONUNBUFFERED=1 NIXL_LOG_LEVEL=WARN PYTHONSAFEPATH=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROOT=$(pwd)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
