@@ -65,8 +65,10 @@ pages AS (
 ),
 -- stride explanation: does idx = region * M' + page fit every prepped index of the request?
 ix AS (
+    -- only the descriptors into the mismatched pool: other lists (aux, state) fit their own
+    -- counts trivially and must not lend their stride to the explanation
     SELECT request, d_agent AS agent, d_dlist AS dlist, d_idx AS idx, shard FROM d WHERE d_idx IS NOT NULL
-    AND (request, d_agent) IN (SELECT (request, agent) FROM sg)
+    AND (request, d_agent, d_pool) IN (SELECT (request, agent, pool) FROM sg)
 ), cand AS (
     SELECT DISTINCT r.shard, r.dlist, r.num_slots AS m, r.pool AS m_pool FROM dl_region r
     WHERE (r.shard, r.dlist) IN (SELECT (shard, dlist) FROM ix)
