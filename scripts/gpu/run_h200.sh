@@ -25,7 +25,7 @@ step_tests() {
   timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels tests/replay tests/tracer -rs
 }
 step_bench() {
-  timeout 150 python3 bench/bench_kernels.py --json "$OUT/bench_kernels.json"
+  timeout 400 python3 bench/bench_kernels.py --json "$OUT/bench_kernels.json"
 }
 step_engbench() {
   timeout 200 python3 bench/bench_gpu_engine.py --reps 3 --rounds 9
