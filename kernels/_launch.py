@@ -33,6 +33,20 @@ def _words(u8: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
+def tile(interpret: bool, units: int) -> dict:
+    """BLOCK, ITERS and num_warps for ranges of at most ``units`` elements. Compiled kernels
+    shrink a program to the longest range, so small pages run no fully masked iterations
+    (4 KiB pages ran at a third of the copy bandwidth before); the interpreter keeps its
+    small fixed tiles so the tests split ranges into several chunks."""
+    cfg = dict(CONFIG[interpret])
+    if not interpret:
+        while cfg["ITERS"] > 1 and cfg["BLOCK"] * cfg["ITERS"] // 2 >= units:
+            cfg["ITERS"] //= 2
+        while cfg["BLOCK"] > 256 and cfg["BLOCK"] // 2 >= units:
+            cfg["BLOCK"] //= 2
+    return cfg
+
+
 def _grid_y(units: int, per_program: int) -> tuple[int, int]:
     """(programs along y, iterations) so that y stays under CUDA's grid limit."""
     iters = 1
@@ -41,10 +55,10 @@ def _grid_y(units: int, per_program: int) -> tuple[int, int]:
     return max(1, -(-units // (per_program * iters))), iters
 
 
-def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool):
+def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool, cfg: dict | None = None):
     """A launcher for kvh64 of these slots: each call runs the kernel and returns the
-    (lo, hi) sums as int64 device tensors (no host sync), so benchmarks can time it alone."""
-    cfg = CONFIG[interpret]
+    (lo, hi) sums as int64 device tensors (no host sync), so benchmarks can time it alone.
+    ``cfg`` overrides the tile (bench/sweep_kernel_tiles.py)."""
     anchor = views[0]
     ptrs = np.array([v.data_ptr() for v in views], dtype=np.int64)
     delta = ptrs[reg] - ptrs[0] + off
@@ -53,6 +67,8 @@ def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool):
     d_t = _dev(delta // 4 if aligned else delta, anchor)
     n_t = _dev(n, anchor)
     words = int(((n.max() + 3) // 4))
+    cfg = cfg or tile(interpret, words)
+    hint = 4 if aligned and not (delta % 16).any() else 1
     split, mult = _grid_y(words, cfg["BLOCK"] * cfg["ITERS"])
     lo = torch.empty(len(off) * split, dtype=torch.int32, device=anchor.device)
     hi = torch.empty_like(lo)
@@ -61,7 +77,7 @@ def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool):
 
     def launch():
         kernel(anchor, a32 if aligned else anchor, d_t, n_t, lo, hi, split, BLOCK=cfg["BLOCK"],
-               ITERS=cfg["ITERS"] * mult, ALIGNED=aligned, num_warps=cfg["num_warps"])
+               ITERS=cfg["ITERS"] * mult, ALIGNED=aligned, HINT=hint, num_warps=cfg["num_warps"])
         return (((lo.view(-1, split).to(torch.int64) & mask).sum(1) + n_t) & mask,
                 (hi.view(-1, split).to(torch.int64) & mask).sum(1) & mask)
     return launch
@@ -92,8 +108,9 @@ def _overlapping(so, do, n, same: bool) -> bool:
     return bool(((i > 0) & (se[np.maximum(i - 1, 0)] > do)).any())
 
 
-def plan_copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool):
-    """A launcher for these ranges (device offsets staged once); calling it copies."""
+def plan_copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool, cfg: dict | None = None):
+    """A launcher for these ranges (device offsets staged once); calling it copies.
+    ``cfg`` overrides the tile (bench/sweep_kernel_tiles.py)."""
     same = sv.untyped_storage().data_ptr() == dv.untyped_storage().data_ptr()
     if _overlapping(so, do, n, same):
         def in_order():
@@ -101,7 +118,6 @@ def plan_copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool):
                 if k:  # in order, through a temporary: exactly numpy's slice semantics
                     dv[b:b + k].copy_(sv[a:a + k].clone())
         return in_order
-    cfg = CONFIG[interpret]
     s32, d32 = _words(sv), _words(dv)
     word_ok = (s32 is not None and d32 is not None) & (so % 4 == 0) & (do % 4 == 0) & (n % 4 == 0)
     launches = []
@@ -110,11 +126,12 @@ def plan_copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool):
             continue
         unit = 4 if words else 1
         a, b, k = so[sel] // unit, do[sel] // unit, n[sel] // unit
+        c = cfg or tile(interpret, int(k.max()))
         hint = 4 if words and not ((a % 4).any() or (b % 4).any()) else 1
-        split, mult = _grid_y(int(k.max()), cfg["BLOCK"] * cfg["ITERS"])
+        split, mult = _grid_y(int(k.max()), c["BLOCK"] * c["ITERS"])
         args = (s32 if words else sv, d32 if words else dv, _dev(a, dv), _dev(b, dv), _dev(k, dv))
         launches.append((build(interpret).copy[(len(k), split)], args,
-                         dict(BLOCK=cfg["BLOCK"], ITERS=cfg["ITERS"] * mult, HINT=hint, num_warps=cfg["num_warps"])))
+                         dict(BLOCK=c["BLOCK"], ITERS=c["ITERS"] * mult, HINT=hint, num_warps=c["num_warps"])))
 
     def run():
         for kernel, args, kw in launches:
@@ -127,12 +144,12 @@ def copy(sv: torch.Tensor, dv: torch.Tensor, so, do, n, interpret: bool) -> None
 
 
 def fill(dv: torch.Tensor, off, n, w0, w1, w2, kind, interpret: bool) -> None:
-    cfg = CONFIG[interpret]
     if len(off) == 0 or not n.any():
         return
     d32 = _words(dv)
     aligned = d32 is not None and not (off % 4).any() and not (n % 4).any()
     units = int((n.max() + 3) // 4) if aligned else int(n.max())
+    cfg = tile(interpret, units)
     split, mult = _grid_y(units, cfg["BLOCK"] * cfg["ITERS"])
     i32 = lambda a: _dev(a.astype(np.uint32).view(np.int32), dv)  # noqa: E731
     build(interpret).fill[(len(off), split)](

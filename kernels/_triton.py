@@ -33,15 +33,18 @@ POISON_SALT = tl.constexpr(0x5A5A0000)
 
 
 def _kvh64_partial(base8, base32, delta_ptr, nbytes_ptr, lo_ptr, hi_ptr, n_split,
-                   BLOCK: tl.constexpr, ITERS: tl.constexpr, ALIGNED: tl.constexpr):
+                   BLOCK: tl.constexpr, ITERS: tl.constexpr, ALIGNED: tl.constexpr, HINT: tl.constexpr):
     """Partial kvh64 sums of word chunk ``program_id(1)`` of slot ``program_id(0)``.
 
     ALIGNED: every delta and nbytes is a multiple of 4 → read int32 words (delta in words);
-    else read bytes and assemble little-endian words, zero-padding the tail.
+    else read bytes and assemble little-endian words, zero-padding the tail. HINT: every
+    delta is a multiple of HINT elements, so the loads can be vectorized.
     """
     slot = tl.program_id(0)
     split = tl.program_id(1)
     delta = tl.load(delta_ptr + slot)
+    if HINT > 1:
+        delta = tl.multiple_of(delta, HINT)
     n = tl.load(nbytes_ptr + slot)
     nwords = (n + 3) // 4
     idx = tl.arange(0, BLOCK).to(tl.int64)

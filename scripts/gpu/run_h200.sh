@@ -27,6 +27,9 @@ step_tests() {
 step_bench() {
   timeout 400 python3 bench/bench_kernels.py --json "$OUT/bench_kernels.json"
 }
+step_sweep() {
+  timeout 300 python3 bench/sweep_kernel_tiles.py
+}
 step_engbench() {
   timeout 200 python3 bench/bench_gpu_engine.py --reps 3 --rounds 9
 }
