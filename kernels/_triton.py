@@ -46,21 +46,26 @@ def _kvh64_partial(base8, base32, delta_ptr, nbytes_ptr, lo_ptr, hi_ptr, n_split
     if HINT > 1:
         delta = tl.multiple_of(delta, HINT)
     n = tl.load(nbytes_ptr + slot)
-    nwords = (n + 3) // 4
-    idx = tl.arange(0, BLOCK).to(tl.int64)
+    # word indices in int32 (the host keeps slots under 2 GiB): the hash is integer-ALU
+    # bound on an H200, and 64-bit index arithmetic costs two instructions per operation
+    n32 = n.to(tl.int32)
+    nwords = (n32 + 3) // 4
+    row8 = base8 + delta
+    row32 = base32 + delta
+    idx = tl.arange(0, BLOCK)
     acc_lo = tl.zeros([BLOCK], dtype=tl.uint32)
     acc_hi = tl.zeros([BLOCK], dtype=tl.uint32)
     for it in tl.static_range(ITERS):
-        wi = split.to(tl.int64) * (BLOCK * ITERS) + it * BLOCK + idx
+        wi = split * (BLOCK * ITERS) + it * BLOCK + idx
         m = wi < nwords
         if ALIGNED:
-            w = tl.load(base32 + delta + wi, mask=m, other=0).to(tl.uint32, bitcast=True)
+            w = tl.load(row32 + wi, mask=m, other=0).to(tl.uint32, bitcast=True)
         else:
             bi = wi * 4
-            b0 = tl.load(base8 + delta + bi, mask=bi < n, other=0).to(tl.uint32)
-            b1 = tl.load(base8 + delta + bi + 1, mask=bi + 1 < n, other=0).to(tl.uint32)
-            b2 = tl.load(base8 + delta + bi + 2, mask=bi + 2 < n, other=0).to(tl.uint32)
-            b3 = tl.load(base8 + delta + bi + 3, mask=bi + 3 < n, other=0).to(tl.uint32)
+            b0 = tl.load(row8 + bi, mask=bi < n32, other=0).to(tl.uint32)
+            b1 = tl.load(row8 + bi + 1, mask=bi + 1 < n32, other=0).to(tl.uint32)
+            b2 = tl.load(row8 + bi + 2, mask=bi + 2 < n32, other=0).to(tl.uint32)
+            b3 = tl.load(row8 + bi + 3, mask=bi + 3 < n32, other=0).to(tl.uint32)
             w = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)
         h = w ^ (wi.to(tl.uint32) * GOLDEN)
         h = h ^ (h >> 16)
