@@ -98,14 +98,28 @@ def checksum(views: list[torch.Tensor], reg, off, n, interpret: bool) -> np.ndar
     return (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
 
 
+def _dst_overlap(do, n) -> bool:
+    """Do any two of these non-empty destination ranges intersect?"""
+    page = int(n[0])
+    pow2 = page & (page - 1) == 0      # int64 division is slow; page sizes are powers of 2
+    if (n == page).all() and not (do & (page - 1) if pow2 else do % page).any():
+        # whole pages of one size (the KV case): a page-index histogram, linear time
+        slot = do >> (page.bit_length() - 1) if pow2 else do // page
+        lo, span = int(slot.min()), int(slot.max() - slot.min()) + 1
+        if span <= 8 * len(slot):
+            return bool((np.bincount(slot - lo, minlength=span) > 1).any())
+    # non-empty intervals are pairwise disjoint iff, with starts and ends sorted each on
+    # its own, every start is at or past the previous end (two sorts, no argsort)
+    ds, de = np.sort(do), np.sort(do + n)
+    return bool((ds[1:] < de[:-1]).any())
+
+
 def _overlapping(so, do, n, same: bool) -> bool:
     """Would running the ranges at once differ from running them in order?"""
-    k = n > 0
-    so, do, n = so[k], do[k], n[k]
-    # non-empty intervals are pairwise disjoint iff, with starts and ends sorted each on
-    # its own, every start is at or past the previous end (no argsort: 262k ranges in ms)
-    ds, de = np.sort(do), np.sort(do + n)
-    if len(ds) > 1 and (ds[1:] < de[:-1]).any():
+    if len(n) and n.min() <= 0:     # empty ranges touch nothing
+        k = n > 0
+        so, do, n = so[k], do[k], n[k]
+    if len(do) > 1 and _dst_overlap(do, n):
         return True
     if not same or len(so) == 0:
         return False

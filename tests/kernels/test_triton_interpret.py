@@ -61,3 +61,23 @@ def test_decode(interpret):
 def test_wrong_device_backend_is_refused():
     with pytest.raises(ValueError, match="cannot run"):
         checksum_slots(torch.zeros(16, dtype=torch.uint8), [0], 16, backend="triton")
+
+
+def _intersect_brute(do, n) -> bool:
+    live = [(d, d + k) for d, k in zip(do.tolist(), n.tolist()) if k > 0]
+    return any(a < f and c < b for i, (a, b) in enumerate(live) for c, f in live[i + 1:])
+
+
+def test_destination_overlap_check_matches_brute_force():
+    """The launcher's overlap test (page histogram for equal aligned pages, two sorts
+    otherwise) decides exactly like comparing every pair, empty ranges included."""
+    from kvtrace.kernels import _launch
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        m, page = int(rng.integers(1, 8)), int(rng.choice([4, 12, 16]))
+        if rng.random() < 0.5:
+            do, n = rng.integers(0, 12, m) * page, np.full(m, page)
+        else:
+            do, n = rng.integers(0, 60, m), rng.integers(0, 10, m)
+        do, n = do.astype(np.int64), n.astype(np.int64)
+        assert _launch._overlapping(do + 1000, do, n, False) == _intersect_brute(do, n), (do, n)
