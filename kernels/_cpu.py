@@ -23,9 +23,10 @@ def checksum(views: list[np.ndarray], regions: np.ndarray, offsets: np.ndarray,
         if n == 0:
             out[sel] = kvh64_rows(np.zeros((len(sel), 0), np.uint8))
             continue
+        # every slot as a row of one sliding-window view: the gather copies whole rows
+        windows = np.lib.stride_tricks.sliding_window_view(views[r], int(n))
         for chunk in np.array_split(sel, max(1, len(sel) * int(n) // (64 << 20) + 1)):
-            rows = views[r][offsets[chunk, None] + np.arange(n, dtype=np.int64)[None, :]]
-            out[chunk] = kvh64_rows(rows)
+            out[chunk] = kvh64_rows(windows[offsets[chunk]])
     return out
 
 

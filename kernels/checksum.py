@@ -42,14 +42,10 @@ def _words(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows).view("<u4")
 
 
-def kvh64_rows(rows: np.ndarray) -> np.ndarray:
-    """kvh64 of every row of a (slots, nbytes) array (any dtype: hashed as raw bytes)."""
-    rows = np.ascontiguousarray(rows)
-    if rows.ndim == 1:
-        rows = rows[None, :]
-    if rows.shape[0] == 0:  # no slots: nothing to hash (reshape(-1) cannot infer a width)
-        return np.zeros(0, dtype=np.uint64)
-    rows = rows.reshape(rows.shape[0], -1).view(np.uint8)
+def kvh64_rows_reference(rows: np.ndarray) -> np.ndarray:
+    """kvh64 of every row of a (slots, nbytes) array, written as the definition reads
+    (whole-array temporaries); ``kvh64_rows`` must give these bits (tests/kernels)."""
+    rows = _as_rows(rows)
     n = rows.shape[1]
     w = _words(rows)
     idx = np.arange(w.shape[1], dtype=np.uint32) * GOLDEN
@@ -59,6 +55,62 @@ def kvh64_rows(rows: np.ndarray) -> np.ndarray:
         lo = (lo_i.sum(axis=1, dtype=np.uint64) + np.uint64(n)) & np.uint64(0xFFFFFFFF)
         hi = hi_i.sum(axis=1, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
     return (hi << np.uint64(32)) | lo
+
+
+def _as_rows(rows) -> np.ndarray:
+    rows = np.ascontiguousarray(rows)
+    if rows.ndim == 1:
+        rows = rows[None, :]
+    if rows.shape[0] == 0:   # no slots (reshape(-1) cannot infer a width)
+        return np.zeros((0, 0), np.uint8)
+    return rows.reshape(rows.shape[0], -1).view(np.uint8)
+
+
+_S16, _S13 = np.uint32(16), np.uint32(13)
+_BLOCK_WORDS = 1 << 16   # words hashed per step: 256 KiB temporaries stay in L2
+
+
+def _fmix32_inplace(h: np.ndarray, tmp: np.ndarray) -> None:
+    np.right_shift(h, _S16, out=tmp)
+    np.bitwise_xor(h, tmp, out=h)
+    np.multiply(h, M1, out=h)
+    np.right_shift(h, _S13, out=tmp)
+    np.bitwise_xor(h, tmp, out=h)
+    np.multiply(h, M2, out=h)
+    np.right_shift(h, _S16, out=tmp)
+    np.bitwise_xor(h, tmp, out=h)
+
+
+def kvh64_rows(rows: np.ndarray) -> np.ndarray:
+    """kvh64 of every row of a (slots, nbytes) array (any dtype: hashed as raw bytes).
+
+    Same bits as the reference; rows are hashed a few at a time with in-place operations
+    so the temporaries stay in cache (about 10x the reference's speed; recording with
+    checksums on a CPU engine spends most of its time here)."""
+    rows = _as_rows(rows)
+    count, n = rows.shape
+    if count == 0:
+        return np.zeros(0, dtype=np.uint64)
+    w = _words(rows)
+    m = w.shape[1]
+    idx = np.arange(m, dtype=np.uint32) * GOLDEN
+    lo = np.empty(count, np.uint32)
+    hi = np.empty(count, np.uint32)
+    per = max(1, _BLOCK_WORDS // max(m, 1))
+    h = np.empty((min(per, count), m), np.uint32)
+    tmp = np.empty_like(h)
+    with np.errstate(over="ignore"):
+        for a in range(0, count, per):
+            b = min(a + per, count)
+            hb, tb = h[: b - a], tmp[: b - a]
+            np.bitwise_xor(w[a:b], idx[None, :], out=hb)
+            _fmix32_inplace(hb, tb)
+            hb.sum(axis=1, dtype=np.uint32, out=lo[a:b])      # sums wrap mod 2**32
+            np.add(hb, HI_SALT, out=hb)
+            _fmix32_inplace(hb, tb)
+            hb.sum(axis=1, dtype=np.uint32, out=hi[a:b])
+        lo += np.uint32(n & 0xFFFFFFFF)
+    return (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
 
 
 def kvh64(data) -> int:
