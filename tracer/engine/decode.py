@@ -221,14 +221,15 @@ class DecodeWorker:
                     used = [used_tokens(t.context, p.page_tokens, i) * p.token_bytes for i in pages]
                 else:
                     pages, used = [0], [p.item_len]
+                rows = [self.mem.region(pool, layer).read(slots) for layer in range(p.layers)]
+                cs = None
+                if self.rec is not None and self.checksums:
+                    cs = self.mem.layer_checksums(pool, slots, rows).tolist()
                 for layer in range(p.layers):
-                    region = self.mem.region(pool, layer)
-                    rows = region.read(slots)
                     if self.rec is not None:
-                        cs = region.checksums(slots, rows).tolist() if self.checksums else None
                         self.rec.event(K.READ, AGENT, key, pool=pool, layer=layer, slots=list(slots),
-                                       pages=pages, checksums=cs)
-                    self.verifier.check(key, pool, layer, slots, pages, r.writers[pool], used, rows)
+                                       pages=pages, checksums=None if cs is None else cs[layer])
+                    self.verifier.check(key, pool, layer, slots, pages, r.writers[pool], used, rows[layer])
 
     def _finish(self, r: _Req, k: int) -> None:
         t = r.turn

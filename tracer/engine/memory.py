@@ -77,14 +77,6 @@ class Region:
         api.fill_provenance(self.buf, np.asarray(slots, np.int64) * item, n, key, self.pool.name, layer,
                             np.asarray(pages, np.int64))
 
-    def checksums(self, slots, rows: np.ndarray | None = None) -> np.ndarray:
-        """kvh64 of each slot's bytes (``rows``: a host copy already made of them)."""
-        if isinstance(self.buf, np.ndarray):
-            return kvh64_rows(rows if rows is not None else self.buf[np.asarray(slots, np.int64)])
-        from ...kernels import api  # Triton checksum where the bytes are
-        item = self.pool.item_len
-        return api.checksum_slots(self.buf, np.asarray(slots, np.int64) * item, item)
-
     def read(self, slots) -> np.ndarray:
         """A host copy of ``slots`` (n, item_len) uint8."""
         slots = np.asarray(slots, dtype=np.int64)
@@ -103,6 +95,22 @@ class Memory:
 
     def region(self, pool: str, layer: int) -> Region:
         return self.regions[pool][layer]
+
+    def layer_checksums(self, pool: str, slots, rows_by_layer=None) -> np.ndarray:
+        """kvh64 of ``slots`` in every layer of ``pool``, shape (layers, len(slots)), in one
+        hash call (one kernel launch on a GPU) instead of one per layer: recording cost is
+        per call far more than per byte at KV page sizes. ``rows_by_layer``: host copies
+        already made of those slots, one (len(slots), item_len) array per layer."""
+        regions = self.regions[pool]
+        slots = np.asarray(slots, dtype=np.int64)
+        if rows_by_layer is not None or isinstance(regions[0].buf, np.ndarray):
+            rows = rows_by_layer if rows_by_layer is not None else [r.buf[slots] for r in regions]
+            return kvh64_rows(np.concatenate(rows)).reshape(len(regions), len(slots))
+        from ...kernels import api  # Triton: all layers' slots in one launch
+        item = self.pools[pool].item_len
+        return api.checksum_slots([r.buf for r in regions], np.tile(slots * item, len(regions)), item,
+                                  regions=np.repeat(np.arange(len(regions)), len(slots))
+                                  ).reshape(len(regions), len(slots))
 
     def kv_regions(self) -> list[Region]:
         """kv_data regions in SGLang's order: every kv layer, then every index_k layer."""

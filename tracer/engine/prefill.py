@@ -185,12 +185,12 @@ class PrefillWorker:
         slots = [r.src[pool][i] for i in pos]
         last_used = used_tokens(r.tokens, p.page_tokens, pages[-1]) if pool in ("kv", "index_k") else 1
         for layer in range(p.layers):
-            region = self.mem.region(pool, layer)
-            region.fill(slots, r.key, layer, pages, last_used * p.token_bytes)
-            if self.rec is not None:
-                cs = region.checksums(slots) if self.checksums else None
+            self.mem.region(pool, layer).fill(slots, r.key, layer, pages, last_used * p.token_bytes)
+        if self.rec is not None:
+            cs = self.mem.layer_checksums(pool, slots).tolist() if self.checksums else None
+            for layer in range(p.layers):
                 self.rec.event(K.WRITE, AGENT, r.key, pool=pool, layer=layer, slots=slots, pages=pages,
-                               checksums=None if cs is None else cs.tolist())
+                               checksums=None if cs is None else cs[layer])
 
     def _free(self, r: _Req, pool: str, slots, reason: str) -> None:
         if not slots:
