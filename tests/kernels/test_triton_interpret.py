@@ -81,3 +81,18 @@ def test_destination_overlap_check_matches_brute_force():
             do, n = rng.integers(0, 60, m), rng.integers(0, 10, m)
         do, n = do.astype(np.int64), n.astype(np.int64)
         assert _launch._overlapping(do + 1000, do, n, False) == _intersect_brute(do, n), (do, n)
+
+
+@pytest.mark.parametrize("nbytes", [512, 1024, 4096])
+def test_checksum_whole_tile_slots(interpret, nbytes):
+    """Equal slots that fill their tiles exactly take the unmasked kernel path (FULL);
+    its bits equal the CPU path's, beside a masked launch (one slot a word shorter)."""
+    rng = np.random.default_rng(nbytes)
+    data = cases.rand_bytes(rng, 64 * nbytes)
+    off = rng.permutation(64)[:24].astype(np.int64) * nbytes
+    got = checksum_slots(data, off, nbytes, backend=interpret)
+    assert np.array_equal(got, checksum_slots(data.numpy(), off, nbytes, backend="cpu"))
+    n = np.full(len(off), nbytes)
+    n[3] -= 4
+    assert np.array_equal(checksum_slots(data, off, n, backend=interpret),
+                          checksum_slots(data.numpy(), off, n, backend="cpu"))
