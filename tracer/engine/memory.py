@@ -100,10 +100,11 @@ class Memory:
         """kvh64 of ``slots`` in every layer of ``pool``, shape (layers, len(slots)), in one
         hash call (one kernel launch on a GPU) instead of one per layer: recording cost is
         per call far more than per byte at KV page sizes. ``rows_by_layer``: host copies
-        already made of those slots, one (len(slots), item_len) array per layer."""
+        already made of those slots, one (len(slots), item_len) array per layer, hashed
+        on the host when the memory is host memory (on a GPU the kernel is faster)."""
         regions = self.regions[pool]
         slots = np.asarray(slots, dtype=np.int64)
-        if rows_by_layer is not None or isinstance(regions[0].buf, np.ndarray):
+        if isinstance(regions[0].buf, np.ndarray) or (rows_by_layer is not None and not regions[0].buf.is_cuda):
             rows = rows_by_layer if rows_by_layer is not None else [r.buf[slots] for r in regions]
             return kvh64_rows(np.concatenate(rows)).reshape(len(regions), len(slots))
         from ...kernels import api  # Triton: all layers' slots in one launch
