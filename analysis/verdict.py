@@ -107,7 +107,9 @@ def verdict(session, findings: list[Finding]) -> Verdict:
             if n_reads == 0:
                 out.append(Hypothesis(name, "untested", "the trace has no read events"))
             else:
+                bytes_ = ("and matches its predicted checksum" if "checksum_mismatch" in ran else
+                          "(the bytes were not compared: the trace has no checksums)")
                 what = ("no read precedes its data's completion observation" if tail else
-                        f"every one of {n_reads} reads happens after a completion observation and matches its predicted checksum")
+                        f"every one of {n_reads} reads happens after a completion observation {bytes_}")
                 out.append(Hypothesis(name, "ruled out", f"{what} ({', '.join(ran)}){tail}"))
     return Verdict(out)

@@ -23,6 +23,9 @@ def add_arguments(p) -> None:
     p.add_argument("--index-k", choices=("fp8", "bf16"), default=None, help="engine: override the index_k dtype")
     p.add_argument("--seed", type=int, default=None, help="engine: override the workload's seed")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="engine: where the KV pools live")
+    p.add_argument("--no-checksums", action="store_true",
+                   help="engine: record write/read events with null checksums (kvh64 of every page is most "
+                        "of the recording cost; checks that compare bytes then say they were skipped)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--request-tag", default=None,
                    help="program mode: request attribution from notification tags: sglang, vllm, or a regex "

@@ -133,3 +133,26 @@ def test_tensor_path_gives_the_same_bytes(clean, tmp_path):
         return [(e["kind"], e["pool"], e["layer"], tuple(e["checksums"])) for e in
                 open_trace(o).table("events").to_pylist() if e["kind"] in ("write", "read")]
     assert sums(out) == sums(other)
+
+
+@pytest.mark.timeout(120)
+def test_no_checksums_records_the_same_events_and_says_bytes_went_unchecked(clean, tmp_path, validate_trace):
+    """``--no-checksums``: same events as a checksummed run, null checksums, a valid trace,
+    and ``kvtrace check`` skips the byte comparison and says so instead of claiming it."""
+    out, s, ik = clean
+    cheap = str(tmp_path / "nocsum.kvtrace")
+    t = record(load("small", index_k=ik), [], cheap, checksums=False)
+    validate_trace(cheap)
+    assert t["pages_read"] == s["pages_read"] and t["corrupted_pages"] == 0
+
+    def events(o, with_sums):
+        return [(e["kind"], e["pool"], e["layer"], tuple(e["slots"] or ()), with_sums and e["checksums"])
+                for e in open_trace(o).table("events").to_pylist()]
+    assert events(cheap, False) == events(out, False)
+    assert all(e[4] is None for e in events(cheap, True) if e[0] in ("write", "read"))
+    from kvtrace.analysis.session import TraceSession
+    sess = TraceSession(cheap)
+    verdict = sess.verdict()          # runs the checks
+    assert "checksum_mismatch" in dict(sess.checks_skipped)
+    line = [h.reason for h in verdict.hypotheses if h.name == "completion before data"][0]
+    assert "not compared" in line and "matches" not in line

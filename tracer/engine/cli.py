@@ -39,18 +39,19 @@ def run_engine(args) -> int:
             raise _user_error("--device cuda: no CUDA device available")
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     summary = record(wl, args.inject, out, processes=args.processes, device=args.device,
-                     progress=not args.no_progress, command="kvtrace " + " ".join(sys.argv[1:]))
+                     progress=not args.no_progress, command="kvtrace " + " ".join(sys.argv[1:]),
+                     checksums=not args.no_checksums)
     print_summary(summary, out)
     return 0
 
 
 def record(wl, bugs, out: str, *, processes: int = 1, device: str = "cpu", progress: bool = False,
-           command: str = "engine") -> dict:
+           command: str = "engine", checksums: bool = True) -> dict:
     """Run the engine on ``wl`` with ``bugs`` and record the trace ``out``; the summary."""
     from .. import manifest
     from .runner import run_inprocess, run_two_processes
     manifest.update(out, tool="kvtrace record", command=command, workload=wl.name, workload_config=wl.to_dict(),
-                    inject=list(bugs), processes=processes, device=device)
+                    inject=list(bugs), processes=processes, device=device, checksums=checksums)
     run = run_two_processes if processes == 2 else run_inprocess
     if progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -61,9 +62,9 @@ def record(wl, bugs, out: str, *, processes: int = 1, device: str = "cpu", progr
 
             def on_step(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
-            summary = run(wl, bugs, out, device, on_step)
+            summary = run(wl, bugs, out, device, on_step, checksums=checksums)
     else:
-        summary = run(wl, bugs, out, device)
+        summary = run(wl, bugs, out, device, checksums=checksums)
     manifest.finish(out, engine=summary)
     return summary
 

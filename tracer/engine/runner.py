@@ -71,7 +71,7 @@ def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, check
                 r.close()
 
 
-def _prefill_main(wl, bugs, trace_dir, device, ports, ctl_addr, authkey) -> None:
+def _prefill_main(wl, bugs, trace_dir, device, ports, ctl_addr, authkey, checksums=True) -> None:
     """The prefill process: its own agent (listener), recorder shard and control socket."""
     from multiprocessing.connection import Client
 
@@ -79,7 +79,7 @@ def _prefill_main(wl, bugs, trace_dir, device, ports, ctl_addr, authkey) -> None
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     rec = _recorder(trace_dir, "prefill")
     try:
-        p = PrefillWorker(wl, bugs, rec, device, listen_port=ports["prefill"])
+        p = PrefillWorker(wl, bugs, rec, device, listen_port=ports["prefill"], checksums=checksums)
         with Client(ctl_addr, authkey=authkey) as conn:
             p.agent.fetch_remote_metadata("decode", "127.0.0.1", ports["decode"])
             p.agent.send_local_metadata("127.0.0.1", ports["decode"])
@@ -105,7 +105,7 @@ def _wait_metadata(agent, peer: str, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def run_two_processes(wl, bugs=(), trace_dir=None, device="cpu", on_step=None) -> dict:
+def run_two_processes(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, checksums=True) -> dict:
     """Prefill in a spawned OS process, decode here; one shard each."""
     from multiprocessing.connection import Listener
 
@@ -121,9 +121,9 @@ def run_two_processes(wl, bugs=(), trace_dir=None, device="cpu", on_step=None) -
         with Listener(("127.0.0.1", 0), authkey=authkey) as lst:
             ctx = mp.get_context("spawn")
             child = ctx.Process(target=_prefill_main, name="kvtrace-prefill",
-                                args=(wl, tuple(bugs), trace_dir, device, ports, lst.address, authkey))
+                                args=(wl, tuple(bugs), trace_dir, device, ports, lst.address, authkey, checksums))
             child.start()
-            d = DecodeWorker(wl, bugs, rd, device, listen_port=ports["decode"])
+            d = DecodeWorker(wl, bugs, rd, device, listen_port=ports["decode"], checksums=checksums)
             with lst.accept() as conn:
                 _expect(conn, child, "ready")
                 _wait_metadata(d.agent, "prefill")
