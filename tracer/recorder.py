@@ -145,9 +145,9 @@ class Recorder:
         seq = self._next_seq()
         self._append((seq, t_ns or monotonic_ns(), th, agent, kind, request, pool, layer, slots, pages,
                              checksums, xfer, peer, addr, nbytes, mem_type, device, msg, status, detail))
-        if seq - self._flushed_seq >= self.flush_rows:
-            self._wake.set()
-        return seq
+        if seq - self._flushed_seq >= self.flush_rows and not self._wake.is_set():
+            self._wake.set()   # is_set first: set() takes a lock, and until the flusher
+        return seq             # catches up every event would call it
 
     @contextlib.contextmanager
     def request(self, request: str):
@@ -180,7 +180,7 @@ class Recorder:
         with self._lock:
             self._descs.append(cols)
             self._pending_rows += n
-        if self._pending_rows >= self.flush_rows:
+        if self._pending_rows >= self.flush_rows and not self._wake.is_set():
             self._wake.set()
 
     def dlist_array(self, dlist: int, agent: str, remote_agent: str | None, addr, nbytes, device=0,
