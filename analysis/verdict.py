@@ -58,6 +58,18 @@ class Verdict:
         return {"hypotheses": [dataclasses.asdict(h) for h in self.hypotheses]}
 
 
+def _strides(hits: list[Finding]) -> str:
+    """How many layer_offset_mismatch findings one wrong slot count explains, if any."""
+    named = [(f.extra.get("stride"), f.extra.get("stride_pool"), f.pool, f.extra.get("pool_slots"))
+             for f in hits if f.extra.get("stride") is not None]
+    if not named:
+        return ""
+    top = max(set(named), key=named.count)
+    m, m_pool, pool, real = top
+    return (f", {named.count(top)} of them explained by pool {m_pool}'s slot count (M={m}) "
+            f"applied to pool {pool} (M={real})")
+
+
 def _scalar(session, sql: str) -> int:
     return int(session.con.sql(sql).fetchall()[0][0] or 0)
 
@@ -84,9 +96,10 @@ def verdict(session, findings: list[Finding]) -> Verdict:
         hits = [f for c in checks for f in by_check.get(c, [])]
         ran = [c for c in checks if c in catalog() and c not in skipped]
         if hits:
-            first = hits[0]
+            # the example: the first finding that names its cause (a stride), else the first
+            first = next((f for f in hits if f.extra.get("stride") is not None), hits[0])
             reqs = len({f.request for f in hits})
-            reason = f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))}); e.g. {first.message}"
+            reason = f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))}){_strides(hits)}; e.g. {first.message}"
             out.append(Hypothesis(name, "supported", reason, len(hits)))
             continue
         explained = sorted({f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in checks if c in folded})
