@@ -67,19 +67,38 @@ pages AS (
 ix AS (
     -- only the descriptors into the mismatched pool: other lists (aux, state) fit their own
     -- counts trivially and must not lend their stride to the explanation
-    SELECT request, d_agent AS agent, d_dlist AS dlist, d_idx AS idx, shard FROM d WHERE d_idx IS NOT NULL
-    AND (request, d_agent, d_pool) IN (SELECT (request, agent, pool) FROM sg)
+    SELECT request, d_agent AS agent, s_agent, shard, d_dlist, d_idx, s_dlist, s_idx FROM d
+    WHERE d_idx IS NOT NULL AND (request, d_agent, d_pool) IN (SELECT (request, agent, pool) FROM sg)
 ), cand AS (
-    SELECT DISTINCT r.shard, r.dlist, r.num_slots AS m, r.pool AS m_pool FROM dl_region r
-    WHERE (r.shard, r.dlist) IN (SELECT (shard, dlist) FROM ix)
+    -- candidate strides: the slot count of each pool in the destination list, with the same
+    -- pool's count in the source list (each side indexes its own list with its own counts)
+    SELECT DISTINCT l.shard, l.d_dlist, l.s_dlist, rd.num_slots AS m, rd.pool AS m_pool, rs.num_slots AS ms
+    FROM (SELECT DISTINCT shard, d_dlist, s_dlist FROM ix) l
+    JOIN dl_region rd ON rd.shard = l.shard AND rd.dlist = l.d_dlist
+    LEFT JOIN dl_region rs ON rs.shard = l.shard AND rs.dlist = l.s_dlist AND rs.pool = rd.pool
+), held AS (SELECT DISTINCT agent, pool, slot, request FROM holdings),
+one AS (
+    -- per descriptor and candidate stride: is there one region position p with
+    -- dst_idx = p * M + (a slot the request holds in region p's pool on the destination)
+    -- and, when the source list is prepped too, src_idx = p * M_src + (a slot it holds on
+    -- the source)? The engine computed both ends with one formula and one p; a slot may
+    -- exceed M (its index then lands in a later region). Without a prepped source the slot
+    -- must be below M (p = idx // M): a lone index fits too many p otherwise.
+    SELECT ix.request, ix.agent, c.m, c.m_pool, ix.shard, ix.d_dlist, ix.d_idx, ix.s_idx,
+           bool_or(hd.request IS NOT NULL AND (c.ms IS NULL OR ix.s_idx IS NULL OR hs.request IS NOT NULL)) AS ok
+    FROM ix JOIN cand c ON c.shard = ix.shard AND c.d_dlist = ix.d_dlist AND c.s_dlist IS NOT DISTINCT FROM ix.s_dlist
+    LEFT JOIN dl_region rd ON rd.shard = ix.shard AND rd.dlist = ix.d_dlist
+         AND ix.d_idx >= rd.region * c.m AND ix.d_idx - rd.region * c.m < rd.num_slots
+         AND ((c.ms IS NOT NULL AND ix.s_idx IS NOT NULL) OR rd.region = ix.d_idx // c.m)
+    LEFT JOIN held hd ON hd.agent = ix.agent AND hd.pool = rd.pool AND hd.slot = ix.d_idx - rd.region * c.m
+         AND hd.request = ix.request
+    LEFT JOIN dl_region rs ON rs.shard = ix.shard AND rs.dlist = ix.s_dlist AND rs.region = rd.region
+    LEFT JOIN held hs ON hs.agent = ix.s_agent AND hs.pool = rs.pool AND hs.slot = ix.s_idx - rd.region * c.ms
+         AND hs.request = ix.request
+    GROUP BY ALL
 ), fit AS (
-    SELECT ix.request, ix.agent, c.m, any_value(c.m_pool) AS m_pool, count(*) AS n,
-           count(h.alloc_seq) AS n_fit
-    FROM ix JOIN cand c ON c.shard = ix.shard AND c.dlist = ix.dlist
-    LEFT JOIN dl_region r ON r.shard = ix.shard AND r.dlist = ix.dlist AND r.region = ix.idx // c.m
-    LEFT JOIN (SELECT DISTINCT agent, pool, slot, request, 1 AS alloc_seq FROM holdings) h
-           ON h.agent = ix.agent AND h.pool = r.pool AND h.slot = ix.idx % c.m AND h.request = ix.request
-    GROUP BY ix.request, ix.agent, c.m
+    SELECT request, agent, m, any_value(m_pool) AS m_pool, count(*) AS n, count(*) FILTER (WHERE ok) AS n_fit
+    FROM one GROUP BY request, agent, m
 ), best AS (
     SELECT request, agent, arg_max(m, n_fit) AS m, arg_max(m_pool, n_fit) AS m_pool
     FROM fit WHERE n_fit = n GROUP BY ALL
