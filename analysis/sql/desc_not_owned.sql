@@ -8,7 +8,8 @@
 --   reported as src_free_before_done / write_after_free instead. Prefix-cache references
 --   (shared allocs) count as holding. A transfer touching someone else's slot reads or
 --   clobbers another request's KV; misaddressed descriptor indices (see
---   layer_offset_mismatch) also show up here.
+--   layer_offset_mismatch) also show up here. A descriptor spanning a run of slots
+--   (contiguous pages grouped into one) must hold every slot of the run.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- whose slot
@@ -19,9 +20,20 @@
 --   count BIGINT       -- descriptor ends on slots not held
 --   side VARCHAR       -- src | dst
 --   message VARCHAR
-WITH bad AS (
-    SELECT * FROM end_hold
+WITH run AS (  -- the further slots of descriptor ends spanning several slots of their region
+    SELECT shard, xfer, side, agent, pool, layer, request, post_seq, bound, h_shard,
+           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
+    FROM end_hold WHERE managed AND crosses
+), run_bad AS (
+    SELECT r.* FROM run r
+    LEFT JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
+                            AND k.slot = r.slot AND k.request = r.request
+    WHERE coalesce(len(list_filter(k.hl, lambda h: h.a <= r.bound)) = 0, true)
+), bad AS (
+    SELECT shard, xfer, side, agent, pool, layer, slot, request, post_seq FROM end_hold
     WHERE managed AND alloc_seq IS NULL
+    UNION ALL
+    SELECT shard, xfer, side, agent, pool, layer, slot, request, post_seq FROM run_bad
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,

@@ -4,10 +4,14 @@
 -- summary: a descriptor range lies outside every registered region, or crosses a slot boundary
 -- explain: Each descriptor end (agent, [addr, addr+nbytes)) must lie inside one region the
 --   agent registered with NIXL (register events; layouts count as registered when an
---   agent has no register events), and, where layouts describe the region, inside one
---   slot. A range no region covers is what sglang #31295 (heterogeneous TP) produced; a
---   range crossing slots mixes two pages. Ends of agents with neither register events nor
---   layouts cannot be judged and are not reported.
+--   agent has no register events), and, where layouts describe the region, inside that
+--   layout region and either inside one slot or a whole run of slots (starting at a slot
+--   boundary, a multiple of the slot size long: SGLang groups contiguous pages into one
+--   descriptor). A range no region covers is what sglang #31295 (heterogeneous TP)
+--   produced; a range crossing a slot boundary mid-slot mixes parts of two pages, and one
+--   running out of its layout region (into the next layer or pool of one registration)
+--   mixes regions. Ends of agents with neither register events nor layouts cannot be
+--   judged and are not reported.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- whose memory the bad end points into
@@ -27,16 +31,28 @@ WITH reg AS (
     SELECT e.*, NOT EXISTS (SELECT 1 FROM reg r WHERE r.agent = e.agent AND e.addr >= r.addr
                                                   AND e.addr + e.nbytes <= r.addr + r.nbytes) AS outside
     FROM end_hold e WHERE e.agent IN (SELECT agent FROM reg)
+), lr AS (  -- ends that start in a layout region but run past its end (desc_end leaves them unresolved)
+    SELECT e.shard, e.xfer, e.pos, e.side, any_value(l.pool) AS l_pool, any_value(l.layer) AS l_layer,
+           any_value((e.addr - l.addr) // l.slot_bytes)::BIGINT AS l_slot
+    FROM e JOIN lay l ON e.pool IS NULL AND NOT e.outside AND l.agent = e.agent
+         AND e.addr >= l.addr AND e.addr < l.addr + l.nbytes AND e.addr + e.nbytes > l.addr + l.nbytes
+    GROUP BY ALL
 ), bad AS (
-    SELECT *, CASE WHEN outside THEN 'outside' ELSE 'crosses' END AS problem
-    FROM e WHERE outside OR crosses
+    SELECT e.* REPLACE (coalesce(e.pool, lr.l_pool) AS pool, coalesce(e.layer, lr.l_layer) AS layer,
+                        coalesce(e.slot, lr.l_slot) AS slot),
+           CASE WHEN outside THEN 'outside' ELSE 'crosses' END AS problem
+    FROM e LEFT JOIN lr USING (shard, xfer, pos, side)
+    WHERE outside
+       OR (crosses AND NOT (off = 0 AND nbytes % slot_bytes = 0))   -- a whole run of slots is legal
+       OR lr.l_pool IS NOT NULL
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,
        list(DISTINCT ev(shard, post_seq))[1:4] AS events, count(*) AS count, problem, side,
-       CASE problem
-       WHEN 'outside' THEN format('{} {} descriptor end(s) of request {} point into {} memory that no registered region covers (first at 0x{:x}, {} bytes): NIXL would read or write memory nobody described.',
+       CASE WHEN problem = 'outside' THEN format('{} {} descriptor end(s) of request {} point into {} memory that no registered region covers (first at 0x{:x}, {} bytes): NIXL would read or write memory nobody described.',
                                   count(*), side, request, agent, min(addr), arg_min(nbytes, addr))
+       WHEN bool_or(off IS NULL) THEN format('{} {} descriptor end(s) of request {} run past the end of {} pool {} layer {} (first from slot {}, {} bytes) into the next region of the same registration: one descriptor mixes layers or pools.',
+                   count(*), side, request, agent, min(pool), arg_min(layer, slot), min(slot), arg_min(nbytes, slot))
        ELSE format('{} {} descriptor end(s) of request {} cross a slot boundary in {} pool {} (first at slot {}, offset {}, {} bytes): one descriptor mixes two pages.',
                    count(*), side, request, agent, min(pool), min(slot), arg_min(off, slot), arg_min(nbytes, slot))
        END AS message

@@ -3,9 +3,12 @@
 -- needs: descs, layouts, slots, reads
 -- summary: a consumer read a slot targeted by a transfer of its request with no completion observation happening-before the read
 -- explain: For every read by request R of a slot layer that R's transfers (posted within
---   R's current holding, not after the read) write, at least one of those transfers must
---   be observed complete before the read: its notification on the consumer, the
---   initiator's xfer_done (READ mode), or anything that happens after either. A read
+--   R's current holding, not after the read) write, the bytes each of those transfers
+--   delivers into the slot must be covered by a transfer observed complete before the
+--   read: its notification on the consumer, the initiator's xfer_done (READ mode), or
+--   anything that happens after either. A retry whose range covers a failed attempt's
+--   counts for it; parts of a slot filled by different transfers (heterogeneous TP: one
+--   half per remote rank) each need their own. A read
 --   after the notification but before the initiator's next poll records DONE is legal.
 --   A read with no observation sees whatever bytes happened to land (nixl #252: a
 --   completion signal that precedes the data looks the same).
@@ -21,21 +24,28 @@
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
 WITH t AS (
-    SELECT lk, request, alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq
+    SELECT lk, request, alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq,
+           off AS lo, least(off + nbytes, slot_bytes) AS hi   -- the bytes it delivers into this slot
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
-), j AS (
+), g AS (
     SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot,
            min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
-           bool_or(t.seen_seq IS NOT NULL AND t.seen_seq <= r.seq) AS observed
+           list(DISTINCT {'lo': t.lo, 'hi': t.hi}) FILTER (WHERE t.seen_seq <= r.seq) AS seen_r,
+           list(DISTINCT {'lo': t.lo, 'hi': t.hi}) FILTER (WHERE NOT coalesce(t.seen_seq <= r.seq, false)) AS open_r
     FROM reads r JOIN t USING (lk, request, alloc_seq)
     WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data
     GROUP BY ALL
+), j AS (  -- observed: every range an unobserved transfer delivers is covered by an observed one
+    SELECT g.* EXCLUDE (seen_r, open_r),
+           open_r IS NULL OR (seen_r IS NOT NULL AND list_bool_and(list_transform(open_r, lambda o:
+               list_bool_or(list_transform(seen_r, lambda s: s.lo <= o.lo AND s.hi >= o.hi))))) AS observed
+    FROM g
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(x_shard, seq), arg_min(post_seq, seq)), ev(any_value(shard), min(seq))] AS events,
        count(*) AS count,
-       format('{} read slot(s) {} of pool(s) {} for request {} before any completion of the transfer delivering them was observed (no notification or done happens-before the read): it may see bytes that have not landed yet.',
+       format('{} read slot(s) {} of pool(s) {} for request {} before the completion of every transfer delivering their bytes was observed (no notification or done of it happens-before the read): it may see bytes that have not landed yet.',
               agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request) AS message
 FROM j WHERE NOT observed GROUP BY agent, request
 ORDER BY min(seq);
