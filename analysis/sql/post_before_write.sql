@@ -5,7 +5,9 @@
 -- explain: For every descriptor source slot layer in an allocator-managed pool where the
 --   producer records writes, some write of that slot layer in the slot's current
 --   generation must happen-before the post (a shared prefix page written by an earlier
---   turn counts). Otherwise the transfer can copy the bytes before the kernel wrote them —
+--   turn counts; a generation begun by a shared alloc — a prefix-cache hit on a page the
+--   cache kept after its last request freed it — continues the content of the one before).
+--   Otherwise the transfer can copy the bytes before the kernel wrote them —
 --   an unsynchronized stream. The finding says whether the write came later or never.
 -- Columns:
 --   severity VARCHAR   -- 'error'
@@ -24,10 +26,15 @@ s AS (
     SELECT e.* FROM end_hold e
     SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
     WHERE e.side = 'src' AND e.managed AND e.alloc_seq IS NOT NULL
+), cg AS (  -- allocs that start fresh content: the first holder, not a prefix-cache hit
+    SELECT sk, seq AS cgen_seq FROM slot_life WHERE kind = 'alloc' AND cnt_after = 1 AND NOT shared
+), sg AS (
+    SELECT s.* REPLACE (coalesce(cg.cgen_seq, s.gen_seq) AS gen_seq)
+    FROM s ASOF LEFT JOIN cg ON cg.sk = s.sk AND s.gen_seq >= cg.cgen_seq
 ), lw AS (SELECT lk, seq AS w_seq FROM writes),
 j AS (
     SELECT s.*, b.w_seq AS before_seq, a.w_seq AS after_seq
-    FROM s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
+    FROM sg s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
            ASOF LEFT JOIN lw a ON a.lk = s.lk AND s.bound < a.w_seq
 ), bad AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq)
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,

@@ -918,3 +918,196 @@ XFAIL.update({
                                "(layer, page) sit at the same offset of their part and count as covering the "
                                "destination twice (stray); a K->V swap is found only through that duplicate"),
 })
+
+
+@case
+def legal_retry_same_msg(path, bug=False):
+    """SGLang re-posts a failed chunk with the same notification tag: the failed attempt's
+    notification never arrives, the retry's does. The one notif_recv belongs to the retry."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [2, 3])
+    x = push(p, d, "r1", [4, 5], [2, 3], msg=b"r1_kv_0_1_0")
+    p.error(x, "r1")
+    p.release(x, "r1")
+    x2 = p.post("r1", d, src=("kv", [4, 5]), dst=("kv", [2, 3]), msg=b"r1_kv_0_1_0")
+    d.notif_recv(p, b"r1_kv_0_1_0", request="r1")
+    d.read("r1", "kv", [2, 3])
+    d.free("r1", "kv", [2, 3])
+    p.done(x2, "r1")
+    p.release(x2, "r1")
+    p.free("r1", "kv", [4, 5])
+    b.close()
+    return []
+
+
+@case
+def late_post_after_abort(path, bug=True):
+    """Decode aborts r1 and frees its pages before prefill posted; r2 gets them. The bug:
+    prefill never hears of the abort and posts r1's WRITE into r2's pages. The clean twin:
+    prefill hears of the abort and posts nothing."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [2, 3])
+    p.alloc("r1", "kv", [4, 5])
+    p.write("r1", "kv", [4, 5])
+    d.req_abort("r1")
+    d.free("r1", "kv", [2, 3], reason="abort")
+    if bug:
+        x = p.post("r1", d, src=("kv", [4, 5]), dst=("kv", [2, 3]), msg=b"r1_kv")
+    else:
+        d.msg_send(p, "r1/abort", request="r1")
+        p.msg_recv(d, "r1/abort", request="r1")
+    handshake(p, d, "r2", [2, 3])
+    if bug:
+        d.notif_recv(p, b"r1_kv", request="r1")
+        p.done(x, "r1")
+        p.release(x, "r1")
+    p.free("r1", "kv", [4, 5])
+    x2 = push(p, d, "r2", [6, 7], [2, 3])
+    finish(p, d, "r2", x2, [6, 7], [2, 3])
+    b.close()
+    return [("write_after_free", "decode", "r1", "kv", [2, 3])] if bug else []
+
+
+@case
+def legal_layerwise_notify(path, bug=False):
+    """Layer-wise pipelining: one WRITE (and notification) per layer as prefill's forward
+    pass produces it; decode reads layer 0 as soon as its notification arrived, while
+    layer 1 is still in flight."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [2, 3])
+    p.alloc("r1", "kv", [4, 5])
+    xs = []
+    for L in range(2):
+        p.write("r1", "kv", [4, 5], layers=[L])
+        xs.append(p.post("r1", d, src=("kv", [4, 5], [L]), dst=("kv", [2, 3], [L]),
+                         msg=f"r1_kv_L{L}".encode(), deliver="later"))
+    for L in range(2):
+        d.notif_recv(p, f"r1_kv_L{L}".encode(), request="r1")
+        xs[L].deliver()
+        d.read("r1", "kv", [2, 3], layers=[L])
+    for x in xs:
+        p.done(x, "r1")
+        p.release(x, "r1")
+    p.free("r1", "kv", [4, 5])
+    d.free("r1", "kv", [2, 3])
+    b.close()
+    return []
+
+
+@case
+def radix_prefix_hit(path, bug=True):
+    """A radix (prefix) cache keeps a finished request's pages: t1 frees its reference,
+    the page stays cached, and t2 later takes a shared reference to it (a prefix hit) on
+    both sides — its content is still t1's write / t1's delivered data, and prefill
+    resends it. The bug: prefill's slot 4 is a fresh (not shared) allocation t2 never
+    writes, so the transfer sends stale bytes."""
+    b, p, d = pd(path)
+    handshake(p, d, "t1", [2, 3])
+    x = push(p, d, "t1", [4, 5], [2, 3])
+    finish(p, d, "t1", x, [4, 5], [2, 3])                   # both sides free t1's references
+    d.req_start("t2")
+    d.alloc("t2", "kv", [2], pages=[0], shared=True)       # decode prefix hit
+    d.alloc("t2", "kv", [6], pages=[1])
+    d.msg_send(p, "t2/pages", request="t2")
+    p.msg_recv(d, "t2/pages", request="t2")
+    p.alloc("t2", "kv", [4], pages=[0], shared=not bug)   # prefill prefix hit (bug: a fresh page)
+    p.alloc("t2", "kv", [7], pages=[1])
+    p.write("t2", "kv", [7], pages=[1])
+    x2 = p.post("t2", d, src=("kv", [4, 7]), dst=("kv", [2, 6]), msg=b"t2_kv")   # resends the prefix page too
+    d.notif_recv(p, b"t2_kv", request="t2")
+    d.read("t2", "kv", [2, 6])
+    p.done(x2, "t2")
+    p.release(x2, "t2")
+    p.free("t2", "kv", [4, 7])
+    d.free("t2", "kv", [2, 6])
+    b.close()
+    return [("post_before_write", "prefill", "t2", "kv", [4])] if bug else []
+
+
+@case
+def legal_two_prefills_reuse(path, bug=False):
+    """Two prefill instances feed one decode; a decode page read for r1 (from prefill A)
+    is reused at once for r2 (from prefill B), while A has not yet polled r1's DONE."""
+    b = TraceBuilder(path)
+    pa_, pb, d = b.agent("prefillA"), b.agent("prefillB"), b.agent("decode")
+    for side in (pa_, pb, d):
+        side.pool("kv", layers=2, slot_bytes=64, num_slots=8)
+    handshake(pa_, d, "r1", [2, 3])
+    x1 = push(pa_, d, "r1", [4, 5], [2, 3])
+    d.notif_recv(pa_, b"r1_kv", request="r1")
+    d.read("r1", "kv", [2, 3])
+    d.free("r1", "kv", [2, 3])
+    handshake(pb, d, "r2", [2, 3])
+    x2 = push(pb, d, "r2", [4, 5], [2, 3])
+    d.notif_recv(pb, b"r2_kv", request="r2")
+    d.read("r2", "kv", [2, 3])
+    d.free("r2", "kv", [2, 3])
+    for p, x, r in ((pa_, x1, "r1"), (pb, x2, "r2")):
+        p.done(x, r)
+        p.release(x, r)
+        p.free(r, "kv", [4, 5])
+    b.close()
+    return []
+
+
+@case
+def pull_abort_inflight(path, bug=True):
+    """Pull mode: decode aborts a request while its own READ is in flight. The bug frees
+    the destination blocks at once; the clean twin waits for the READ's DONE first."""
+    b, p, d = pd(path)
+    d.req_start("r1")
+    d.alloc("r1", "kv", [6, 7])
+    p.alloc("r1", "kv", [1, 2])
+    p.write("r1", "kv", [1, 2])
+    p.msg_send(d, "r1/ready", request="r1")
+    d.msg_recv(p, "r1/ready", request="r1")
+    x = d.post("r1", p, op="READ", src=("kv", [1, 2]), dst=("kv", [6, 7]), msg=b"r1:1", deliver="later")
+    d.req_abort("r1")
+    if bug:
+        d.free("r1", "kv", [6, 7], reason="abort")
+    d.done(x, "r1")
+    d.release(x, "r1")
+    if not bug:
+        d.free("r1", "kv", [6, 7], reason="abort")
+    p.notif_recv(d, b"r1:1", request="r1")
+    p.free("r1", "kv", [1, 2])
+    b.close()
+    return [("write_after_free", "decode", "r1", "kv", [6, 7])] if bug else []
+
+
+@case
+def legal_radix_decode_hit(path, bug=False):
+    """Decode's prefix cache kept t1's delivered page after t1 freed it; t2 takes a shared
+    reference (a prefix hit) and prefill sends only the new page."""
+    b, p, d = pd(path)
+    handshake(p, d, "t1", [2, 3])
+    x = push(p, d, "t1", [4, 5], [2, 3])
+    finish(p, d, "t1", x, [4, 5], [2, 3])
+    d.req_start("t2")
+    d.alloc("t2", "kv", [2], pages=[0], shared=True)       # decode prefix hit
+    d.alloc("t2", "kv", [6], pages=[1])
+    d.msg_send(p, "t2/pages", request="t2")
+    p.msg_recv(d, "t2/pages", request="t2")
+    p.alloc("t2", "kv", [7], pages=[1])
+    p.write("t2", "kv", [7], pages=[1])
+    x2 = p.post("t2", d, src=("kv", [7]), dst=("kv", [6]), msg=b"t2_kv")
+    d.notif_recv(p, b"t2_kv", request="t2")
+    d.read("t2", "kv", [2, 6])
+    p.done(x2, "t2")
+    p.release(x2, "t2")
+    p.free("t2", "kv", [7])
+    d.free("t2", "kv", [2, 6])
+    b.close()
+    return []
+
+
+XFAIL.update({
+    ("legal_retry_same_msg", False): (
+        "write_after_free (through view sync_pairs, which pairs notifications first-in-first-out with every "
+        "post of the same msg, failed ones included): the retry's notification is credited to the failed "
+        "attempt, whose notification never comes, so the retry looks never observed when decode frees"),
+    ("legal_radix_decode_hit", False): (
+        "read_undelivered (through view holdings' gen_seq): a shared alloc of a page nobody holds — a "
+        "prefix-cache hit on a page the cache kept — starts a new generation, so the delivery of the "
+        "previous one does not count and the read is reported undelivered"),
+})
