@@ -20,7 +20,7 @@ WITH xp AS (  -- one end reads (src), the other writes (dst)
     SELECT agent, CASE WHEN a_side = 'src' THEN a_request ELSE b_request END AS request,
            CASE WHEN a_side = 'src' THEN b_request ELSE a_request END AS intruder,
            CASE WHEN a_side = 'src' THEN a_shard ELSE b_shard END AS v_shard,
-           CASE WHEN a_side = 'src' THEN a_post ELSE b_post END AS v_post,
+           CASE WHEN a_side = 'src' THEN a_post ELSE b_post END AS v_post, 'src' AS v_side,
            CASE WHEN a_side = 'src' THEN b_shard ELSE a_shard END AS i_shard,
            CASE WHEN a_side = 'src' THEN b_post ELSE a_post END AS i_post, pool, layer, slot
     FROM inflight_pairs WHERE a_side <> b_side
@@ -28,7 +28,7 @@ WITH xp AS (  -- one end reads (src), the other writes (dst)
     SELECT e.shard, s.sidx, e.seq, e.agent, e.addr, e.nbytes FROM events e JOIN shards s USING (shard)
     WHERE e.kind = 'deregister'
 ), dp AS (
-    SELECT e.agent, e.request, 'deregister' AS intruder, e.shard AS v_shard, e.post_seq AS v_post,
+    SELECT e.agent, e.request, 'deregister' AS intruder, e.shard AS v_shard, e.post_seq AS v_post, e.side AS v_side,
            d.shard AS i_shard, d.seq AS i_post, e.pool, e.layer, e.slot
     FROM end_hold e JOIN dr d ON d.agent = e.agent AND d.addr < e.addr + e.nbytes AND e.addr < d.addr + d.nbytes
     LEFT JOIN xfer_seen s ON s.shard = e.shard AND s.xfer = e.xfer AND s.side_sidx = d.sidx
@@ -38,9 +38,9 @@ SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS lay
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,
        [ev(arg_min(v_shard, v_post), min(v_post)), ev(arg_min(i_shard, v_post), arg_min(i_post, v_post))] AS events,
        count(*) AS count, intruder,
-       format('{} of {}''s memory that an in-flight transfer of request {} was reading were {} while it was in flight ({} overlapping descriptor pairs{}).',
+       format('{} of {}''s memory that an in-flight transfer of request {} was {} were {} while it was in flight ({} overlapping descriptor pairs{}).',
               CASE WHEN min(slot) IS NULL THEN 'Bytes' ELSE format('Slot(s) {} of pool {}', array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), min(pool)) END,
-              agent, request,
+              agent, request, CASE WHEN bool_and(v_side = 'src') THEN 'reading' WHEN bool_and(v_side = 'dst') THEN 'writing' ELSE 'reading or writing' END,
               CASE WHEN intruder = 'deregister' THEN 'deregistered' ELSE 'overwritten by a transfer of request ' || intruder END,
               count(*), '') AS message
 FROM allp GROUP BY agent, request, intruder
