@@ -1222,3 +1222,32 @@ XFAIL[("legal_page_size_mismatch", False)] = (
     "layer_offset_mismatch requires equal page ordinals and equal offsets inside the slot on both ends: "
     "with a decode page of two prefill pages, prefill page 2k+1 lands in the second half of decode page k "
     "and is reported as stray")
+
+
+@case
+def chunked_partial_page(path, bug=True):
+    """Chunked prefill: chunk 0 ends mid-page, so its last page (slot 1) is sent partly
+    filled and sent again, completed, with chunk 1. Prefill may refill slot 1 only after
+    chunk 0's transfer is DONE; the bug writes chunk 1's tokens into it while chunk 0 is
+    still reading it."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [4, 5, 6])
+    p.alloc("r1", "kv", [0, 1, 2])
+    p.write("r1", "kv", [0, 1])
+    x0 = p.post("r1", d, src=("kv", [0, 1]), dst=("kv", [4, 5]), msg=b"r1_kv_0_0_0")
+    if not bug:
+        p.done(x0, "r1")
+    p.write("r1", "kv", [1, 2])                      # chunk 1 completes page 1 and fills page 2
+    if bug:
+        p.done(x0, "r1")
+    x1 = p.post("r1", d, src=("kv", [1, 2]), dst=("kv", [5, 6]), msg=b"r1_kv_1_1_0")
+    d.notif_recv(p, b"r1_kv_0_0_0", request="r1")
+    d.notif_recv(p, b"r1_kv_1_1_0", request="r1")
+    d.read("r1", "kv", [4, 5, 6])
+    p.done(x1, "r1")
+    for x in (x0, x1):
+        p.release(x, "r1")
+    p.free("r1", "kv", [0, 1, 2])
+    d.free("r1", "kv", [4, 5, 6])
+    b.close()
+    return [("inflight_src_overwritten", "prefill", "r1", "kv", [1])] if bug else []
