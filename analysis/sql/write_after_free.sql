@@ -8,6 +8,8 @@
 --   happens-before that free (a free before the post included), the transfer's late bytes can land in the slot's next
 --   owner (sglang #24527; fixed upstream by deferring the release, #35049). An abort
 --   after the completion was observed is legal and not flagged.
+--   A descriptor spanning a run of slots (grouped contiguous pages) is checked for every
+--   slot of the run.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- the destination agent (whose slot was freed)
@@ -20,10 +22,21 @@
 --   count BIGINT       -- affected (transfer, layer, slot) descriptors
 --   xfers BIGINT       -- transfers affected
 --   message VARCHAR
-WITH bad AS (
-    SELECT e.* FROM end_hold e
+WITH run AS (  -- the further slots of descriptor ends spanning a run of slots (grouped pages)
+    SELECT shard, xfer, agent, pool, layer, request, post_seq, bound, h_shard, end_seq,
+           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
+    FROM end_hold WHERE managed AND crosses AND side = 'dst'
+), run_h AS (
+    SELECT r.*, list_filter(k.hl, lambda h: h.a <= r.bound)[-1] AS h
+    FROM run r JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
+                                  AND k.slot = r.slot AND k.request = r.request
+), bad AS (
+    SELECT shard, xfer, agent, pool, layer, slot, request, post_seq, h_shard, release_seq FROM end_hold e
     WHERE e.managed AND e.alloc_seq IS NOT NULL AND e.side = 'dst' AND e.release_seq IS NOT NULL
       AND (e.end_seq IS NULL OR e.release_seq < e.end_seq)
+    UNION ALL
+    SELECT shard, xfer, agent, pool, layer, slot, request, post_seq, h_shard, h.r FROM run_h
+    WHERE h.r IS NOT NULL AND (end_seq IS NULL OR h.r < end_seq)
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools,
        min(layer) AS layer, min(slot) AS slot,

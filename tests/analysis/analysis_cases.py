@@ -1251,3 +1251,69 @@ def chunked_partial_page(path, bug=True):
     d.free("r1", "kv", [4, 5, 6])
     b.close()
     return [("inflight_src_overwritten", "prefill", "r1", "kv", [1])] if bug else []
+
+
+@case
+def legal_split_scheduler_worker(path, bug=False):
+    """vLLM's process split on decode: the scheduler process allocates and frees blocks
+    (its hooks name the worker's agent), the GPU worker process owns the NIXL agent, posts
+    the READ and reads; scheduler → worker → scheduler hand-offs are control messages."""
+    b = TraceBuilder(path)
+    p = b.agent("prefill")
+    p.pool("kv", layers=2, slot_bytes=64, num_slots=8)
+    sched = b.agent("decode", shard="decode-sched")
+    sched.pool("kv", layers=2, slot_bytes=64, num_slots=8, register=False)
+    w = b.agent("decode", shard="decode-worker")
+    w.pool("kv", layers=2, slot_bytes=64, num_slots=8, base=sched.pools["kv"].base)
+    sched.req_start("r1")
+    sched.alloc("r1", "kv", [6, 7])
+    sched.msg_send(w, "r1/sched", request="r1")
+    w.msg_recv(sched, "r1/sched", request="r1")
+    w.pages.update(sched.pages)
+    p.alloc("r1", "kv", [1, 2])
+    p.write("r1", "kv", [1, 2])
+    p.msg_send(w, "r1/ready", request="r1")
+    w.msg_recv(p, "r1/ready", request="r1")
+    x = w.post("r1", p, op="READ", src=("kv", [1, 2]), dst=("kv", [6, 7]))
+    w.done(x, "r1")
+    w.read("r1", "kv", [6, 7])
+    w.release(x, "r1")
+    w.notif_send(p, b"r1:1", request="r1")
+    p.notif_recv(w, b"r1:1", request="r1")
+    p.free("r1", "kv", [1, 2])
+    w.msg_send(sched, "r1/finished", request="r1")
+    sched.msg_recv(w, "r1/finished", request="r1")
+    sched.free("r1", "kv", [6, 7])
+    b.close()
+    return []
+
+
+XFAIL[("legal_split_scheduler_worker", False)] = (
+    "layer_offset_mismatch, desc_not_owned and read_undelivered (through views end_hold / slot_ev / reads, "
+    "which key an agent's slots by shard and look for holdings only in the agent's home shard): allocs "
+    "recorded by the scheduler process for the worker's agent are not seen, so the READ's destination "
+    "looks unowned, its pages unknown and the read undelivered")
+
+
+@case
+def coalesced_early_free(path, bug=True):
+    """Grouped descriptors (one per layer over slots 1-2 → 5-6). The bug: prefill returns
+    the run's second source page and decode the run's second destination page (an abort
+    of part of the request) before the transfer is known complete."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [5, 6])
+    p.alloc("r1", "kv", [1, 2])
+    p.write("r1", "kv", [1, 2])
+    sp, dp = p.pools["kv"], d.pools["kv"]
+    x = p.post("r1", d, descs=[(sp.addr(L, 1), dp.addr(L, 5), 128) for L in range(2)], msg=b"r1_kv")
+    if bug:
+        p.free("r1", "kv", [2])
+        d.free("r1", "kv", [6])
+    d.notif_recv(p, b"r1_kv", request="r1")
+    p.done(x, "r1")
+    p.release(x, "r1")
+    p.free("r1", "kv", [1] if bug else [1, 2])
+    d.free("r1", "kv", [5] if bug else [5, 6])
+    b.close()
+    return [("src_free_before_done", "prefill", "r1", "kv", [2]),
+            ("write_after_free", "decode", "r1", "kv", [6])] if bug else []
