@@ -8,7 +8,8 @@
 --   read: its notification on the consumer, the initiator's xfer_done (READ mode), or
 --   anything that happens after either. A retry whose range covers a failed attempt's
 --   counts for it; parts of a slot filled by different transfers (heterogeneous TP: one
---   half per remote rank) each need their own. A read
+--   half per remote rank) each need their own. Every slot of a descriptor spanning a run of slots
+--   (grouped pages) counts as delivered by it. A read
 --   after the notification but before the initiator's next poll records DONE is legal.
 --   A read with no observation sees whatever bytes happened to land (nixl #252: a
 --   completion signal that precedes the data looks the same).
@@ -23,10 +24,23 @@
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, read]
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
-WITH t AS (
+WITH run AS (  -- the further slots of descriptor ends spanning a run of slots (grouped pages)
+    SELECT shard, xfer, agent, pool, layer, request, post_seq, bound, seen_seq, h_shard, slot AS s0, off, nbytes, slot_bytes,
+           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
+    FROM end_hold WHERE side = 'dst' AND managed AND crosses
+), run_t AS (
+    SELECT hash(r.h_shard, r.agent, r.pool, r.layer, r.slot) AS lk, r.request,
+           list_filter(k.hl, lambda h: h.a <= r.bound)[-1].a AS alloc_seq, r.shard AS x_shard, r.xfer, r.post_seq,
+           r.bound, r.seen_seq, 0::BIGINT AS lo,
+           least(r.off + r.nbytes - (r.slot - r.s0) * r.slot_bytes, r.slot_bytes) AS hi
+    FROM run r JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
+                                  AND k.slot = r.slot AND k.request = r.request
+), t AS (
     SELECT lk, request, alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq,
            off AS lo, least(off + nbytes, slot_bytes) AS hi   -- the bytes it delivers into this slot
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
+    UNION ALL
+    SELECT * FROM run_t WHERE alloc_seq IS NOT NULL
 ), g AS (
     SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot,
            min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,

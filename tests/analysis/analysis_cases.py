@@ -1317,3 +1317,34 @@ def coalesced_early_free(path, bug=True):
     b.close()
     return [("src_free_before_done", "prefill", "r1", "kv", [2]),
             ("write_after_free", "decode", "r1", "kv", [6])] if bug else []
+
+
+@case
+def coalesced_read_early(path, bug=True):
+    """Grouped descriptors in two chunks: chunk 0 covers slots 5-6 in one descriptor per
+    layer, chunk 1 slot 7. The bug reads the whole run after chunk 1's notification only."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [5, 6, 7])
+    p.alloc("r1", "kv", [1, 2, 3])
+    p.write("r1", "kv", [1, 2, 3])
+    sp, dp = p.pools["kv"], d.pools["kv"]
+    x0 = p.post("r1", d, descs=[(sp.addr(L, 1), dp.addr(L, 5), 128) for L in range(2)], msg=b"r1_kv_0")
+    x1 = p.post("r1", d, src=("kv", [3]), dst=("kv", [7]), msg=b"r1_kv_1")
+    d.notif_recv(p, b"r1_kv_1", request="r1")
+    if bug:
+        d.read("r1", "kv", [6], checksums=[1])          # the run's second page (no whole-slot prediction)
+        d.read("r1", "kv", [7])
+    d.notif_recv(p, b"r1_kv_0", request="r1")
+    if not bug:
+        d.read("r1", "kv", [6], checksums=[1])
+        d.read("r1", "kv", [7])
+    for x in (x0, x1):
+        p.done(x, "r1")
+        p.release(x, "r1")
+    p.free("r1", "kv", [1, 2, 3])
+    d.free("r1", "kv", [5, 6, 7])
+    b.close()
+    return [("read_before_done", "decode", "r1", "kv", [6])] if bug else []
+
+
+XFAIL[("coalesced_read_early", False)] = XFAIL[("coalesced_descs", False)]
