@@ -40,15 +40,18 @@ WITH xp AS (  -- one end reads (src), the other writes (dst)
     FROM end_hold e JOIN dr d ON d.agent = e.agent AND d.addr < e.addr + e.nbytes AND e.addr < d.addr + d.nbytes
     LEFT JOIN xfer_seen s ON s.shard = e.shard AND s.xfer = e.xfer AND s.side_sidx = d.sidx
     WHERE NOT coalesce(s.end_seq <= d.seq, false) AND NOT (d.sidx = e.h_sidx AND d.seq <= e.bound)
-), wp AS (  -- the transfer's own request writes a source slot layer while it is in flight
-    SELECT e.agent, e.request, e.request AS intruder, e.shard AS v_shard, e.post_seq AS v_post, e.side AS v_side,
-           w.shard AS i_shard, w.seq AS i_post, e.pool, e.layer, e.slot, 'write' AS how
-    FROM end_hold e
-    ASOF JOIN (SELECT lk, seq AS b_seq FROM writes) b ON b.lk = e.lk AND e.bound >= b.b_seq
-    JOIN writes w ON w.lk = e.lk AND w.request = e.request
+), wp0 AS (  -- the transfer's own request writes a source slot layer after the post, before
+             -- the transfer is known to have ended on that shard
+    SELECT e.agent, e.request, e.shard, e.post_seq, e.side, w.shard AS w_shard, w.seq AS w_seq,
+           e.pool, e.layer, e.slot, e.lk, e.bound, e.gen_seq
+    FROM end_hold e JOIN writes w ON w.lk = e.lk AND w.request = e.request
     WHERE e.side = 'src' AND w.seq > e.bound AND (e.end_seq IS NULL OR w.seq < e.end_seq)
-      -- the source was written before the post: a post before any write is post_before_write's
-      AND (e.gen_seq IS NULL OR b.b_seq >= e.gen_seq)
+), wp AS (  -- ... over a source already written before the post (else: post_before_write's)
+    SELECT agent, request, request AS intruder, shard AS v_shard, post_seq AS v_post, side AS v_side,
+           w_shard AS i_shard, w_seq AS i_post, pool, layer, slot, 'write' AS how
+    FROM wp0
+    WHERE EXISTS (SELECT 1 FROM writes b WHERE b.lk = wp0.lk AND b.seq <= wp0.bound
+                                         AND (wp0.gen_seq IS NULL OR b.seq >= wp0.gen_seq))
 ), allp AS (SELECT * FROM xp UNION ALL SELECT * FROM dp UNION ALL SELECT * FROM wp)
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,

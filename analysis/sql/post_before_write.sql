@@ -26,17 +26,19 @@ s AS (
     SELECT e.* FROM end_hold e
     SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
     WHERE e.side = 'src' AND e.managed AND e.alloc_seq IS NOT NULL
-), cg AS (  -- allocs that start fresh content: the first holder, not a prefix-cache hit
-    SELECT sk, seq AS cgen_seq FROM slot_life WHERE kind = 'alloc' AND cnt_after = 1 AND NOT shared
-), sg AS (
-    SELECT s.* REPLACE (coalesce(cg.cgen_seq, s.gen_seq) AS gen_seq)
-    FROM s ASOF LEFT JOIN cg ON cg.sk = s.sk AND s.gen_seq >= cg.cgen_seq
 ), lw AS (SELECT lk, seq AS w_seq FROM writes),
 j AS (
     SELECT s.*, b.w_seq AS before_seq, a.w_seq AS after_seq
-    FROM sg s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
+    FROM s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
            ASOF LEFT JOIN lw a ON a.lk = s.lk AND s.bound < a.w_seq
-), bad AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq)
+), cand AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq),
+bad AS (  -- a write before the generation counts unless an alloc that starts fresh content (the
+          -- first holder, not a prefix-cache hit) came between it and the generation's start
+    SELECT * FROM cand
+    WHERE before_seq IS NULL
+       OR EXISTS (SELECT 1 FROM slot_life g WHERE g.sk = cand.sk AND g.kind = 'alloc' AND g.cnt_after = 1
+                  AND NOT g.shared AND g.seq > cand.before_seq AND g.seq <= cand.gen_seq)
+)
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(any_value(h_shard), min(after_seq))] AS events,

@@ -41,19 +41,17 @@ WITH run AS (  -- the further slots of descriptor ends spanning a run of slots (
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
     UNION ALL
     SELECT * FROM run_t WHERE alloc_seq IS NOT NULL
-), g AS (
-    SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot,
+), rg AS MATERIALIZED (  -- per read slot layer and delivered byte range: is a transfer of it observed
+    SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, t.lo, t.hi,
            min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
-           list(DISTINCT {'lo': t.lo, 'hi': t.hi}) FILTER (WHERE t.seen_seq <= r.seq) AS seen_r,
-           list(DISTINCT {'lo': t.lo, 'hi': t.hi}) FILTER (WHERE NOT coalesce(t.seen_seq <= r.seq, false)) AS open_r
+           bool_or(coalesce(t.seen_seq <= r.seq, false)) AS obs
     FROM reads r JOIN t USING (lk, request, alloc_seq)
     WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data
     GROUP BY ALL
-), j AS (  -- observed: every range an unobserved transfer delivers is covered by an observed one
-    SELECT g.* EXCLUDE (seen_r, open_r),
-           open_r IS NULL OR (seen_r IS NOT NULL AND list_bool_and(list_transform(open_r, lambda o:
-               list_bool_or(list_transform(seen_r, lambda s: s.lo <= o.lo AND s.hi >= o.hi))))) AS observed
-    FROM g
+), j AS (  -- not observed: a range that no observed transfer's range covers
+    SELECT o.* FROM rg o
+    WHERE NOT o.obs AND NOT EXISTS (SELECT 1 FROM rg c WHERE c.obs AND c.shard = o.shard AND c.seq = o.seq
+                                    AND c.layer = o.layer AND c.slot = o.slot AND c.lo <= o.lo AND c.hi >= o.hi)
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
@@ -61,5 +59,5 @@ SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT poo
        count(*) AS count,
        format('{} read slot(s) {} of pool(s) {} for request {} before the completion of every transfer delivering their bytes was observed (no notification or done of it happens-before the read): it may see bytes that have not landed yet.',
               agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request) AS message
-FROM j WHERE NOT observed GROUP BY agent, request
+FROM j GROUP BY agent, request
 ORDER BY min(seq);
