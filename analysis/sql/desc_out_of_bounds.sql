@@ -10,7 +10,8 @@
 --   descriptor). A range no region covers is what sglang #31295 (heterogeneous TP)
 --   produced; a range crossing a slot boundary mid-slot mixes parts of two pages, and one
 --   running out of its layout region (into the next layer or pool of one registration)
---   mixes regions. Ends of agents with neither register events nor layouts cannot be
+--   mixes regions. A range in memory its agent deregistered before the post (the
+--   deregister happens-before it, no register again since) is reported too. Ends of agents with neither register events nor layouts cannot be
 --   judged and are not reported.
 -- Columns:
 --   severity VARCHAR   -- 'error'
@@ -20,7 +21,7 @@
 --   slots BIGINT[]     -- affected slots (crossing case)
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first posts carrying such descriptors
 --   count BIGINT       -- bad descriptor ends
---   problem VARCHAR    -- 'outside' | 'crosses'
+--   problem VARCHAR    -- 'outside' | 'crosses' | 'deregistered'
 --   side VARCHAR       -- src | dst
 --   message VARCHAR
 WITH reg AS (
@@ -34,22 +35,32 @@ WITH reg AS (
 ), lr AS (  -- ends that start in a layout region but run past its end (desc_end leaves them unresolved)
     SELECT e.shard, e.xfer, e.pos, e.side, any_value(l.pool) AS l_pool, any_value(l.layer) AS l_layer,
            any_value((e.addr - l.addr) // l.slot_bytes)::BIGINT AS l_slot
-    FROM e JOIN lay l ON e.pool IS NULL AND NOT e.outside AND l.agent = e.agent
+    FROM end_hold e JOIN lay l ON e.pool IS NULL AND l.agent = e.agent
          AND e.addr >= l.addr AND e.addr < l.addr + l.nbytes AND e.addr + e.nbytes > l.addr + l.nbytes
     GROUP BY ALL
+), dr AS (SELECT shard, seq, agent, addr, nbytes FROM events WHERE kind = 'deregister' AND addr IS NOT NULL),
+dead AS (  -- ends in memory its agent deregistered before the post (happens-before), not registered again
+    SELECT DISTINCT e.shard, e.xfer, e.pos, e.side
+    FROM end_hold e JOIN dr ON dr.agent = e.agent AND dr.shard = e.h_shard AND dr.seq <= e.bound
+                  AND e.addr < dr.addr + dr.nbytes AND dr.addr < e.addr + e.nbytes
+    WHERE NOT EXISTS (SELECT 1 FROM events g WHERE g.kind = 'register' AND g.agent = e.agent AND g.shard = dr.shard
+                      AND g.seq > dr.seq AND g.seq <= e.bound AND g.addr <= e.addr AND g.addr + g.nbytes >= e.addr + e.nbytes)
 ), bad AS (
     SELECT e.* REPLACE (coalesce(e.pool, lr.l_pool) AS pool, coalesce(e.layer, lr.l_layer) AS layer,
                         coalesce(e.slot, lr.l_slot) AS slot),
-           CASE WHEN outside THEN 'outside' ELSE 'crosses' END AS problem
-    FROM e LEFT JOIN lr USING (shard, xfer, pos, side)
+           CASE WHEN outside THEN 'outside' WHEN dd.xfer IS NOT NULL THEN 'deregistered' ELSE 'crosses' END AS problem
+    FROM e LEFT JOIN lr USING (shard, xfer, pos, side) LEFT JOIN dead dd USING (shard, xfer, pos, side)
     WHERE outside
        OR (crosses AND NOT (off = 0 AND nbytes % slot_bytes = 0))   -- a whole run of slots is legal
-       OR lr.l_pool IS NOT NULL
+       OR (lr.l_pool IS NOT NULL AND NOT outside)
+       OR dd.xfer IS NOT NULL
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,
        list(DISTINCT ev(shard, post_seq))[1:4] AS events, count(*) AS count, problem, side,
        CASE WHEN problem = 'outside' THEN format('{} {} descriptor end(s) of request {} point into {} memory that no registered region covers (first at 0x{:x}, {} bytes): NIXL would read or write memory nobody described.',
+                                  count(*), side, request, agent, min(addr), arg_min(nbytes, addr))
+       WHEN problem = 'deregistered' THEN format('{} {} descriptor end(s) of request {} point into {} memory deregistered before the transfer was posted (first at 0x{:x}, {} bytes): NIXL would touch memory no longer registered.',
                                   count(*), side, request, agent, min(addr), arg_min(nbytes, addr))
        WHEN bool_or(off IS NULL) THEN format('{} {} descriptor end(s) of request {} run past the end of {} pool {} layer {} (first from slot {}, {} bytes) into the next region of the same registration: one descriptor mixes layers or pools.',
                    count(*), side, request, agent, min(pool), arg_min(layer, slot), min(slot), arg_min(nbytes, slot))

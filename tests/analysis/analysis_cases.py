@@ -1348,3 +1348,28 @@ def coalesced_read_early(path, bug=True):
 
 
 XFAIL[("coalesced_read_early", False)] = XFAIL[("coalesced_descs", False)]
+
+
+@case
+def use_after_deregister(path, bug=True):
+    """Decode tears down one registration piece of its index_k memory and tells prefill
+    (a control message); prefill then posts into it anyway. The clean twin deregisters
+    only after the transfer completed."""
+    b = TraceBuilder(path)
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        ik = side.pool("index_k", layers=1, slot_bytes=256, num_slots=4, register=False)
+        side.register(ik.addr(0, 0), 2 * 256)
+        side.register(ik.addr(0, 2), 2 * 256)
+    ik = d.pools["index_k"]
+    handshake(p, d, "r1", [3], pool="index_k")
+    if bug:
+        d.deregister(ik.addr(0, 2), 2 * 256)
+        d.msg_send(p, "teardown", request="r1")
+        p.msg_recv(d, "teardown", request="r1")
+    x = push(p, d, "r1", [1], [3], pool="index_k")
+    finish(p, d, "r1", x, [1], [3], pool="index_k")
+    if not bug:
+        d.deregister(ik.addr(0, 2), 2 * 256)
+    b.close()
+    return [("desc_out_of_bounds", "decode", "r1", "index_k", [3])] if bug else []
