@@ -41,9 +41,8 @@ dst AS (
     FROM r JOIN src_ck t ON t.lk = r.lk AND t.gen_seq = r.gen_seq
     WHERE NOT r.seq <= t.bound   -- the latest transfer into the slot not posted after the read
     GROUP BY ALL
-), rw AS (
-    SELECT r.*, w.w_seq, w.w_ck
-    FROM r ASOF LEFT JOIN lw w ON w.lk = r.lk AND r.seq > w.w_seq
+), rw AS (  -- the latest local write before the read (precomputed in reads)
+    SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq, r.lw_ck AS w_ck FROM r
 ), j AS (
     SELECT rw.*, x.x_ck, x.x_seen, x.x_bound, x.whole, x.x_shard, x.x_post
     FROM rw LEFT JOIN x USING (shard, seq, slot, layer, pool, agent)

@@ -19,10 +19,8 @@
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first reads
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
-WITH r AS (SELECT * FROM reads WHERE managed),
-lw AS (SELECT lk, seq AS w_seq FROM writes),
-j AS (
-    SELECT r.*, lw.w_seq FROM r ASOF LEFT JOIN lw ON lw.lk = r.lk AND r.seq > lw.w_seq
+WITH j AS (  -- with the latest local write before the read (precomputed in reads)
+    SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq FROM reads r WHERE managed
 ), t AS (
     SELECT lk, gen_seq, bound FROM end_hold
     WHERE side = 'dst' AND managed AND gen_seq IS NOT NULL

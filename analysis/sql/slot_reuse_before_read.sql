@@ -24,13 +24,12 @@ WITH delivered AS (
     SELECT DISTINCT lk, request, alloc_seq
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
 ), r AS (
-    SELECT r.* FROM reads r SEMI JOIN delivered d USING (lk, request, alloc_seq)
+    SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq, r.lw_req AS w_req  -- latest local write before the read (precomputed in reads)
+    FROM reads r SEMI JOIN delivered d USING (lk, request, alloc_seq)
 ), la AS (SELECT sk, seq AS a_seq, request AS a_req, shared FROM slot_ev WHERE kind = 'alloc'),
-lw AS (SELECT lk, seq AS w_seq, request AS w_req FROM writes),
 j AS (
-    SELECT r.*, la.a_seq, la.a_req, la.shared, lw.w_seq, lw.w_req
+    SELECT r.*, la.a_seq, la.a_req, la.shared
     FROM r ASOF LEFT JOIN la ON la.sk = r.sk AND r.seq > la.a_seq
-           ASOF LEFT JOIN lw ON lw.lk = r.lk AND r.seq > lw.w_seq
 ), bad AS (
     SELECT *, CASE WHEN free_seq IS NOT NULL AND free_seq < seq THEN 'freed'
                    WHEN a_seq > alloc_seq AND a_req <> request AND NOT shared THEN 'reallocated'
