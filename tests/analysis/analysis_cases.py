@@ -1373,3 +1373,37 @@ def use_after_deregister(path, bug=True):
         d.deregister(ik.addr(0, 2), 2 * 256)
     b.close()
     return [("desc_out_of_bounds", "decode", "r1", "index_k", [3])] if bug else []
+
+
+@case
+def mla_two_readers_free(path, bug=True):
+    """Pull-mode twin of legal_mla_two_readers: two decode instances READ the same prefill
+    pages; the bug frees them on the first reader's notification, the second READ still
+    in flight."""
+    b = TraceBuilder(path)
+    p, d0, d1 = b.agent("prefill"), b.agent("decode0"), b.agent("decode1")
+    for side in (p, d0, d1):
+        side.pool("kv", layers=2, slot_bytes=64, num_slots=8)
+    p.alloc("r1", "kv", [1, 2])
+    p.write("r1", "kv", [1, 2])
+    xs = []
+    for i, d in enumerate((d0, d1)):
+        d.req_start("r1")
+        d.alloc("r1", "kv", [6, 7])
+        p.msg_send(d, f"r1/ready{i}", request="r1")
+        d.msg_recv(p, f"r1/ready{i}", request="r1")
+        xs.append(d.post("r1", p, op="READ", src=("kv", [1, 2]), dst=("kv", [6, 7]), msg=f"r1:{i}".encode()))
+    d0.done(xs[0], "r1")
+    p.notif_recv(d0, b"r1:0", request="r1")
+    if bug:
+        p.free("r1", "kv", [1, 2])
+    d1.done(xs[1], "r1")
+    p.notif_recv(d1, b"r1:1", request="r1")
+    if not bug:
+        p.free("r1", "kv", [1, 2])
+    for d, x in zip((d0, d1), xs):
+        d.read("r1", "kv", [6, 7])
+        d.release(x, "r1")
+        d.free("r1", "kv", [6, 7])
+    b.close()
+    return [("src_free_before_done", "prefill", "r1", "kv", [1, 2])] if bug else []
