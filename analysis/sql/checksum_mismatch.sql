@@ -32,7 +32,7 @@ dst AS (
 ), src_ck AS (
     SELECT dst.*, w.w_ck AS x_ck FROM dst ASOF LEFT JOIN lw w ON w.lk = dst.s_lk AND dst.s_bound >= w.w_seq
 ), x AS (
-    SELECT r.shard, r.seq, r.slot, r.layer, r.pool, r.agent,
+    SELECT r.lk, r.seq,   -- (slot layer key, seq) names the read's slot layer: integer group keys
            arg_max(t.x_ck, t.post_seq) AS x_ck,
            arg_max(CASE WHEN t.seen_seq <= r.seq THEN t.seen_seq END, t.post_seq) AS x_seen,
            arg_max(t.bound, t.post_seq) AS x_bound,
@@ -45,7 +45,7 @@ dst AS (
     SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq, r.lw_ck AS w_ck FROM r
 ), j AS (
     SELECT rw.*, x.x_ck, x.x_seen, x.x_bound, x.whole, x.x_shard, x.x_post
-    FROM rw LEFT JOIN x USING (shard, seq, slot, layer, pool, agent)
+    FROM rw LEFT JOIN x USING (lk, seq)
 ), p AS (
     SELECT *,
         CASE WHEN x_post IS NULL THEN (CASE WHEN w_seq > gen_seq OR gen_seq IS NULL THEN 'write' END)
