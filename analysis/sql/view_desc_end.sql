@@ -10,7 +10,7 @@
 --   slot_bytes UBIGINT, num_slots BIGINT
 --   crosses BOOLEAN     -- the range runs past the end of its slot
 CREATE OR REPLACE TEMP TABLE lay AS
-SELECT DISTINCT agent, pool, layer, part, addr, nbytes, slot_bytes, num_slots FROM layouts;
+SELECT DISTINCT agent, pool, layer, part, addr, nbytes, slot_bytes, num_slots, page_tokens FROM layouts;
 
 CREATE OR REPLACE VIEW desc_end AS  -- a view: end_hold consumes it once, no need to hold 2 rows per descriptor twice
 WITH d AS (

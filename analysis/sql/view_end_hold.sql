@@ -3,7 +3,7 @@
 -- allocator-managed pools — the holding of the transfer's request that covers the post
 -- (the latest alloc of that slot by the request that happens-before the post).
 -- Columns:
---   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, slot, off, slot_bytes, crosses, dlist, idx
+--   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, part, slot, off, slot_bytes, crosses, dlist, idx
 --   request VARCHAR, post_seq BIGINT, psidx INTEGER, op VARCHAR, t_ns BIGINT  -- from xfers
 --   bound BIGINT          -- largest seq of h_shard that happens-before the post (x HB post iff x.seq <= bound)
 --   h_shard VARCHAR, h_sidx INTEGER  -- home shard of the end's agent (null: agent never recorded)
@@ -29,7 +29,7 @@ FROM holdings GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE end_hold AS
 WITH e AS (
-    SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.slot, d.off,
+    SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.part, d.slot, d.off,
            d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx,
            x.know[a.h_sidx + 1] AS bound, x.op, x.t_ns, a.h_shard, a.h_sidx,
            m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq

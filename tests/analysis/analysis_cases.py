@@ -905,18 +905,10 @@ def coalesced_past_region(path, bug=True):
     return [("desc_out_of_bounds", "decode", "r1", "kv", [7])] if bug else []
 
 
-_LOM_OFFSET = ("layer_offset_mismatch requires the source and destination offsets inside the slot to be "
-               "equal (s.off = t.off): heterogeneous TP fills one half of a decode block per prefill rank "
-               "(source offset 0, destination offset slot/2), reported as stray descriptors")
 _MULTI_SLOT = ("read_undelivered (through desc_end/end_hold, which resolve a descriptor end to its first slot "
                "only) reports the later slots of a grouped run of contiguous pages as never delivered")
 XFAIL.update({
-    ("hetero_tp_halves", False): _LOM_OFFSET, ("hetero_tp_halves", True): _LOM_OFFSET,
-    ("hetero_tp_read_early", False): _LOM_OFFSET, ("hetero_tp_read_early", True): _LOM_OFFSET,
     ("coalesced_descs", False): _MULTI_SLOT, ("coalesced_descs", True): _MULTI_SLOT,
-    ("kv_parts_swap", False): ("layer_offset_mismatch ignores the layout part: the K and V halves of one "
-                               "(layer, page) sit at the same offset of their part and count as covering the "
-                               "destination twice (stray); a K->V swap is found only through that duplicate"),
 })
 
 
@@ -1198,6 +1190,18 @@ def legal_colocated_one_shard(path, bug=False):
 def legal_page_size_mismatch(path, bug=False):
     """Decode pages hold two prefill pages (32 vs 16 tokens): prefill page 2k goes to the
     first half of decode page k, page 2k+1 to the second half (sub-slot offsets)."""
+    return _page_size_mismatch(path, bug)
+
+
+@case
+def page_size_mismatch_wrong_half(path, bug=True):
+    """Decode pages of two prefill pages; the bug puts every odd prefill page into the
+    first half of its decode page, over the even one, leaving the second half unwritten."""
+    _page_size_mismatch(path, bug)
+    return [("layer_offset_mismatch", "decode", "r1", "kv", [5, 6])] if bug else []
+
+
+def _page_size_mismatch(path, bug):
     b = TraceBuilder(path)
     p, d = b.agent("prefill"), b.agent("decode")
     p.pool("kv", layers=2, slot_bytes=32, num_slots=8, page_tokens=16)
@@ -1206,7 +1210,8 @@ def legal_page_size_mismatch(path, bug=False):
     p.alloc("r1", "kv", [0, 1, 2, 3])
     p.write("r1", "kv", [0, 1, 2, 3])
     sp, dp = p.pools["kv"], d.pools["kv"]
-    descs = [(sp.addr(L, s), dp.addr(L, [5, 6][s // 2]) + 32 * (s % 2), 32) for L in range(2) for s in range(4)]
+    descs = [(sp.addr(L, s), dp.addr(L, [5, 6][s // 2]) + (0 if bug else 32 * (s % 2)), 32)
+             for L in range(2) for s in range(4)]
     x = p.post("r1", d, descs=descs, msg=b"r1_kv")
     d.notif_recv(p, b"r1_kv", request="r1")
     d.read("r1", "kv", [5, 6], checksums=[1, 2])
@@ -1217,11 +1222,6 @@ def legal_page_size_mismatch(path, bug=False):
     b.close()
     return []
 
-
-XFAIL[("legal_page_size_mismatch", False)] = (
-    "layer_offset_mismatch requires equal page ordinals and equal offsets inside the slot on both ends: "
-    "with a decode page of two prefill pages, prefill page 2k+1 lands in the second half of decode page k "
-    "and is reported as stray")
 
 
 @case
