@@ -905,13 +905,6 @@ def coalesced_past_region(path, bug=True):
     return [("desc_out_of_bounds", "decode", "r1", "kv", [7])] if bug else []
 
 
-_MULTI_SLOT = ("read_undelivered (through desc_end/end_hold, which resolve a descriptor end to its first slot "
-               "only) reports the later slots of a grouped run of contiguous pages as never delivered")
-XFAIL.update({
-    ("coalesced_descs", False): _MULTI_SLOT, ("coalesced_descs", True): _MULTI_SLOT,
-})
-
-
 @case
 def legal_retry_same_msg(path, bug=False):
     """SGLang re-posts a failed chunk with the same notification tag: the failed attempt's
@@ -1347,7 +1340,6 @@ def coalesced_read_early(path, bug=True):
     return [("read_before_done", "decode", "r1", "kv", [6])] if bug else []
 
 
-XFAIL[("coalesced_read_early", False)] = XFAIL[("coalesced_descs", False)]
 
 
 @case
