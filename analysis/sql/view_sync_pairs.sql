@@ -2,7 +2,8 @@
 -- Notifications pair first-in-first-out per (sender agent, receiver agent, msg bytes):
 -- the k-th notif_recv from P with msg m pairs with P's k-th xfer_post/notif_send to it
 -- with msg m (a READ's notification goes to the agent whose memory was read = the post's
--- peer, so one rule covers push and pull). Control messages pair by detail.id.
+-- peer, so one rule covers push and pull); a posting that ended in error is no sender (a
+-- retry re-posting the same tag gets the one notification). Control messages pair by detail.id.
 -- Columns:
 --   send_shard VARCHAR, send_sidx INTEGER, send_seq BIGINT  -- the sending event
 --   send_kind  VARCHAR   -- xfer_post | notif_send | msg_send
@@ -10,9 +11,12 @@
 --   recv_shard VARCHAR, recv_sidx INTEGER, recv_seq BIGINT  -- the receiving event
 --   chan       VARCHAR   -- notif | msg
 CREATE OR REPLACE TEMP TABLE sync_pairs AS
-WITH s AS (
-    SELECT shard, seq, kind, xfer, agent AS src, peer AS dst, msg AS k, 'notif' AS chan
-    FROM events WHERE kind IN ('xfer_post', 'notif_send') AND msg IS NOT NULL
+WITH failed AS (  -- postings that ended in error: NIXL sends their notification never
+    SELECT DISTINCT shard, xfer FROM events WHERE kind = 'xfer_error'
+), s AS (
+    SELECT e.shard, e.seq, e.kind, e.xfer, e.agent AS src, e.peer AS dst, e.msg AS k, 'notif' AS chan
+    FROM events e ANTI JOIN failed f ON f.shard = e.shard AND f.xfer = e.xfer
+    WHERE e.kind IN ('xfer_post', 'notif_send') AND e.msg IS NOT NULL
     UNION ALL
     SELECT shard, seq, kind, NULL, agent, peer, encode(json_extract_string(detail, '$.id')), 'msg'
     FROM events WHERE kind = 'msg_send'

@@ -1087,10 +1087,6 @@ def legal_radix_decode_hit(path, bug=False):
 
 
 XFAIL.update({
-    ("legal_retry_same_msg", False): (
-        "write_after_free (through view sync_pairs, which pairs notifications first-in-first-out with every "
-        "post of the same msg, failed ones included): the retry's notification is credited to the failed "
-        "attempt, whose notification never comes, so the retry looks never observed when decode frees"),
     ("legal_radix_decode_hit", False): (
         "read_undelivered (through view holdings' gen_seq): a shared alloc of a page nobody holds — a "
         "prefix-cache hit on a page the cache kept — starts a new generation, so the delivery of the "
