@@ -8,7 +8,8 @@
 --   free_seq BIGINT     -- the request's next free of the slot (null: never freed)
 --   release_seq BIGINT  -- first free at/after the alloc that returns the slot to the
 --                          allocator (no holder left); null: never released
---   gen_seq BIGINT      -- the alloc that started the slot's current generation (count 0→1)
+--   gen_seq BIGINT      -- the alloc that started the slot's current generation (count 0→1,
+--                          not a shared alloc: a prefix-cache hit keeps the content)
 CREATE OR REPLACE TEMP TABLE holdings AS
 WITH a AS (
     SELECT *, lead(seq) OVER w AS next_seq, lead(kind) OVER w AS next_kind
@@ -16,7 +17,12 @@ WITH a AS (
 ), rel AS (
     SELECT sk, seq AS release_seq FROM slot_life WHERE kind = 'free' AND cnt_after <= 0
 ), gen AS (
-    SELECT sk, seq AS gen_seq FROM slot_life WHERE kind = 'alloc' AND cnt_after = 1
+    -- a shared alloc (prefix-cache hit) of a slot nobody holds re-references the content the
+    -- cache kept: it continues the slot's generation, unless it is the slot's first alloc
+    SELECT sk, seq AS gen_seq FROM (
+        SELECT sk, seq, shared, row_number() OVER (PARTITION BY sk ORDER BY seq) AS k
+        FROM slot_life WHERE kind = 'alloc' AND cnt_after = 1)
+    WHERE NOT coalesce(shared, false) OR k = 1
 ), h AS (
     SELECT a.shard, a.sidx, a.agent, a.pool, a.slot, a.request, a.sk, a.hk, a.seq AS alloc_seq, a.page, a.shared,
            CASE WHEN a.next_kind = 'free' THEN a.next_seq END AS free_seq, rel.release_seq

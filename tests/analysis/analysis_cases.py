@@ -1086,14 +1086,6 @@ def legal_radix_decode_hit(path, bug=False):
     return []
 
 
-XFAIL.update({
-    ("legal_radix_decode_hit", False): (
-        "read_undelivered (through view holdings' gen_seq): a shared alloc of a page nobody holds — a "
-        "prefix-cache hit on a page the cache kept — starts a new generation, so the delivery of the "
-        "previous one does not count and the read is reported undelivered"),
-})
-
-
 @case
 def deregister_dst_inflight(path, bug=True):
     """Decode tears down (deregisters) one registration piece of its index_k memory while a
@@ -1210,7 +1202,6 @@ def _page_size_mismatch(path, bug):
     d.free("r1", "kv", [5, 6])
     b.close()
     return []
-
 
 
 @case
@@ -1334,8 +1325,6 @@ def coalesced_read_early(path, bug=True):
     d.free("r1", "kv", [5, 6, 7])
     b.close()
     return [("read_before_done", "decode", "r1", "kv", [6])] if bug else []
-
-
 
 
 @case
