@@ -20,15 +20,8 @@
 --   count BIGINT       -- descriptor ends on slots not held
 --   side VARCHAR       -- src | dst
 --   message VARCHAR
-WITH run AS (  -- the further slots of descriptor ends spanning several slots of their region
-    SELECT shard, xfer, side, agent, pool, layer, request, post_seq, bound, h_shard,
-           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
-    FROM end_hold WHERE managed AND crosses
-), run_bad AS (
-    SELECT r.* FROM run r
-    LEFT JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
-                            AND k.slot = r.slot AND k.request = r.request
-    WHERE coalesce(len(list_filter(k.hl, lambda h: h.a <= r.bound)) = 0, true)
+WITH run_bad AS (  -- further slots of ends spanning a run of slots, not held
+    SELECT * FROM run_hold WHERE h IS NULL
 ), bad AS (
     SELECT shard, xfer, side, agent, pool, layer, slot, request, post_seq FROM end_hold
     WHERE managed AND alloc_seq IS NULL

@@ -24,17 +24,10 @@
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, read]
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
-WITH run AS (  -- the further slots of descriptor ends spanning a run of slots (grouped pages)
-    SELECT shard, xfer, agent, pool, layer, request, post_seq, bound, seen_seq, h_shard, slot AS s0, off, nbytes, slot_bytes,
-           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
-    FROM end_hold WHERE side = 'dst' AND managed AND crosses
-), run_t AS (
-    SELECT hash(r.h_shard, r.agent, r.pool, r.layer, r.slot) AS lk, r.request,
-           list_filter(k.hl, lambda h: h.a <= r.bound)[-1].a AS alloc_seq, r.shard AS x_shard, r.xfer, r.post_seq,
-           r.bound, r.seen_seq, 0::BIGINT AS lo,
-           least(r.off + r.nbytes - (r.slot - r.s0) * r.slot_bytes, r.slot_bytes) AS hi
-    FROM run r JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
-                                  AND k.slot = r.slot AND k.request = r.request
+WITH run_t AS (  -- further slots of destination ends spanning a run of slots (grouped pages)
+    SELECT lk, request, h.a AS alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq, 0::BIGINT AS lo,
+           least(off + nbytes - (slot - s0) * slot_bytes, slot_bytes) AS hi
+    FROM run_hold WHERE side = 'dst'
 ), t AS (
     SELECT lk, request, alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq,
            off AS lo, least(off + nbytes, slot_bytes) AS hi   -- the bytes it delivers into this slot

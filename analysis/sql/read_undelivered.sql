@@ -22,18 +22,11 @@
 --   message VARCHAR
 WITH j AS (  -- with the latest local write before the read (precomputed in reads)
     SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq FROM reads r WHERE managed
-), run AS (  -- the further slots of destination ends spanning a run of slots (grouped pages)
-    SELECT agent, pool, layer, request, bound, h_shard,
-           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
-    FROM end_hold WHERE side = 'dst' AND managed AND crosses
 ), t AS (
     SELECT lk, gen_seq, bound FROM end_hold
     WHERE side = 'dst' AND managed AND gen_seq IS NOT NULL
-    UNION ALL
-    SELECT hash(r.h_shard, r.agent, r.pool, r.layer, r.slot) AS lk,
-           list_filter(k.hl, lambda h: h.a <= r.bound)[-1].g AS gen_seq, r.bound
-    FROM run r JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
-                                  AND k.slot = r.slot AND k.request = r.request
+    UNION ALL   -- further slots of ends spanning a run of slots (grouped pages)
+    SELECT lk, h.g AS gen_seq, bound FROM run_hold WHERE side = 'dst' AND h IS NOT NULL
 ), undelivered AS (
     SELECT j.* FROM j
     WHERE NOT (j.w_seq IS NOT NULL AND (j.gen_seq IS NULL OR j.w_seq > j.gen_seq))

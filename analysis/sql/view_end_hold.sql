@@ -1,4 +1,4 @@
--- view end_hold: every descriptor end with its transfer's post, the shard where the end's
+-- view end_hold (and run_hold, at the end): every descriptor end with its transfer's post, the shard where the end's
 -- agent lives (home), when that shard knows the transfer ended, and — for ends in
 -- allocator-managed pools — the holding of the transfer's request that covers the post
 -- (the latest alloc of that slot by the request that happens-before the post).
@@ -45,3 +45,18 @@ WITH e AS (
 SELECT j.* EXCLUDE (h), h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page,
        hash(h_shard, agent, pool, slot) AS sk, hash(h_shard, agent, pool, layer, slot) AS lk
 FROM j;
+
+-- the further slots of descriptor ends spanning a run of slots (SGLang groups contiguous
+-- pages into one descriptor): one row per (end, slot after its first), with the request's
+-- holding of that slot as end_hold finds it for the first (h: null when it holds none)
+CREATE OR REPLACE TEMP TABLE run_hold AS
+WITH run AS (
+    SELECT shard, xfer, pos, side, agent, pool, layer, request, post_seq, bound, seen_seq, end_seq, h_shard,
+           off, nbytes, slot_bytes, slot AS s0,
+           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
+    FROM end_hold WHERE managed AND crosses
+)
+SELECT r.*, hash(r.h_shard, r.agent, r.pool, r.layer, r.slot) AS lk,
+       list_filter(k.hl, lambda h: h.a <= r.bound)[-1] AS h
+FROM run r LEFT JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
+                                   AND k.slot = r.slot AND k.request = r.request;

@@ -22,14 +22,8 @@
 --   count BIGINT       -- affected (transfer, layer, slot) descriptors
 --   xfers BIGINT       -- transfers affected
 --   message VARCHAR
-WITH run AS (  -- the further slots of descriptor ends spanning a run of slots (grouped pages)
-    SELECT shard, xfer, agent, pool, layer, request, post_seq, bound, h_shard, end_seq,
-           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
-    FROM end_hold WHERE managed AND crosses AND side = 'dst'
-), run_h AS (
-    SELECT r.*, list_filter(k.hl, lambda h: h.a <= r.bound)[-1] AS h
-    FROM run r JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
-                                  AND k.slot = r.slot AND k.request = r.request
+WITH run_h AS (  -- further slots of ends spanning a run of slots (grouped pages)
+    SELECT * FROM run_hold WHERE side = 'dst'
 ), bad AS (
     SELECT shard, xfer, agent, pool, layer, slot, request, post_seq, h_shard, release_seq FROM end_hold e
     WHERE e.managed AND e.alloc_seq IS NOT NULL AND e.side = 'dst' AND e.release_seq IS NOT NULL
