@@ -581,10 +581,9 @@ def mla_replicated_src(path, bug=True):
     return [("src_free_before_done", "prefill", "r1", "kv", [1, 2])] if bug else []
 
 
-@case
-def legal_mla_two_readers(path, bug=False):
-    """MLA in pull mode: two decode instances READ the same prefill pages concurrently;
-    prefill frees them after both notifications."""
+def _two_readers(path):
+    """Prefill holds r1's pages [1, 2]; two decode instances each READ them into their
+    own slots [6, 7] (posted, not yet complete)."""
     b = TraceBuilder(path)
     p, d0, d1 = b.agent("prefill"), b.agent("decode0"), b.agent("decode1")
     for side in (p, d0, d1):
@@ -598,6 +597,14 @@ def legal_mla_two_readers(path, bug=False):
         p.msg_send(d, f"r1/ready{i}", request="r1")
         d.msg_recv(p, f"r1/ready{i}", request="r1")
         xs.append(d.post("r1", p, op="READ", src=("kv", [1, 2]), dst=("kv", [6, 7]), msg=f"r1:{i}".encode()))
+    return b, p, d0, d1, xs
+
+
+@case
+def legal_mla_two_readers(path, bug=False):
+    """MLA in pull mode: two decode instances READ the same prefill pages concurrently;
+    prefill frees them after both notifications."""
+    b, p, d0, d1, xs = _two_readers(path)
     for i, (d, x) in enumerate(zip((d0, d1), xs)):
         d.done(x, "r1")
         d.read("r1", "kv", [6, 7])
@@ -1357,19 +1364,7 @@ def mla_two_readers_free(path, bug=True):
     """Pull-mode twin of legal_mla_two_readers: two decode instances READ the same prefill
     pages; the bug frees them on the first reader's notification, the second READ still
     in flight."""
-    b = TraceBuilder(path)
-    p, d0, d1 = b.agent("prefill"), b.agent("decode0"), b.agent("decode1")
-    for side in (p, d0, d1):
-        side.pool("kv", layers=2, slot_bytes=64, num_slots=8)
-    p.alloc("r1", "kv", [1, 2])
-    p.write("r1", "kv", [1, 2])
-    xs = []
-    for i, d in enumerate((d0, d1)):
-        d.req_start("r1")
-        d.alloc("r1", "kv", [6, 7])
-        p.msg_send(d, f"r1/ready{i}", request="r1")
-        d.msg_recv(p, f"r1/ready{i}", request="r1")
-        xs.append(d.post("r1", p, op="READ", src=("kv", [1, 2]), dst=("kv", [6, 7]), msg=f"r1:{i}".encode()))
+    b, p, d0, d1, xs = _two_readers(path)
     d0.done(xs[0], "r1")
     p.notif_recv(d0, b"r1:0", request="r1")
     if bug:
