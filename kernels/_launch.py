@@ -64,6 +64,8 @@ def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool, cfg: 
     """A launcher for kvh64 of these slots: each call runs the kernel and returns the
     (lo, hi) sums as int64 device tensors (no host sync), so benchmarks can time it alone.
     ``cfg`` overrides the tile (bench/sweep_kernel_tiles.py)."""
+    if n.max() > MAX_SLOT_BYTES:
+        raise ValueError(f"checksum: a slot of {int(n.max())} bytes (the kernel takes slots under 2 GiB)")
     anchor = views[0]
     ptrs = np.array([v.data_ptr() for v in views], dtype=np.int64)
     delta = ptrs[reg] - ptrs[0] + off
@@ -72,8 +74,6 @@ def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool, cfg: 
     d_t = _dev(delta // 4 if aligned else delta, anchor)
     n_t = _dev(n, anchor)
     words = int(((n.max() + 3) // 4))
-    if n.max() > MAX_SLOT_BYTES:
-        raise ValueError(f"checksum: a slot of {int(n.max())} bytes (the kernel takes slots under 2 GiB)")
     cfg = cfg or tile(interpret, words, HASH_ITERS)
     hint = 4 if aligned and not (delta % 16).any() else 1
     split, mult = _grid_y(words, cfg["BLOCK"] * cfg["ITERS"])

@@ -145,9 +145,11 @@ class Recorder:
         seq = self._next_seq()
         self._append((seq, t_ns or monotonic_ns(), th, agent, kind, request, pool, layer, slots, pages,
                              checksums, xfer, peer, addr, nbytes, mem_type, device, msg, status, detail))
+        # is_set first: set() takes a lock, and until the flusher catches up every event
+        # past the threshold would call it
         if seq - self._flushed_seq >= self.flush_rows and not self._wake.is_set():
-            self._wake.set()   # is_set first: set() takes a lock, and until the flusher
-        return seq             # catches up every event would call it
+            self._wake.set()
+        return seq
 
     @contextlib.contextmanager
     def request(self, request: str):

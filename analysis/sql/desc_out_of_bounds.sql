@@ -11,8 +11,8 @@
 --   produced; a range crossing a slot boundary mid-slot mixes parts of two pages, and one
 --   running out of its layout region (into the next layer or pool of one registration)
 --   mixes regions. A range in memory its agent deregistered before the post (the
---   deregister happens-before it, no register again since) is reported too. Ends of agents with neither register events nor layouts cannot be
---   judged and are not reported.
+--   deregister happens-before it, no register again since) is reported too. Ends of
+--   agents with neither register events nor layouts cannot be judged and are not reported.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- whose memory the bad end points into

@@ -5,8 +5,8 @@
 -- explain: For every descriptor source slot layer in an allocator-managed pool where the
 --   producer records writes, some write of that slot layer in the slot's current
 --   generation must happen-before the post (a shared prefix page written by an earlier
---   turn counts; a generation begun by a shared alloc — a prefix-cache hit on a page the
---   cache kept after its last request freed it — continues the content of the one before).
+--   turn counts; a shared alloc — a prefix-cache hit on a page the cache kept after its
+--   last request freed it — continues the generation before it: see view holdings).
 --   Otherwise the transfer can copy the bytes before the kernel wrote them —
 --   an unsynchronized stream. The finding says whether the write came later or never.
 -- Columns:
@@ -31,14 +31,7 @@ j AS (
     SELECT s.*, b.w_seq AS before_seq, a.w_seq AS after_seq
     FROM s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
            ASOF LEFT JOIN lw a ON a.lk = s.lk AND s.bound < a.w_seq
-), cand AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq),
-bad AS (  -- a write before the generation counts unless an alloc that starts fresh content (the
-          -- first holder, not a prefix-cache hit) came between it and the generation's start
-    SELECT * FROM cand
-    WHERE before_seq IS NULL
-       OR EXISTS (SELECT 1 FROM slot_life g WHERE g.sk = cand.sk AND g.kind = 'alloc' AND g.cnt_after = 1
-                  AND NOT g.shared AND g.seq > cand.before_seq AND g.seq <= cand.gen_seq)
-)
+), bad AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq)
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(any_value(h_shard), min(after_seq))] AS events,

@@ -104,9 +104,11 @@ class Memory:
         on the host when the memory is host memory (on a GPU the kernel is faster)."""
         regions = self.regions[pool]
         slots = np.asarray(slots, dtype=np.int64)
-        if isinstance(regions[0].buf, np.ndarray) or (rows_by_layer is not None and not regions[0].buf.is_cuda):
-            rows = rows_by_layer if rows_by_layer is not None else [r.buf[slots] for r in regions]
-            return kvh64_rows(np.concatenate(rows)).reshape(len(regions), len(slots))
+        numpy_buf = isinstance(regions[0].buf, np.ndarray)
+        if rows_by_layer is not None and (numpy_buf or not regions[0].buf.is_cuda):
+            return kvh64_rows(np.concatenate(rows_by_layer)).reshape(len(regions), len(slots))
+        if numpy_buf:
+            return kvh64_rows(np.concatenate([r.buf[slots] for r in regions])).reshape(len(regions), len(slots))
         from ...kernels import api  # Triton: all layers' slots in one launch
         item = self.pools[pool].item_len
         return api.checksum_slots([r.buf for r in regions], np.tile(slots * item, len(regions)), item,
