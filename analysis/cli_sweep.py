@@ -18,8 +18,8 @@ def _ints(text: str) -> list[int]:
     except ValueError:
         vals = []
     if not vals or any(v < 1 for v in vals):
-        from kvtrace.cli import UserError
-        raise UserError(f"--concurrency wants positive integers separated by commas, got {text!r}")
+        from kvtrace.errors import UsageError
+        raise UsageError(f"--concurrency wants positive integers separated by commas, got {text!r}")
     return vals
 
 
@@ -42,7 +42,7 @@ def run(args) -> int:
     import shlex
     import sys
 
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from .export_paths import make_output_dir
 
@@ -50,7 +50,7 @@ def run(args) -> int:
     iks = [x.strip() for x in args.index_k.split(",") if x.strip()] if args.index_k else [None]
     bad = [x for x in iks if x not in (None, "fp8", "bf16")]
     if bad:
-        raise UserError(f"--index-k: unknown dtype {bad[0]!r}; choose fp8 and/or bf16")
+        raise UsageError(f"--index-k: unknown dtype {bad[0]!r}; choose fp8 and/or bf16")
     from .sweep import validate_inputs
     validate_inputs(args.workload, args.inject)
     out = make_output_dir(args.output, args.force)
@@ -71,7 +71,7 @@ def run(args) -> int:
             points = run_sweep(out, args.workload, conc, args.inject, iks, args.seed, args.processes, args.device,
                                progress)
         except OSError as e:
-            raise UserError(f"{e.filename or out}: cannot write ({e.strerror or e})") from None
+            raise UsageError(f"{e.filename or out}: cannot write ({e.strerror or e})") from None
     meta = {"workload": args.workload, "concurrency": conc, "inject": args.inject,
             "index_k": [x or "preset" for x in iks], "seed": args.seed,
             "command": "kvtrace " + " ".join(shlex.quote(a) for a in sys.argv[1:])}

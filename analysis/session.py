@@ -39,8 +39,8 @@ class TraceSession(TraceModel):
         names = list(cat) if not only else list(only)
         unknown = [n for n in names if n not in cat]
         if unknown:
-            from ..tracer.reader import TraceError
-            raise TraceError(f"unknown check {unknown[0]!r}; known: {', '.join(cat)}")
+            from ..errors import UsageError
+            raise UsageError(f"unknown check {unknown[0]!r}; known: {', '.join(cat)}")
         self.derive()
         caps = self.capabilities()
         out: list[Finding] = []

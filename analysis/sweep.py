@@ -49,19 +49,19 @@ def config_label(index_k: str | None, inject: list[str]) -> str:
 
 def validate_inputs(workload: str, inject: list[str]) -> None:
     """Fail fast (one line) on an unknown workload or bug, before any point runs."""
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     try:
         from kvtrace.tracer.engine.workload import BUGS, WorkloadError, load
     except ImportError as e:
-        raise UserError(f"the reference engine is not available in this install ({e})") from None
+        raise UsageError(f"the reference engine is not available in this install ({e})") from None
     bad = [b for b in inject if b not in BUGS]
     if bad:
-        raise UserError(f"--inject {bad[0]}: unknown bug (choose from {', '.join(BUGS)})")
+        raise UsageError(f"--inject {bad[0]}: unknown bug (choose from {', '.join(BUGS)})")
     try:
         load(workload)
     except WorkloadError as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
 
 
 def record_point(out: str, workload: str, concurrency: int, inject: list[str], index_k: str | None,
@@ -70,14 +70,14 @@ def record_point(out: str, workload: str, concurrency: int, inject: list[str], i
     runs); returns the engine verifier's summary."""
     import shutil
 
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
     from kvtrace.tracer.engine.cli import record
     from kvtrace.tracer.engine.workload import WorkloadError, load
 
     try:
         wl = load(workload, concurrency=concurrency, index_k=index_k, seed=seed)
     except WorkloadError as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
     if os.path.exists(out):
         shutil.rmtree(out)
     with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):

@@ -13,11 +13,8 @@ import os
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from ..errors import TraceError
 from .schema import FORMAT_NAME, MANIFEST, SCHEMA_VERSION, SCHEMAS, SHARD_INFO, TABLES
-
-
-class TraceError(Exception):
-    """A trace that cannot be used; the message is one line meant for the user."""
 
 
 @dataclasses.dataclass
