@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from .hb import compute_clocks
-from .registry import builder
+from .derived import builder
 
 
 def _create(model, name: str, table: pa.Table) -> None:

@@ -1,7 +1,7 @@
 """The derived objects of a trace model and the order they are built in.
 
 Every derived object is either one ``sql/<name>.sql`` file (one CREATE statement, named
-after the file) or a Python builder registered with :func:`builder`. Both declare what
+after the file) or a Python builder registered with :func:`derived.builder`. Both declare what
 they read: a SQL file by a header line ``-- requires: a, b``, a builder by its
 ``requires`` argument. The build order is a topological sort of those declarations, so
 adding an object is adding a file, never editing a list. The base tables (``events``,
@@ -9,45 +9,17 @@ adding an object is adding a file, never editing a list. The base tables (``even
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib.resources
 import re
-from typing import Callable
 
 from ..tracer.schema import TABLES
+from . import builders  # noqa: F401  (its @builder functions register themselves)
+from .derived import PY_BUILDERS, Derived, RegistryError
 
 BASE = frozenset(TABLES)
 _REQUIRES = re.compile(r"^--\s*requires:(.*)$", re.MULTILINE)
 _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?(TABLE|VIEW|MACRO)\s+(\w+)",
                      re.IGNORECASE | re.MULTILINE)
-
-
-class RegistryError(Exception):
-    """The derived objects' declarations are inconsistent (a programming error, not bad input)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Derived:
-    """One derived object: its name, what it reads, and how it is built."""
-
-    name: str
-    requires: tuple[str, ...]
-    sql: str | None = None                      #: the file's text (SQL objects)
-    build: Callable | None = None               #: build(model) (Python objects)
-
-
-_PY: dict[str, Derived] = {}
-
-
-def builder(name: str, requires: tuple[str, ...] = ()):
-    """Register ``fn(model)`` as the builder of derived object ``name``; it must create
-    ``name`` in the model's database (a table or a registered Arrow table)."""
-    def deco(fn):
-        if name in _PY:
-            raise RegistryError(f"derived object {name!r} registered twice")
-        _PY[name] = Derived(name, tuple(requires), build=fn)
-        return fn
-    return deco
 
 
 def parse_sql(name: str, text: str) -> Derived:
@@ -70,15 +42,13 @@ def registry() -> dict[str, Derived]:
     """Every derived object by name: the SQL files of ``kvtrace.model.sql`` and the builders."""
     global _ALL
     if _ALL is None:
-        from . import builders  # noqa: F401  (registers the Python-built objects)
-
         out: dict[str, Derived] = {}
         files = importlib.resources.files("kvtrace.model.sql")
         for f in sorted(files.iterdir(), key=lambda p: p.name):
             if f.name.endswith(".sql"):
                 name = f.name[:-4]
                 out[name] = parse_sql(name, f.read_text())
-        for name, d in _PY.items():
+        for name, d in PY_BUILDERS.items():
             if name in out:
                 raise RegistryError(f"derived object {name!r} is both sql/{name}.sql and a Python builder")
             out[name] = d

@@ -1,7 +1,8 @@
 """The model's derived objects: one object per SQL file, build order from declarations."""
 import pytest
 
-from kvtrace.model.registry import BASE, Derived, RegistryError, build_order, parse_sql, registry
+from kvtrace.model.derived import Derived, RegistryError
+from kvtrace.model.registry import BASE, build_order, parse_sql, registry
 
 
 def test_every_object_declares_known_requirements_and_sorts():
