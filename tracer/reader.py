@@ -15,11 +15,8 @@ import pyarrow.ipc as ipc
 
 import numpy as np
 
+from ..errors import TraceError
 from .schema import FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO, TABLES
-
-
-class TraceError(Exception):
-    """A trace that cannot be used; the message is one line meant for the user."""
 
 
 @dataclasses.dataclass

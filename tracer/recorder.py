@@ -122,6 +122,12 @@ class Recorder:
         with self._lock:
             return self._threads.setdefault(get_ident(), len(self._threads))
 
+    def pin_thread(self, thread: int) -> None:
+        """Record the calling Python thread's next events under thread number ``thread``
+        (a writer re-emitting recorded events, e.g. replay, keeps their thread column)."""
+        with self._lock:
+            self._threads[get_ident()] = int(thread or 0)
+
     # ---------------------------------------------------------------- ids
     def new_xfer_id(self) -> int:
         """A fresh transfer id (every posting gets one)."""
