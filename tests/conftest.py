@@ -4,6 +4,13 @@ import sys
 
 import pytest
 
+try:  # Hypothesis tests are reproducible: the same examples every run, no example database
+    from hypothesis import settings as _hyp_settings
+    _hyp_settings.register_profile("kvtrace", derandomize=True, database=None, deadline=None)
+    _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kvtrace"))
+except ImportError:
+    pass
+
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
 # KVTRACE_VALIDATOR: a copy elsewhere (scripts/gpu/run_h200.sh carries one to the H200)
 VALIDATOR = os.environ.get("KVTRACE_VALIDATOR") or os.path.join(SHARED, "tools", "validate_trace.py")
