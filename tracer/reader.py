@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from ..errors import TraceError
-from .schema import FORMAT_NAME, MANIFEST, SCHEMA_VERSION, SCHEMAS, SHARD_INFO, TABLES
+from .schema import FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO, TABLES
 
 
 @dataclasses.dataclass
@@ -38,8 +38,12 @@ class Shard:
         return bool(self.info.get("closed"))
 
 
-def read_stream(path: str, schema: pa.Schema) -> StreamRead:
-    """Read an Arrow IPC stream batch by batch, keeping the prefix of a truncated one."""
+def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = ()) -> StreamRead:
+    """Read an Arrow IPC stream batch by batch, keeping the prefix of a truncated one.
+
+    A column in ``required`` that the stream lacks makes the trace unusable (TraceError):
+    the contract (docs/format.md) requires it, and filling it with nulls would pass off
+    a foreign writer's trace as one with no facts of that kind."""
     size = os.path.getsize(path)
     if size == 0:
         return StreamRead(schema.empty_table(), 0, truncated=True)
@@ -63,6 +67,10 @@ def read_stream(path: str, schema: pa.Schema) -> StreamRead:
     ver = (file_schema.metadata or {}).get(b"kvtrace.version")
     if ver is not None and int(ver) != SCHEMA_VERSION:
         raise TraceError(f"{path}: written by trace format version {int(ver)}; this kvtrace reads version {SCHEMA_VERSION}")
+    missing = [c for c in required if c not in file_schema.names]
+    if missing:
+        raise TraceError(f"{path}: lacks the required column{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)} (see the trace format, docs/format.md)")
     table = pa.Table.from_batches(batches, schema=file_schema)
     return StreamRead(_conform(table, schema), sum(1 for b in batches if b.num_rows), truncated, max(0, size - good_pos) if truncated else 0)
 
@@ -184,7 +192,7 @@ def open_trace(path: str) -> Trace:
                 notes.append(f"shard {name}: missing {tname}.arrows (treated as empty)")
                 streams[tname] = StreamRead(SCHEMAS[tname].empty_table(), 0, truncated=True)
                 continue
-            sr = read_stream(p, SCHEMAS[tname])
+            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname])
             if sr.truncated:
                 notes.append(f"shard {name}: {tname}.arrows truncated — kept {sr.batches} complete batches "
                              f"({sr.table.num_rows} rows), lost {sr.lost_bytes} trailing bytes")
