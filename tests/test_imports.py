@@ -26,7 +26,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 #: package -> folder in the repository (pyproject.toml's package-dir)
 PACKAGE_DIRS = {
     "kvtrace": "kvtrace", "kvtrace.tracer": "tracer", "kvtrace.kernels": "kernels",
-    "kvtrace.model": "model", "kvtrace.analysis": "analysis", "kvtrace.replay": "replay",
+    "kvtrace.model": "kvtrace/model", "kvtrace.analysis": "analysis", "kvtrace.replay": "replay",
     "kvtrace.tui": "tui",
 }
 

@@ -20,6 +20,7 @@ import tempfile
 
 import pyarrow as pa
 
+from ..tracer.reader import Trace
 from .index import ensure_index
 from .registry import build_order, query_sql, registry
 
@@ -31,7 +32,7 @@ class TraceModel:
     """A read-only DuckDB model of a trace directory.
 
     Args:
-        path: the trace directory.
+        path: the trace directory (or an already opened kvtrace.tracer.reader.Trace).
         threads: DuckDB worker threads (None: DuckDB's default).
         memory_limit: DuckDB memory cap (env KVTRACE_DUCKDB_MEMORY overrides); past it
             derived tables spill to a temp folder.
@@ -42,7 +43,7 @@ class TraceModel:
     def __init__(self, path: str, threads: int | None = None, memory_limit: str = "4GB"):
         import duckdb  # ~0.1 s import; only models need it
 
-        self.trace, self.index_dir = ensure_index(os.fspath(path))
+        self.trace, self.index_dir = ensure_index(path if isinstance(path, Trace) else os.fspath(path))
         self.path = self.trace.path
         self.notes: list[str] = list(self.trace.notes)
         config = {
