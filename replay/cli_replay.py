@@ -14,8 +14,7 @@ it in the same order: corruption before and after, and what the fix changed. Bui
 per-pool-slot-count, free-after-done[:pools=P,..], status-after-data; your own as
 MODULE:FUNCTION or FILE.py:FUNCTION (docs/what-if.md).
 
-exit status: 0 every read verified clean (with --what-if: under the fix); 1 corruption
-found (a read saw the wrong bytes, a descriptor fell outside memory, or — in a trace
+exit status: 0 every read verified clean (with --what-if: under the fix); 1 corruption found (a read saw the wrong bytes, a descriptor fell outside memory, or — in a trace
 without reads — a transfer did not deliver its source as it was at post); 2 bad input.
 """
 from __future__ import annotations
