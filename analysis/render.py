@@ -60,11 +60,13 @@ def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3,
 
 def _table(session, findings, verdict, examples, file) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     con = Console(file=file, width=160 if not file.isatty() else None)
-    for n in session.notes:
-        con.print(f"[yellow]note:[/] {n}", markup=True, highlight=False)
+    for n in session.notes:  # notes quote names from the trace: escaped, never markup
+        con.print(f"[yellow]note:[/] {escape(n)}", markup=True, highlight=False)
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         groups.setdefault(f.check, []).append(f)
@@ -79,12 +81,12 @@ def _table(session, findings, verdict, examples, file) -> None:
                 where = f"{f.request} · {f.agent} · {f.pool}/{f.layer}/{f.slot} · {_ev(f.events)}"
                 t.add_row(name if i == 0 else "", f.severity if i == 0 else "",
                           str(len(fs)) if i == 0 else "", str(sum(x.count for x in fs)) if i == 0 else "",
-                          where, f.message + _folded(f))
+                          Text(where), Text(f.message + _folded(f)))  # trace names: plain text
             if len(fs) > examples:
                 t.add_row("", "", "", "", f"… {len(fs) - examples} more", "")
         con.print(t)
     for c, why in session.checks_skipped:
-        con.print(f"[dim]skipped {c}: {why}[/]")
+        con.print(Text(f"skipped {c}: {why}", style="dim"))
     if verdict is not None:
         for line in verdict.lines():
             con.print(line, markup=False, highlight=False)
