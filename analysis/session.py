@@ -30,7 +30,8 @@ from .index import ensure_index
 
 #: derived views in build order; "clocks" and "xfer_seen" are computed in Python
 DERIVED = ("sync_pairs", "clocks", "xfers", "xfer_obs", "xfer_seen", "slot_ev", "slot_life",
-           "holdings", "desc_end", "dl_region", "poison", "end_hold", "reads", "writes", "inflight_pairs")
+           "holdings", "desc_end", "dl_region", "poison", "end_hold", "reads", "writes", "inflight_pairs",
+           "read_predict")
 
 
 class TraceSession:
