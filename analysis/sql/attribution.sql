@@ -9,7 +9,8 @@
 -- checksum differs from the data-flow prediction (read_predict: the checksum_mismatch
 -- check), when it is never-written poison, when its best origin was written for another
 -- page, or when no recorded write holds its bytes although its producer wrote that page
--- into a slot of the same size.
+-- into a slot of the same size and no transfer delivered into it (a page a transfer
+-- composed from parts, as with heterogeneous TP, matches no single write).
 -- Columns:
 --   agent, shard VARCHAR, seq BIGINT, request, pool VARCHAR, layer INTEGER, slot, page BIGINT
 --   checksum UBIGINT    -- what the read saw
@@ -65,6 +66,9 @@ unwritten AS (   -- no recorded write holds the bytes, yet the producer wrote th
     JOIN lay1 b ON b.agent = r.agent AND b.pool = r.pool AND b.layer = r.layer AND b.slot_bytes = a.slot_bytes
     WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.r_lk = r.lk AND c.r_seq = r.seq)
       AND NOT coalesce(r.w_seq > r.gen_seq, false)      -- the consumer did not write it itself
+      AND r.x_post IS NULL                              -- and no transfer delivered into it: a page
+      AND NOT EXISTS (SELECT 1 FROM run_hold h          -- composed from parts matches no write
+                      WHERE h.side = 'dst' AND h.lk = r.lk AND h.h.g = r.gen_seq AND NOT r.seq <= h.bound)
 ), bad AS (
     SELECT r.* EXCLUDE (x_shard, x_post), r.x_shard AS px_shard, r.x_post AS px_post,
            o.* EXCLUDE (r_lk, r_seq, k, o_lk, ident),

@@ -1379,3 +1379,5 @@ def mla_two_readers_free(path, bug=True):
         d.free("r1", "kv", [6, 7])
     b.close()
     return [("src_free_before_done", "prefill", "r1", "kv", [1, 2])] if bug else []
+
+import cases_answers  # noqa: E402,F401  (issue 16's scenarios register themselves)
