@@ -21,7 +21,7 @@
 --   count BIGINT       -- mismatching (read, slot) pairs
 --   stale BIGINT       -- of them, reads that saw earlier content or poison
 --   message VARCHAR
-WITH bad AS (   -- the per-read prediction is built once in read_predict (view_read_predict.sql)
+WITH bad AS (   -- the per-read prediction is built once in read_predict (kvtrace/model/sql/read_predict.sql)
     SELECT * FROM read_predict WHERE predicted IS NOT NULL AND checksum <> predicted
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,

@@ -4,7 +4,7 @@ bytes before its first read, buffer classes the two sides disagree on, and reque
 waiting at trace end. Registered in ``CASES`` like every other scenario."""
 from __future__ import annotations
 
-from analysis_cases import case, finish, handshake, pd, push
+from cases_helpers import case, finish, handshake, pd, push
 
 
 # ------------------------------------------------------------ who wrote these bytes

@@ -1,16 +1,17 @@
--- view read_predict: one row per (read event, slot) with a checksum, and what the data flow
+-- read_predict: one row per (read event, slot) with a checksum, and what the data flow
 -- predicts it holds: the latest local write before the read, or — when later — the latest
 -- transfer into the slot layer not posted after the read, traced back to the checksum of
 -- the latest write of its source slot that happens-before the post (whole-slot copies
 -- only). checksum_mismatch reports the reads whose checksum differs; attribution
 -- (analysis/attribution.py) searches for whose bytes they hold.
+-- requires: reads, writes, end_hold, poison
 -- Columns: every column of reads, and
 --   via VARCHAR         -- 'write' | 'xfer' | null (nothing predicts it, or ambiguous)
 --   predicted UBIGINT   -- the predicted checksum (null: no prediction)
 --   w_seq BIGINT, w_ck UBIGINT  -- the latest local write before the read
 --   x_shard VARCHAR, x_post BIGINT  -- the latest transfer into the slot layer (its post)
 --   is_stale BOOLEAN    -- the read saw the slot's earlier content or never-written poison
-CREATE OR REPLACE TEMP TABLE read_predict AS
+CREATE OR REPLACE TABLE read_predict AS
 WITH r AS (SELECT * FROM reads WHERE checksum IS NOT NULL),
 lw AS (SELECT lk, seq AS w_seq, checksum AS w_ck FROM writes),
 -- transfers into the read's slot layer, same generation
