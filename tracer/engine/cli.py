@@ -36,6 +36,12 @@ def run_engine(args) -> int:
     if after:
         wl.engine["inject_after"] = after
     ring = getattr(args, "ring", None)
+    from .geometry import impossible_bugs
+    cannot = impossible_bugs(wl)
+    for bug in args.inject:
+        if bug in cannot:
+            print(f"kvtrace record: warning: --inject {bug} cannot corrupt anything in workload {wl.name} "
+                  f"with index_k {wl.index_k}: {cannot[bug]}", file=sys.stderr)
     out = args.output
     if os.path.exists(out):
         if not args.force:
