@@ -168,7 +168,9 @@ class DecodeWorker:
             r = self.reqs.get(m["room"])
             if r is None:
                 continue
-            if m["type"] == "abort_ack" and r.state == "aborting":
+            if m["type"] == "sent" and "free-on-received" in self.bugs:
+                self.mail.send("received", m["room"])   # acknowledges the status, not the bytes
+            elif m["type"] == "abort_ack" and r.state == "aborting":
                 self._release(r, r.reason)
             elif m["type"] == "failed":
                 if r.state == "transferring":
