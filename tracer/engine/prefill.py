@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from ..schema import EventKind as K
+from .inject import Injection
 from . import nixlio
 from .chunks import chunk_positions, prepped_indices
 from .geometry import pages_for, side_pools, used_tokens
@@ -52,7 +53,8 @@ class PrefillWorker:
 
     def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None,
                  checksums: bool = True):
-        self.wl, self.bugs, self.rec = wl, set(bugs), rec
+        self.wl, self.rec = wl, rec
+        self.bugs = Injection(bugs, wl.engine.get("inject_after", 0))
         self.checksums = checksums   # kvh64 on write/read events (off: null checksums, cheaper)
         self.pools = {p.name: p for p in side_pools(wl, "prefill")}
         self.mem = Memory(self.pools.values(), device)
@@ -95,6 +97,7 @@ class PrefillWorker:
             self.rec and self.rec.event(K.REQ_START, AGENT, r.key, detail={"tokens": r.tokens, "chunks": r.chunks})
         self.reqs[r.room] = r
         self.waiting.append(r)
+        self.bugs.start()
 
     def _on_abort(self, m: dict, k: int) -> None:
         r = self.reqs.get(m["room"])
