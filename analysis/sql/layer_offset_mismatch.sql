@@ -5,7 +5,7 @@
 -- explain: Each descriptor should copy page g of layer L of pool P of the request on the
 --   source into page g of layer L of pool P on the destination (pages from each side's
 --   alloc events). Descriptors whose ends disagree, land outside the request's pages, or
---   cover a destination twice within one transfer are stray. This is the seeds'
+--   cover a destination twice within one transfer are stray. It finds the
 --   uniform-slot-count bug: descriptor indices computed as layer * M + page with one pool's
 --   slot count M applied to a pool with a different one. When the prepped indices of the
 --   request fit layer * M' + page for one M' taken from another pool, the finding names

@@ -28,6 +28,12 @@ def run_engine(args) -> int:
         wl = load(args.workload, concurrency=args.concurrency, index_k=args.index_k, seed=args.seed)
     except WorkloadError as e:
         raise _user_error(str(e)) from None
+    from .geometry import impossible_bugs
+    cannot = impossible_bugs(wl)
+    for bug in args.inject:
+        if bug in cannot:
+            print(f"kvtrace record: warning: --inject {bug} cannot corrupt anything in workload {wl.name} "
+                  f"with index_k {wl.index_k}: {cannot[bug]}", file=sys.stderr)
     out = args.output
     if os.path.exists(out):
         if not args.force:
