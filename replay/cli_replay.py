@@ -10,7 +10,8 @@ point), random (--seed), pct (--seed, --depth), conflicts (--seed indexes the sl
 conflict flipped).
 
 --what-if NAME[:ARGS] re-derives the recorded program under a proposed fix and replays
-it in the same order: corruption before and after, and what the fix changed. Built in:
+it under the same scheduler and seed (a --schedule string: in the same order as far as
+the fix allows): corruption before and after, and what the fix changed. Built in:
 per-pool-slot-count, free-after-done[:pools=P,..], status-after-data; your own as
 MODULE:FUNCTION or FILE.py:FUNCTION (docs/what-if.md).
 
@@ -99,7 +100,8 @@ def _what_if(args) -> int:
     for line in before.lines(g):
         print("  " + line)
     print(f"  verdict: {'CORRUPTED' if before.failed else 'clean'}")
-    print(f"after ({w.fix.whatif.label}, the same order where the fix allows):")
+    how = "the same order where the fix allows" if args.schedule else f"{args.scheduler} seed {args.seed}"
+    print(f"after ({w.fix.whatif.label}, {how}):")
     for line in after.lines(w.after.graph):
         print("  " + line)
     if w.forced > 0:
