@@ -136,7 +136,7 @@ def test_findings_table_lists_the_findings_and_clean_twin_has_none(tmp_path):
     assert expected and len(rows) == len(expected)
     assert "src_free_before_done" in {r[1] for r in rows}
     assert all(r[8].strip() for r in rows)   # each finding explains itself
-    assert "supports" in page.verdict and "slot reuse" in page.verdict
+    assert "root cause" in page.verdict and "src_free_before_done" in page.verdict
     cpage = parse(tmp_path / "clean.html")
     assert _finding_rows(cpage) == [] and "no findings" in cpage.tables["findings"][-1][0]
 

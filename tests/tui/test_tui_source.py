@@ -95,7 +95,7 @@ def _mismatched_descs(path) -> tuple[int, set]:
 
 
 def test_inspector_flags_the_uniform_slot_count_descriptors(tmp_path):
-    """The seeds' suspect (uniform slot count applied to index_k) recorded by the reference
+    """The uniform-slot-count bug (uniform slot count applied to index_k) recorded by the reference
     engine: its descriptors land on slots the request does not hold; the clean twin's
     descriptors all check out."""
     import shutil

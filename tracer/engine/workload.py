@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import WorkloadError
 
 #: the injectable bugs (off by default); see engine/__init__.py
-BUGS = ("uniform-slot-count", "early-src-free", "abort-free-inflight", "notify-first-handle")
+BUGS = ("uniform-slot-count", "early-src-free", "abort-free-inflight", "notify-first-handle", "free-on-received")
 
 
 @dataclasses.dataclass
