@@ -48,7 +48,7 @@ def test_minimize_prints_reorderings(scenario, capsys):
     src = scenario("abort")
     assert main(["explore", src, "--scheduler", "conflicts", "--seeds", "0:50", "--stop-on-first", "--no-progress"]) == 1
     s = re.search(r"schedule: (kvs1:\S+)", capsys.readouterr().out).group(1)
-    assert main(["minimize", src, "--schedule", s]) == 0
+    assert main(["minimize", src, "--schedule", s]) == 1      # corruption reproduced, as replay says it
     text = capsys.readouterr().out
     assert "moved past" in text and "schedule: kvs1:" in text
 
