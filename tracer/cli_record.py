@@ -30,6 +30,10 @@ def add_arguments(p) -> None:
     p.add_argument("--request-tag", default=None,
                    help="program mode: request attribution from notification tags: sglang, vllm, or a regex "
                         "with a named group (?P<request>...)")
+    p.add_argument("--hooks", default=None, metavar="ENGINE[:-GROUP]",
+                   help="program mode: also record the engine's own NIXL connector when the program imports "
+                        "it (sglang: SGLang 0.5.21/0.5.23; vllm: vLLM 0.34.0): layouts, pages, checksums, "
+                        "control messages, the request of each posting. ':-messages' etc. switches a group off")
     p.add_argument("--force", action="store_true", help="overwrite an existing output directory")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: a program to run traced")
 

@@ -48,7 +48,8 @@ def _prepare_dir(out: str, force: bool) -> None:
     os.makedirs(out, exist_ok=True)
 
 
-def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | None = None) -> dict:
+def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | None = None,
+              hooks: str | None = None) -> dict:
     """The environment that makes a Python process trace its NIXL agents into ``trace_dir``."""
     from . import autotrace
     env = dict(os.environ if base is None else base)
@@ -57,6 +58,11 @@ def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | N
     env[autotrace.ENV_DIR] = os.path.abspath(trace_dir)
     env[autotrace.ENV_TAG] = request_tag or "auto"
     env[autotrace.ENV_PROG] = prog
+    if hooks:
+        from .integrations import ENV_HOOKS
+        from .integrations._patch import ENV_LAUNCHED
+        env[ENV_HOOKS] = hooks
+        env[ENV_LAUNCHED] = "1"
     return env
 
 
@@ -69,12 +75,19 @@ def run_program(args, cmd: list[str]) -> int:
         make_parser(args.request_tag)
     except ValueError as e:
         raise UserError(str(e)) from None
+    hooks = getattr(args, "hooks", None)
+    if hooks:
+        from .integrations import HookSpecError, parse
+        try:
+            parse(hooks)
+        except HookSpecError as e:
+            raise UserError(str(e)) from None
     out = args.output
     _prepare_dir(out, bool(getattr(args, "force", False)))
     prog = _prog_name(cmd)
     manifest.update(out, tool="kvtrace", command=list(cmd), mode="program",
                     request_tag=args.request_tag or "auto")
-    env = child_env(out, args.request_tag, prog)
+    env = child_env(out, args.request_tag, prog, hooks=hooks)
     try:
         proc = subprocess.Popen(cmd, env=env)
     except OSError as e:
@@ -96,6 +109,10 @@ def run_program(args, cmd: list[str]) -> int:
     man = manifest.read(out)
     manifest.finish(out, exit_code=rc)
     _summary(out, man.get("shards", []))
+    if hooks:
+        from .integrations.summary import hook_lines
+        for line in hook_lines(out, hooks):
+            print(f"kvtrace record: {line}", file=sys.stderr)
     return rc if rc >= 0 else 128 - rc
 
 
