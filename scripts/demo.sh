@@ -10,9 +10,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 K=.venv/bin/kvtrace
 $K record --workload production-dsv4 --index-k bf16 --inject uniform-slot-count -o "$OUT/session.kvtrace" --force
-if [ -f ../shared/tools/validate_trace.py ]; then
-  .venv/bin/python ../shared/tools/validate_trace.py "$OUT/session.kvtrace"
-fi
+$K validate "$OUT/session.kvtrace"
 $K info "$OUT/session.kvtrace"
 # exit status 1 from check means "findings at error level" — expected for this buggy session
 $K check "$OUT/session.kvtrace" || true

@@ -8,7 +8,7 @@
 ``TracedAgent`` *is* a ``nixl_agent`` (a subclass of the class NIXL installed), so every
 method takes the same arguments and returns the same objects; recording happens in a
 :class:`~kvtrace.tracer.agent_tap.BindingTap` placed between the Python class and its C++
-binding. What lands in the trace (see ../shared/DESIGN.md):
+binding. What lands in the trace (see docs/format.md):
 
 - ``register`` / ``deregister`` per region (addr, nbytes, mem_type, device);
 - ``dlists`` once per ``prep_xfer_dlist``;
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import importlib
 
-from .autotrace import default_recorder, default_request_tags
+from .process_recorder import default_recorder, default_request_tags
 from .tags import make_parser
 
 _CLASSES: dict = {}
