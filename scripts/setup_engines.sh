@@ -15,7 +15,15 @@ SGL_NEW=0.5.23
 VLLM=0.34.0
 T0=$SECONDS
 step() { echo "[setup_engines +$((SECONDS - T0))s] $*"; }
-PIP=(-m pip install -q --disable-pip-version-check --no-input)
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
+# pip's resolver lists every unmet requirement of the --no-deps engines (by design: only the
+# connector modules are used); keep its output out of the way unless a step fails
+pip_install() {
+  if ! "$PY" -m pip install -q --disable-pip-version-check --no-input "$@" >"$LOG" 2>&1; then
+    grep -v -e "^WARNING: Location" -e " requires " "$LOG" | tail -30; return 1
+  fi
+}
 
 step "base venv (.venv)"
 bash scripts/setup.sh
@@ -45,12 +53,12 @@ EOF
 }
 
 if have sglang $SGL_OLD; then step "sglang $SGL_OLD present"; else
-  step "sglang $SGL_OLD (--no-deps, ~29 MB)"; "$PY" "${PIP[@]}" --no-deps "sglang==$SGL_OLD"; fi
+  step "sglang $SGL_OLD (--no-deps, ~29 MB)"; pip_install --no-deps "sglang==$SGL_OLD"; fi
 if have sglang $SGL_NEW "$EV/sglang-$SGL_NEW"; then step "sglang $SGL_NEW present"; else
   step "sglang $SGL_NEW side by side in $EV/sglang-$SGL_NEW (--no-deps)"
-  "$PY" "${PIP[@]}" --no-deps --upgrade --target "$EV/sglang-$SGL_NEW" "sglang==$SGL_NEW"; fi
+  pip_install --no-deps --upgrade --target "$EV/sglang-$SGL_NEW" "sglang==$SGL_NEW"; fi
 if have vllm $VLLM; then step "vllm $VLLM present"; else
-  step "vllm $VLLM (--no-deps, ~240 MB)"; "$PY" "${PIP[@]}" --no-deps "vllm==$VLLM"; fi
+  step "vllm $VLLM (--no-deps, ~240 MB)"; pip_install --no-deps "vllm==$VLLM"; fi
 
 # what the connector modules import; torch comes from .venv (pinned so pip never replaces it)
 TORCH=$("$PY" -c 'from importlib.metadata import version; print(version("torch").split("+")[0])')
@@ -58,16 +66,28 @@ LIGHT=(msgspec pyzmq aiohttp requests psutil orjson pybase64 starlette tqdm IPyt
        "transformers>=5.16.1,<5.23.0" torchvision dill sentencepiece compressed_tensors gguf
        apache-tvm-ffi cachetools cbor2 cloudpickle uvloop py-cpuinfo prometheus_client
        llguidance "xgrammar==0.2.8" einops "filelock>=4.2.4")
-if "$PY" -c 'import zmq, msgspec, transformers, torchvision, xgrammar, cbor2, gguf, compressed_tensors' 2>/dev/null; then
+STAMP=$EV/.kvtrace-deps
+WANT="$TORCH ${LIGHT[*]}"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
   step "connector dependencies present"
 else
   step "connector dependencies (${#LIGHT[@]} packages, torch==$TORCH kept)"
-  "$PY" "${PIP[@]}" "torch==$TORCH" "${LIGHT[@]}"
+  pip_install "torch==$TORCH" "${LIGHT[@]}"
+  echo "$WANT" > "$STAMP"
 fi
 
-step "kvtrace (editable, no deps)"
-"$PY" "${PIP[@]}" --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+if [ "$("$PY" -c 'import os, kvtrace; print(os.path.dirname(os.path.dirname(kvtrace.__file__)))' 2>/dev/null)" = "$ROOT" ]; then
+  step "kvtrace (editable) present"
+else
+  step "kvtrace (editable, no deps)"; pip_install --no-deps -e .
+fi
 
-step "import check"
-(cd / && "$PY" -c 'import nixl, sglang.srt.disaggregation.nixl.conn, kvtrace; print("  sglang connector imports")')
+if [ ! -f "$EV/.kvtrace-import-ok" ] || [ "$STAMP" -nt "$EV/.kvtrace-import-ok" ]; then
+  step "import check: SGLang's connector (~20 s)"
+  if (cd / && "$PY" -W ignore -c 'import nixl, sglang.srt.disaggregation.nixl.conn, kvtrace' >"$LOG" 2>&1); then
+    touch "$EV/.kvtrace-import-ok"
+  else
+    tail -20 "$LOG"; exit 1
+  fi
+fi
 step "done in $((SECONDS - T0))s: $EV"
