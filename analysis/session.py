@@ -59,7 +59,9 @@ class TraceSession(TraceModel):
         out.sort(key=lambda f: (f.severity != "error", f.check, -f.count, f.request or ""))
         return out
 
-    def verdict(self, findings: list[Finding] | None = None):
-        """Which hypothesis the evidence supports and which it rules out."""
+    def verdict(self, findings: list[Finding] | None = None, hypotheses: list[str] | None = None):
+        """The root causes found and, for the hypothesis files that apply (``hypotheses``:
+        names or paths; default: the shipped ones the trace's layout makes relevant),
+        which hypothesis the evidence supports and which it rules out."""
         from .verdict import verdict
-        return verdict(self, self.findings() if findings is None else findings)
+        return verdict(self, self.findings() if findings is None else findings, hypotheses)

@@ -1,39 +1,54 @@
-"""The verdict on the seeds' question: bf16 index-K corrupts only under PD at high
-concurrency — is it the uniform slot count, slot reuse before the read, or a completion
-signal that precedes the data?
+"""The verdict: the root causes the checks found, then any hypotheses that apply.
 
-Each hypothesis maps to the checks whose findings are its evidence. A hypothesis is
-*supported* when those checks found something, *ruled out* when they all ran and found
-nothing over a stated amount of evidence, and *untested* when the trace cannot say.
+By default the verdict speaks of the findings: one line per root cause (a check whose
+findings remain after consequences were folded into their causes), or that the checks
+that ran found nothing. Hypotheses are data (hypothesis_files.py): a file applies when
+the user names it (``kvtrace check --hypotheses NAME|FILE``) or when its
+``relevant_when`` fact is non-zero for the trace (e.g. pools with different slot counts).
+
+A hypothesis is *supported* when a check of its evidence found something; *ruled out*
+when every evidence check ran, found nothing, and every fact it needs is present; and
+*untested* otherwise, saying why (a check that could not run, a fact that is absent).
 """
 from __future__ import annotations
 
 import dataclasses
 
+from .facts import facts, measure
 from .findings import Finding, catalog
-
-#: hypothesis → (checks that are evidence for it, what "nothing found" was measured over)
-HYPOTHESES = {
-    "uniform slot count": ("layer_offset_mismatch",),
-    "slot reuse before read": ("slot_reuse_before_read", "write_after_free", "src_free_before_done"),
-    "completion before data": ("read_before_done", "read_undelivered", "checksum_mismatch"),
-}
+from .hypothesis_files import HypothesisFile, HypothesisSpec, builtin_names, load
 
 
 @dataclasses.dataclass
 class Hypothesis:
-    """One suspect and what the evidence says about it."""
+    """One hypothesis and what the evidence says about it."""
 
     name: str
     status: str                 #: "supported" | "ruled out" | "untested"
     reason: str                 #: one sentence
     findings: int = 0
+    investigation: str = ""     #: the hypothesis file it comes from
+
+
+@dataclasses.dataclass
+class RootCause:
+    """One check's findings as a cause of what went wrong."""
+
+    check: str
+    severity: str
+    findings: int
+    requests: int
+    summary: str
+    pattern: str                #: what explains many findings at once (e.g. one wrong stride), or ""
+    example: str
 
 
 @dataclasses.dataclass
 class Verdict:
-    """All three suspects, in the seeds' order."""
-
+    root_causes: list[RootCause]
+    checks_run: list[str]
+    skipped: list[tuple[str, str]]
+    investigations: list[tuple[str, str]]        #: (name, description) of the files applied
     hypotheses: list[Hypothesis]
 
     @property
@@ -41,25 +56,33 @@ class Verdict:
         return [h for h in self.hypotheses if h.status == "supported"]
 
     def lines(self) -> list[str]:
-        """Human-readable verdict, one line per hypothesis plus a summary."""
-        out = []
-        sup = self.supported
-        if sup:
-            out.append("VERDICT: the evidence supports " + " and ".join(h.name for h in sup) + ".")
-        elif all(h.status == "ruled out" for h in self.hypotheses):
-            out.append("VERDICT: all three suspects are ruled out for this trace.")
+        """Human-readable verdict: a headline, one line per root cause, then hypotheses."""
+        rc = self.root_causes
+        if rc:
+            out = [f"VERDICT: {len(rc)} root cause{'s' if len(rc) > 1 else ''} found: "
+                   + ", ".join(r.check for r in rc) + "."]
+            for r in rc:
+                out.append(f"  {r.check} ({r.severity}): {r.findings} finding(s) over {r.requests} request(s)"
+                           f"{r.pattern} — {r.summary}; e.g. {r.example}")
         else:
-            out.append("VERDICT: no suspect is supported by this trace.")
-        for h in self.hypotheses:
-            out.append(f"  {h.status:>9}: {h.name} — {h.reason}")
+            out = [f"VERDICT: no hazard found by the {len(self.checks_run)} check(s) that ran"
+                   + (f"; {len(self.skipped)} could not run (see skipped)." if self.skipped else ".")]
+        for name, desc in self.investigations:
+            out.append(f"Hypotheses ({name}): {desc}")
+            for h in self.hypotheses:
+                if h.investigation == name:
+                    out.append(f"  {h.status:>9}: {h.name} — {h.reason}")
         return out
 
     def to_dict(self) -> dict:
-        return {"hypotheses": [dataclasses.asdict(h) for h in self.hypotheses]}
+        return {"root_causes": [dataclasses.asdict(r) for r in self.root_causes],
+                "checks_run": list(self.checks_run), "skipped": [list(s) for s in self.skipped],
+                "investigations": [{"name": n, "description": d} for n, d in self.investigations],
+                "hypotheses": [dataclasses.asdict(h) for h in self.hypotheses]}
 
 
 def _strides(hits: list[Finding]) -> str:
-    """How many layer_offset_mismatch findings one wrong slot count explains, if any."""
+    """How many findings one wrong slot count explains, when the checks named a stride."""
     named = [(f.extra.get("stride"), f.extra.get("stride_pool"), f.pool, f.extra.get("pool_slots"))
              for f in hits if f.extra.get("stride") is not None]
     if not named:
@@ -70,12 +93,57 @@ def _strides(hits: list[Finding]) -> str:
             f"applied to pool {pool} (M={real})")
 
 
-def _scalar(session, sql: str) -> int:
-    return int(session.con.sql(sql).fetchall()[0][0] or 0)
+def root_causes(findings: list[Finding]) -> list[RootCause]:
+    cat = catalog()
+    by_check: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_check.setdefault(f.check, []).append(f)
+    out = []
+    for check, fs in by_check.items():
+        first = next((f for f in fs if f.extra.get("stride") is not None), fs[0])
+        out.append(RootCause(check, fs[0].severity, len(fs), len({f.request for f in fs}),
+                             cat[check].summary if check in cat else check, _strides(fs), first.message))
+    return out
 
 
-def verdict(session, findings: list[Finding]) -> Verdict:
-    """Decide each hypothesis from ``findings`` and the amount of evidence in ``session``."""
+def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dict[str, str],
+          folded: dict[str, set[str]], counts: dict[str, int], investigation: str) -> Hypothesis:
+    """One hypothesis from the findings, the checks that could not run and the facts."""
+    hits = [f for c in spec.evidence for f in by_check.get(c, [])]
+    if hits:
+        first = next((f for f in hits if f.extra.get("stride") is not None), hits[0])
+        reqs = len({f.request for f in hits})
+        reason = (f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))})"
+                  f"{_strides(hits)}; e.g. {first.message}")
+        return Hypothesis(spec.name, "supported", reason, len(hits), investigation)
+    ran = [c for c in spec.evidence if c not in skipped]
+    if not ran:
+        return Hypothesis(spec.name, "untested", skipped[spec.evidence[0]], 0, investigation)
+    absent = [n for n in spec.needs if not counts.get(n)]
+    if absent:
+        return Hypothesis(spec.name, "untested", facts()[absent[0]].absent, 0, investigation)
+    reason = spec.ruled_out.format(checks=", ".join(ran), **counts)
+    not_run = [f"{c} ({skipped[c]})" for c in spec.evidence if c in skipped]
+    if not_run:
+        reason += "; not checked: " + "; ".join(not_run)
+    explained = sorted(f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in spec.evidence if c in folded)
+    if explained:
+        reason += "; its only hits are consequences of another cause: " + ", ".join(explained)
+    return Hypothesis(spec.name, "ruled out", reason, 0, investigation)
+
+
+def applicable(session, asked: list[str] | None) -> list[HypothesisFile]:
+    """The hypothesis files to judge: those ``asked`` for (names or paths; ``["none"]``
+    for none), else every shipped file whose ``relevant_when`` fact is non-zero."""
+    if asked:
+        return [] if asked == ["none"] else [load(a) for a in asked]
+    files = [load(n) for n in builtin_names()]
+    rel = measure(session, [f.relevant_when for f in files if f.relevant_when])
+    return [f for f in files if f.relevant_when and rel.get(f.relevant_when)]
+
+
+def verdict(session, findings: list[Finding], hypotheses: list[str] | None = None) -> Verdict:
+    """The verdict over ``findings`` (see the module doc); ``hypotheses`` as in applicable()."""
     skipped = dict(session.checks_skipped)
     by_check: dict[str, list[Finding]] = {}
     for f in findings:
@@ -84,45 +152,9 @@ def verdict(session, findings: list[Finding]) -> Verdict:
     for f in findings:
         for g in f.extra.get("folded") or []:
             folded.setdefault(g["check"], set()).add(f.check)
-    session.derive()
-    n_xfers = _scalar(session, "SELECT count(*) FROM xfers")
-    n_prepped = _scalar(session, "SELECT count(DISTINCT (shard, xfer)) FROM descs WHERE dst_idx IS NOT NULL OR src_idx IS NOT NULL")
-    n_reads = _scalar(session, "SELECT count(*) FROM events WHERE kind = 'read'")
-    # a uniform slot count can only misaddress a prepped list whose regions differ in slot count
-    multi = _scalar(session, "SELECT count(*) FROM (SELECT shard, dlist FROM dl_region GROUP BY ALL "
-                             "HAVING count(DISTINCT num_slots) > 1)")
-    out = []
-    for name, checks in HYPOTHESES.items():
-        hits = [f for c in checks for f in by_check.get(c, [])]
-        ran = [c for c in checks if c in catalog() and c not in skipped]
-        if hits:
-            # the example: the first finding that names its cause (a stride), else the first
-            first = next((f for f in hits if f.extra.get("stride") is not None), hits[0])
-            reqs = len({f.request for f in hits})
-            reason = f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))}){_strides(hits)}; e.g. {first.message}"
-            out.append(Hypothesis(name, "supported", reason, len(hits)))
-            continue
-        explained = sorted({f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in checks if c in folded})
-        tail = f"; its only hits are consequences of another cause: {', '.join(explained)}" if explained else ""
-        if not ran:
-            out.append(Hypothesis(name, "untested", skipped[checks[0]]))
-            continue
-        if name == "uniform slot count":
-            if n_prepped == 0:
-                out.append(Hypothesis(name, "untested", "no prepped (indexed) transfers in the trace"))
-            elif not multi:
-                out.append(Hypothesis(name, "untested", f"{n_prepped} prepped transfers, but the regions of every prepped list have the same slot count, so a uniform count cannot misaddress them"))
-            else:
-                out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over lists whose regions differ in slot count{tail}"))
-        elif name == "slot reuse before read":
-            out.append(Hypothesis(name, "ruled out", f"zero findings of {', '.join(ran)} across {n_xfers} transfers{tail}"))
-        else:
-            if n_reads == 0:
-                out.append(Hypothesis(name, "untested", "the trace has no read events"))
-            else:
-                bytes_ = ("and matches its predicted checksum" if "checksum_mismatch" in ran else
-                          "(the bytes were not compared: the trace has no checksums)")
-                what = ("no read precedes its data's completion observation" if tail else
-                        f"every one of {n_reads} reads happens after a completion observation {bytes_}")
-                out.append(Hypothesis(name, "ruled out", f"{what} ({', '.join(ran)}){tail}"))
-    return Verdict(out)
+    files = applicable(session, hypotheses)
+    counts = measure(session, [n for hf in files for h in hf.hypotheses for n in h.needs])
+    judged = [judge(h, by_check, skipped, folded, counts, hf.name) for hf in files for h in hf.hypotheses]
+    ran = [c for c in catalog() if c not in skipped]
+    return Verdict(root_causes(findings), ran, list(session.checks_skipped),
+                   [(hf.name, hf.description) for hf in files], judged)

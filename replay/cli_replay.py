@@ -10,7 +10,8 @@ point), random (--seed), pct (--seed, --depth), conflicts (--seed indexes the sl
 conflict flipped).
 
 --what-if NAME[:ARGS] re-derives the recorded program under a proposed fix and replays
-it in the same order: corruption before and after, and what the fix changed. Built in:
+it under the same scheduler and seed (a --schedule string: in the same order as far as
+the fix allows): corruption before and after, and what the fix changed. Built in:
 per-pool-slot-count, free-after-done[:pools=P,..], status-after-data; your own as
 MODULE:FUNCTION or FILE.py:FUNCTION (docs/what-if.md).
 
@@ -19,12 +20,11 @@ without reads — a transfer did not deliver its source as it was at post); 2 ba
 """
 from __future__ import annotations
 
-SCHEDULERS = ("recorded", "eager", "lazy", "random", "pct", "conflicts")
-
-
 def add_arguments(p) -> None:
+    from .schedulers import NAMES
+
     p.add_argument("trace", help="trace directory (NAME.kvtrace)")
-    p.add_argument("--scheduler", default="recorded", choices=SCHEDULERS, help="strategy (default: recorded)")
+    p.add_argument("--scheduler", default="recorded", choices=NAMES, help="strategy (default: recorded)")
     p.add_argument("--seed", type=int, default=0, help="seed of random/pct/conflicts (default 0)")
     p.add_argument("--depth", type=int, default=3, help="PCT depth d (default 3)")
     p.add_argument("--executor", default="symbolic", choices=("symbolic", "bytes", "nixl"),
@@ -100,7 +100,8 @@ def _what_if(args) -> int:
     for line in before.lines(g):
         print("  " + line)
     print(f"  verdict: {'CORRUPTED' if before.failed else 'clean'}")
-    print(f"after ({w.fix.whatif.label}, the same order where the fix allows):")
+    how = "the same order where the fix allows" if args.schedule else f"{args.scheduler} seed {args.seed}"
+    print(f"after ({w.fix.whatif.label}, {how}):")
     for line in after.lines(w.after.graph):
         print("  " + line)
     if w.forced > 0:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's main job: set up, record a production-like PD session on real NIXL (CPU),
 # check the trace against the format contract, and print its summary and findings.
-# The session runs the seeds' configuration: 64 concurrent multi-turn sessions, bf16 index_k whose
+# The session runs a production-like configuration: 64 concurrent multi-turn sessions, bf16 index_k whose
 # page size differs from the kv pool's, and the uniform-slot-count bug injected.
 set -euo pipefail
 cd "$(dirname "$0")/.."

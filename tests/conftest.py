@@ -2,6 +2,15 @@ import pytest
 
 from cuda_probe import has_cuda
 
+try:  # Hypothesis tests are reproducible: the same examples every run, no example database
+    import os as _os
+
+    from hypothesis import settings as _hyp_settings
+    _hyp_settings.register_profile("kvtrace", derandomize=True, database=None, deadline=None)
+    _hyp_settings.load_profile(_os.environ.get("HYPOTHESIS_PROFILE", "kvtrace"))
+except ImportError:
+    pass
+
 
 def pytest_collection_modifyitems(config, items):
     gpu = [item for item in items if "gpu" in item.keywords]

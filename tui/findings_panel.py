@@ -70,6 +70,9 @@ class FindingsPanel(Vertical):
 
     def _describe(self, i: int) -> None:
         msg = self.findings[i].message if self.findings and 0 <= i < len(self.findings) else ""
+        who = self.findings[i].extra.get("attribution") if msg else None
+        if who:   # who wrote the bytes its corrupted reads hold
+            msg += "\nWho wrote these bytes: " + "\n  ".join(who[:3])
         self.query_one("#findings-message", Static).update(msg)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from .hb import HappensBefore
+from ..hb import HappensBefore
 
 
 class Edit:

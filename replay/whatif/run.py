@@ -25,12 +25,13 @@ def replay_whatif(path: str, spec, scheduler: str = "recorded", seed: int = 0, d
                   executor: str = "symbolic", device: str = "cpu", schedule: str | None = None,
                   fault: str | None = None, chunks: int = 1, graph=None,
                   observe_writes: bool = False) -> WhatIfReplay:
-    """Replay ``path`` under a scheduler (or schedule string), then the program re-derived
-    under the what-if ``spec`` following the same order."""
-    from ..api import make_executor, replay, run_graph
+    """Replay ``path`` under a scheduler and seed, then the program re-derived under the
+    what-if ``spec`` under the same scheduler and seed (as ``explore --what-if`` runs it);
+    with a schedule string the fixed program follows that run's order instead."""
+    from ..api import make_executor, make_scheduler, replay, run_graph
     before = replay(path, scheduler, seed, depth, executor, device, schedule, fault, chunks, graph=graph)
     fix = apply(before.graph, spec)
-    sch = FollowScheduler(before.result.order)
+    sch = FollowScheduler(before.result.order) if schedule else make_scheduler(scheduler, seed, depth)
     after = run_graph(fix.graph, sch, make_executor(executor, device), chunks, fault, compare_recorded=False,
                       observe_writes=observe_writes)
     after.scheduler, after.seed = before.scheduler, before.seed

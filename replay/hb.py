@@ -10,6 +10,14 @@ from __future__ import annotations
 import collections
 
 
+def happens_before(graph) -> "HappensBefore":
+    """The happens-before of ``graph`` (computed once, cached on the graph)."""
+    hb = getattr(graph, "_hb", None)
+    if hb is None:
+        hb = graph._hb = HappensBefore(graph)
+    return hb
+
+
 class HappensBefore:
     """Vector clocks of every operation of ``graph`` (program ops and moves)."""
 
