@@ -159,15 +159,18 @@ def run_program(args, cmd: list[str]) -> int:
             signal.signal(sig, old)
     man = manifest.read(out)
     manifest.finish(out, exit_code=rc)
-    _summary(out, man.get("shards", []))
+    lines = []
     if hooks:
         from .integrations.summary import hook_lines
-        for line in hook_lines(out, hooks):
-            print(f"kvtrace record: {line}", file=sys.stderr)
+        lines = hook_lines(out, hooks)
+    # a program that never imported the engine's connector gets that line, not a second one
+    _summary(out, man.get("shards", []), say_empty=not lines)
+    for line in lines:
+        print(f"kvtrace record: {line}", file=sys.stderr)
     return rc if rc >= 0 else 128 - rc
 
 
-def _summary(out: str, shards: list[str]) -> None:
+def _summary(out: str, shards: list[str], say_empty: bool = True) -> None:
     import json
     events, unclosed = 0, []
     for s in shards:
@@ -182,7 +185,7 @@ def _summary(out: str, shards: list[str]) -> None:
             unclosed.append(s)
     note = f"; not closed: {', '.join(unclosed)}" if unclosed else ""
     print(f"kvtrace record: {len(shards)} shard(s), {events} events -> {out}{note}", file=sys.stderr)
-    if not shards:
+    if not shards and say_empty:
         print("kvtrace record: no NIXL agent was traced: the program created none, or its Python could "
               "not load kvtrace (see any 'not traced' message above)", file=sys.stderr)
 
