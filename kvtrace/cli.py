@@ -8,7 +8,7 @@ import importlib
 import importlib.util
 import sys
 
-from .errors import KvtraceError, UsageError
+from .errors import KvtraceError
 
 #: (command, module, one-line help) in the order a user meets them
 COMMANDS = [
@@ -25,10 +25,6 @@ COMMANDS = [
     ("report", "kvtrace.analysis.cli_report", "write a self-contained HTML report with plots"),
     ("sweep", "kvtrace.analysis.cli_sweep", "record and check a workload across concurrencies"),
 ]
-
-
-#: kept for code written before kvtrace.errors existed; library code raises kvtrace.errors.*
-UserError = UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
