@@ -48,9 +48,15 @@ def run(args) -> int:
     from .session import TraceSession
 
     with TraceSession(args.trace, threads=args.threads) as s:
+        from .answers import sections
+        from .attribution import attach, attribute
+
         findings = s.findings(only)
         verdict = s.verdict(findings, args.hypotheses) if not only else None
-        render.emit(args.format, s, findings, verdict, examples=args.examples)
+        who = attribute(s)
+        attach(findings, who)
+        render.emit(args.format, s, findings, verdict, examples=args.examples, attribution=who,
+                    extra_sections=sections(s))
     worst = {"warning": 0, "error": 1}
     bar = worst[args.fail_on]
     return 1 if any(worst.get(f.severity, 1) >= bar for f in findings) else 0

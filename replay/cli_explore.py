@@ -15,8 +15,10 @@ import shlex
 
 
 def add_arguments(p) -> None:
+    from .schedulers import NAMES
+
     p.add_argument("trace", help="trace directory (NAME.kvtrace)")
-    p.add_argument("--scheduler", default="pct", choices=("pct", "random", "conflicts", "lazy", "eager", "recorded"),
+    p.add_argument("--scheduler", default="pct", choices=NAMES,
                    help="strategy to explore (default: pct)")
     p.add_argument("--seeds", default="0:100", help="seed range START:STOP, half-open (default 0:100)")
     p.add_argument("--depth", type=int, default=3, help="PCT depth d (default 3)")

@@ -20,12 +20,11 @@ without reads — a transfer did not deliver its source as it was at post); 2 ba
 """
 from __future__ import annotations
 
-SCHEDULERS = ("recorded", "eager", "lazy", "random", "pct", "conflicts")
-
-
 def add_arguments(p) -> None:
+    from .schedulers import NAMES
+
     p.add_argument("trace", help="trace directory (NAME.kvtrace)")
-    p.add_argument("--scheduler", default="recorded", choices=SCHEDULERS, help="strategy (default: recorded)")
+    p.add_argument("--scheduler", default="recorded", choices=NAMES, help="strategy (default: recorded)")
     p.add_argument("--seed", type=int, default=0, help="seed of random/pct/conflicts (default 0)")
     p.add_argument("--depth", type=int, default=3, help="PCT depth d (default 3)")
     p.add_argument("--executor", default="symbolic", choices=("symbolic", "bytes", "nixl"),

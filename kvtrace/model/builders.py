@@ -60,3 +60,16 @@ def build_poison(model) -> None:
     sizes = [int(v) for v in model.ask("slot_sizes").column("slot_bytes").to_pylist()]
     _create(model, "poison", pa.table({"slot_bytes": pa.array(sizes, pa.uint64()),
                                        "checksum": pa.array([int(kvh64(poison(n)[0])) for n in sizes], pa.uint64())}))
+
+
+@builder("timeline", requires=("sync_pairs",), on_demand=True)
+def build_timeline(model) -> None:
+    """timeline: every events column plus ord BIGINT (dense position in the
+    happens-before-consistent total order) and pair_shard, pair_seq, pair_xfer (a
+    receive's paired send): a view over the file order.py writes beside the index."""
+    from . import order
+    from .sqltext import query_sql
+
+    path = order.ensure(model)
+    model.con.execute(query_sql("cache_parquet_metadata"))
+    model.con.read_parquet(path).create_view("timeline")

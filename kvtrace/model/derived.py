@@ -18,18 +18,21 @@ class Derived:
     requires: tuple[str, ...]
     sql: str | None = None                      #: the file's text (SQL objects)
     build: Callable | None = None               #: build(model) (Python objects)
+    #: built only when asked for by name (and so is whatever requires it), never by a
+    #: plain derive(): e.g. the timeline, which only a viewer needs
+    on_demand: bool = False
 
 
 #: the Python-built objects by name (builders.py registers them)
 PY_BUILDERS: dict[str, Derived] = {}
 
 
-def builder(name: str, requires: tuple[str, ...] = ()):
+def builder(name: str, requires: tuple[str, ...] = (), on_demand: bool = False):
     """Register ``fn(model)`` as the builder of derived object ``name``; it must create
     ``name`` in the model's database (a table or a registered Arrow table)."""
     def deco(fn):
         if name in PY_BUILDERS:
             raise RegistryError(f"derived object {name!r} registered twice")
-        PY_BUILDERS[name] = Derived(name, tuple(requires), build=fn)
+        PY_BUILDERS[name] = Derived(name, tuple(requires), build=fn, on_demand=on_demand)
         return fn
     return deco

@@ -52,13 +52,27 @@ def registry() -> dict[str, Derived]:
             if name in out:
                 raise RegistryError(f"derived object {name!r} is both sql/{name}.sql and a Python builder")
             out[name] = d
-        build_order(out)   # fail at first use on a cycle or a missing name
+        build_order(out, sorted(out))   # fail at first use on a cycle or a missing name
         _ALL = out
     return _ALL
 
 
+def on_demand(objs: dict[str, Derived]) -> set[str]:
+    """The objects built only when asked for: declared so, or requiring such an object."""
+    memo: dict[str, bool] = {}
+
+    def lazy(n: str) -> bool:
+        if n not in memo:
+            memo[n] = False          # a cycle is reported by build_order, not here
+            d = objs.get(n)
+            memo[n] = bool(d) and (d.on_demand or any(lazy(r) for r in d.requires if r not in BASE))
+        return memo[n]
+    return {n for n in objs if lazy(n)}
+
+
 def build_order(objs: dict[str, Derived], targets=None) -> list[str]:
-    """The objects needed for ``targets`` (default: all), dependencies first.
+    """The objects needed for ``targets`` (default: every object not built on demand),
+    dependencies first.
 
     Raises:
         RegistryError: an object requires a name nothing provides, or requirements form a cycle.
@@ -82,11 +96,9 @@ def build_order(objs: dict[str, Derived], targets=None) -> list[str]:
         state[name] = 2
         order.append(name)
 
-    for t in (sorted(objs) if targets is None else targets):
+    if targets is None:
+        lazy = on_demand(objs)
+        targets = [n for n in sorted(objs) if n not in lazy]
+    for t in targets:
         visit(t, [])
     return order
-
-
-def query_sql(name: str) -> str:
-    """The text of ``queries/<name>.sql`` (a read-only SELECT, parameters as ``?``)."""
-    return importlib.resources.files("kvtrace.model.queries").joinpath(name + ".sql").read_text()

@@ -1,6 +1,6 @@
 """Write the events in timeline order without a global sort.
 
-Each shard's events are already in program order in the analysis index, and the
+Each shard's events are already in program order in the trace index, and the
 timeline order keeps every shard's order, so the output is a merge: each chunk of
 8,192 output rows reads the one or two row groups per shard it needs (cached) and
 takes its rows. Memory stays at a few row groups; ~3x faster than DuckDB sorting 10M

@@ -1,39 +1,34 @@
-"""The timeline's happens-before-consistent total order, built once under ``_index/``.
+"""The timeline: every event of every shard in one happens-before-consistent total order,
+written once beside the trace index (``timeline.parquet``, sorted by a dense ``ord``,
+with each receive's paired send), so a viewer pages it by row group.
 
 Every event gets a key ``T``: its own timestamp, raised to at least the key of the
 event before it in its shard, and to one more than the key of the send a receive
 pairs with (a Lamport clock weighted by real time). Sorting by ``(T, shard, seq)``
 keeps program order and puts every receive after its send, whatever the shard clocks
-say; among concurrent events the timestamps decide, which reads naturally.
+say; among concurrent events the timestamps decide, which reads naturally. The pairs
+are the model's ``sync_pairs``, the same ones the checks and replay use.
 
-Files (next to the analysis index, rebuilt when its ``stamp.json`` changes):
-``tui_events.parquet`` (events sorted by ``ord``), ``tui_slots.parquet`` (slot
-ownership history), ``tui_xfers.parquet`` (each transfer's events), ``tui_stamp.json``.
+The file is rebuilt when the index's ``stamp.json`` (or this module's version) changes.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-from importlib import resources
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute.if_else in merge)
 import pyarrow.parquet as pq
 
 from . import merge
+from .sqltext import query_sql
 
-TUI_VERSION = 2
-BUILD_MEMORY = "1GB"      # DuckDB's cap while sorting the events by ord (it spills past it)
-FILES = ("tui_events.parquet", "tui_slots.parquet", "tui_xfers.parquet")
+VERSION = 3
+FILE = "timeline.parquet"
+STAMP = "timeline_stamp.json"
 #: seconds of the last build's parts (for bench/bench_tui.py)
 TIMES: dict[str, float] = {}
-
-
-def sql_text(name: str) -> str:
-    """The text of ``tui/sql/<name>.sql``."""
-    return resources.files("kvtrace.tui").joinpath("sql", name + ".sql").read_text()
 
 
 def hb_keys(shard_of: np.ndarray, t_ns: np.ndarray, bounds: list[tuple[int, int]]) -> tuple[np.ndarray, int]:
@@ -104,62 +99,52 @@ def _stamp_of(index_dir: str) -> dict:
             base = json.load(f)
     except (OSError, ValueError):
         base = None
-    return {"tui_version": TUI_VERSION, "base": base}
+    return {"timeline_version": VERSION, "base": base}
 
 
-def ensure_order(session) -> dict:
-    """Build (or reuse) the timeline index of a TraceSession; returns its file paths."""
-    d = session.index_dir
-    paths = {f.split(".")[0]: os.path.join(d, f) for f in FILES}
-    stamp, stamp_path = _stamp_of(d), os.path.join(d, "tui_stamp.json")
+def is_current(index_dir: str) -> bool:
+    """Whether the timeline file of this index exists and matches it."""
     try:
-        with open(stamp_path) as f:
-            if json.load(f) == stamp and all(os.path.exists(p) for p in paths.values()):
-                return paths
+        with open(os.path.join(index_dir, STAMP)) as f:
+            return json.load(f) == _stamp_of(index_dir) and os.path.exists(os.path.join(index_dir, FILE))
     except (OSError, ValueError):
-        pass
-    build_order(session, paths)
-    with open(stamp_path, "w") as f:
-        json.dump(stamp, f)
-    return paths
+        return False
 
 
-def build_order(session, paths: dict) -> None:
-    """Compute the order and write tui_events / tui_slots / tui_xfers: a merge of the
-    shards when the analysis index keeps each shard in seq order (it does), else a
-    DuckDB sort."""
-    con = session.con
-    # the sort below would otherwise take most of the machine's memory: let DuckDB spill
-    spill = os.path.join(session.index_dir, "_tui_spill").replace("'", "''")
-    con.execute(f"SET memory_limit='{BUILD_MEMORY}'")
-    try:
-        con.execute(f"SET temp_directory='{spill}'")
-    except Exception:  # noqa: BLE001 — DuckDB refuses once it has spilled elsewhere; keep that one
-        pass
-    try:
-        _build(con, paths, os.path.join(session.index_dir, "events.parquet"))
-    finally:
-        con.execute("RESET memory_limit")
+def ensure(model) -> str:
+    """Build (or reuse) the timeline of a TraceModel; returns the file's path."""
+    d = model.index_dir
+    path = os.path.join(d, FILE)
+    if not is_current(d):
+        build(model, path)
+        with open(os.path.join(d, STAMP), "w") as f:
+            json.dump(_stamp_of(d), f)
+    return path
 
 
-def _build(con, paths: dict, events_path: str) -> None:
+def build(model, path: str) -> None:
+    """Compute the order and write the timeline: a merge of the shards when the index
+    keeps each shard in seq order (it does), else a DuckDB sort."""
+    con = model.con
+    events_path = os.path.join(model.index_dir, "events.parquet")
     ev = pq.read_table(events_path, columns=["shard", "seq", "t_ns"])   # file order
     in_file_order = merge.grouped(ev.column("shard").combine_chunks().dictionary_encode().indices.to_numpy(),
                                   ev.column("seq").to_numpy())
     if not in_file_order:
-        ev = con.sql("SELECT shard, seq, t_ns FROM events ORDER BY shard, seq").to_arrow_table()
+        ev = con.sql(query_sql("events_in_order")).to_arrow_table()
     shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
     shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     seq = ev.column("seq").to_numpy()
     t = ev.column("t_ns").fill_null(0).to_numpy() if ev.num_rows else np.array([], dtype=np.int64)
     names = shard_codes.dictionary.to_pylist()
     del ev
-    pairs = con.sql(sql_text("pairs")).to_arrow_table()
+    model.derive(["sync_pairs"])
+    pairs = model.ask("pairs")
     bounds, recv_rows, recv_at = [], [], []
     if pairs.num_rows:
         row_of = _row_finder(names, shard_of, seq)
         for i, (rs, rq, ss, sq) in enumerate(zip(*(pairs.column(c).to_pylist()
-                                                   for c in ("shard", "seq", "send_shard", "send_seq")))):
+                                                   for c in ("recv_shard", "recv_seq", "send_shard", "send_seq")))):
             r, s = row_of(rs, rq), row_of(ss, sq)
             if r is not None:
                 recv_rows.append(r)
@@ -170,42 +155,31 @@ def _build(con, paths: dict, events_path: str) -> None:
     keys, _broken = hb_keys(shard_of, t, bounds)
     TIMES["hb_keys_s"] = time.perf_counter() - t1
     perm = np.lexsort((seq, shard_of, keys))
+    tmp = path + ".tmp"
+    t1 = time.perf_counter()
     if in_file_order:
-        t1 = time.perf_counter()
         order = np.argsort(np.asarray(recv_rows, dtype=np.int64), kind="stable")
         take = pa.array(np.asarray(recv_at, dtype=np.int64)[order])
-        tmp = paths["tui_events"] + ".tmp"
         merge.write_in_order(events_path, tmp, perm, {
-            "rows": np.asarray(recv_rows, dtype=np.int64)[order], "shard": pairs.column("send_shard").combine_chunks().take(take),
+            "rows": np.asarray(recv_rows, dtype=np.int64)[order],
+            "shard": pairs.column("send_shard").combine_chunks().take(take),
             "seq": pairs.column("send_seq").combine_chunks().take(take),
             "xfer": pairs.column("send_xfer").combine_chunks().take(take)})
-        os.replace(tmp, paths["tui_events"])
-        TIMES["sort_write_s"] = time.perf_counter() - t1
-        del perm, keys, t
-        _build_side_tables(con, paths)
-        return
-    ord_ = np.empty(len(perm), dtype=np.int64)
-    ord_[perm] = np.arange(len(perm), dtype=np.int64)
-    tui_ord = pa.table({"shard": pa.DictionaryArray.from_arrays(pa.array(shard_of), pa.array(names, pa.string())).cast(pa.string()),
-                        "seq": seq, "ord": ord_})
-    del keys, perm, t
-    tui_pairs = pairs  # noqa: F841 (DuckDB finds both tables by variable name)
-    tmp = paths["tui_events"] + ".tmp"
-    t1 = time.perf_counter()
-    con.execute(sql_text("build_events").format(out=_q(tmp)))
-    os.replace(tmp, paths["tui_events"])
+    else:
+        ord_ = np.empty(len(perm), dtype=np.int64)
+        ord_[perm] = np.arange(len(perm), dtype=np.int64)
+        con.register("timeline_ord", pa.table({
+            "shard": pa.DictionaryArray.from_arrays(pa.array(shard_of), pa.array(names, pa.string())).cast(pa.string()),
+            "seq": seq, "ord": ord_}))
+        con.register("timeline_pairs", pairs)
+        try:
+            con.sql(query_sql("timeline_sorted")).write_parquet(tmp, compression="zstd",
+                                                                 row_group_size=merge.ROWS_PER_GROUP)
+        finally:
+            con.unregister("timeline_ord")
+            con.unregister("timeline_pairs")
+    os.replace(tmp, path)
     TIMES["sort_write_s"] = time.perf_counter() - t1
-    del tui_ord
-    _build_side_tables(con, paths)
-
-
-def _build_side_tables(con, paths: dict) -> None:
-    tmp = paths["tui_slots"] + ".tmp"
-    con.execute(sql_text("build_slots").format(events=_q(paths["tui_events"]), out=_q(tmp)))
-    os.replace(tmp, paths["tui_slots"])
-    tmp = paths["tui_xfers"] + ".tmp"
-    con.execute(sql_text("build_xfers").format(events=_q(paths["tui_events"]), out=_q(tmp)))
-    os.replace(tmp, paths["tui_xfers"])
 
 
 def _row_finder(names, shard_of, seq):
@@ -222,7 +196,3 @@ def _row_finder(names, shard_of, seq):
         r = a + int(np.searchsorted(seq[a:b], s))
         return r if r < b and seq[r] == s else None
     return row_of
-
-
-def _q(path: str) -> str:
-    return path.replace("'", "''")
