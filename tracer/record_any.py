@@ -89,7 +89,7 @@ def untraceable(cmd: list[str], env: dict) -> str | None:
 
 
 def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | None = None,
-              hooks: str | None = None) -> dict:
+              ring: str | None = None, hooks: str | None = None) -> dict:
     """The environment that makes a Python process trace its NIXL agents into ``trace_dir``:
     the recording interpreter's ``bin`` first on PATH, PYTHONPATH with the tracer's site."""
     from . import autotrace
@@ -105,6 +105,9 @@ def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | N
     env[autotrace.ENV_DIR] = os.path.abspath(trace_dir)
     env[autotrace.ENV_TAG] = request_tag or "auto"
     env[autotrace.ENV_PROG] = prog
+    if ring:
+        from .ring import ENV_RING
+        env[ENV_RING] = ring
     if hooks:
         from .integrations import ENV_HOOKS
         from .integrations._patch import ENV_LAUNCHED
@@ -133,12 +136,13 @@ def run_program(args, cmd: list[str]) -> int:
     _prepare_dir(out, bool(getattr(args, "force", False)))
     cmd = resolve_command(cmd)
     prog = _prog_name(cmd)
-    env = child_env(out, args.request_tag, prog, hooks=hooks)
+    ring = getattr(args, "ring", None)
+    env = child_env(out, args.request_tag, prog, ring=ring, hooks=hooks)
     why = untraceable(cmd, env)
     if why:
         print(f"kvtrace record: warning: this program will not be traced: {why}", file=sys.stderr)
     manifest.update(out, tool="kvtrace", command=list(cmd), mode="program",
-                    request_tag=args.request_tag or "auto")
+                    request_tag=args.request_tag or "auto", **({"ring": ring} if ring else {}))
     try:
         proc = subprocess.Popen(cmd, env=env)
     except OSError as e:
@@ -147,6 +151,10 @@ def run_program(args, cmd: list[str]) -> int:
     # a terminal's Ctrl-C reaches the child by itself; a SIGTERM/SIGHUP sent to the
     # launcher alone is passed on, so the program ends as it would have without kvtrace
     forward = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    if ring:  # `kvtrace dump LAUNCHER_PID`: the launcher triggers every process of the session
+        from .ring_dump import TriggerLog
+        log = TriggerLog(out)
+        forward[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda s, _f: log.append("signal SIGUSR1 (launcher)"))
     try:
         while True:
             try:
@@ -163,8 +171,11 @@ def run_program(args, cmd: list[str]) -> int:
     if hooks:
         from .integrations.summary import hook_lines
         lines = hook_lines(out, hooks)
-    # a program that never imported the engine's connector gets that line, not a second one
-    _summary(out, man.get("shards", []), say_empty=not lines)
+    if ring:
+        dumps = man.get("dumps") or []
+        print(f"kvtrace record: ring {ring}: {len(dumps)} dump(s)" + "".join(f"\n  {d}" for d in dumps), file=sys.stderr)
+    else:  # a program that never imported the engine's connector gets that line, not a second one
+        _summary(out, man.get("shards", []), say_empty=not lines)
     for line in lines:
         print(f"kvtrace record: {line}", file=sys.stderr)
     return rc if rc >= 0 else 128 - rc
