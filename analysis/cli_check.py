@@ -58,6 +58,9 @@ def run(args) -> int:
         from .baseline import load
         base = load(args.baseline)
     with TraceSession(args.trace, threads=args.threads) as s:
+        from .answers import sections
+        from .attribution import attach, attribute
+
         findings = s.findings(only)
         if args.write_baseline:
             from .baseline import write
@@ -69,7 +72,10 @@ def run(args) -> int:
             _ci_format(args, s, new, accepted, only)
         else:
             verdict = s.verdict(findings, args.hypotheses) if not only else None
-            render.emit(args.format, s, new, verdict, examples=args.examples)
+            who = attribute(s)
+            attach(new, who)
+            render.emit(args.format, s, new, verdict, examples=args.examples, attribution=who,
+                        extra_sections=sections(s))
             if accepted and args.format == "table":
                 print(f"{len(accepted)} finding(s) accepted by the baseline {args.baseline} (not counted)")
     worst = {"warning": 0, "error": 1}

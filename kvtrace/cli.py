@@ -52,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # a command may take positionals given after its options (argparse binds an optional
+    # positional before the options): it sets _extra to claim them
+    if extra and not (getattr(args, "_extra", None) and args._extra(args, extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
