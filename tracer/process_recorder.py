@@ -7,6 +7,7 @@ Environment (set by the launcher, inherited by children):
     KVTRACE_TRACE_DIR    the trace directory; unset = tracing off
     KVTRACE_REQUEST_TAG  notification tag parser: sglang | vllm | auto | a regex
     KVTRACE_PROG         the program name used in shard names
+    KVTRACE_RING         flight recorder: SIZE or DURATION kept in memory (ring.py); unset = write all
 """
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ def default_recorder():
         if _recorder is None or _pid != os.getpid():  # a forked child gets its own shard
             import atexit
 
-            from .recorder import Recorder
+            from .ring import open_recorder
             prog = os.environ.get(ENV_PROG) or "proc"
-            _recorder = Recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
+            _recorder = open_recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
             _pid = os.getpid()
             atexit.register(_close, _recorder)
             mp_util = sys.modules.get("multiprocessing.util")

@@ -88,7 +88,8 @@ def untraceable(cmd: list[str], env: dict) -> str | None:
     return None
 
 
-def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | None = None) -> dict:
+def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | None = None,
+              ring: str | None = None) -> dict:
     """The environment that makes a Python process trace its NIXL agents into ``trace_dir``:
     the recording interpreter's ``bin`` first on PATH, PYTHONPATH with the tracer's site."""
     from . import autotrace
@@ -104,6 +105,9 @@ def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | N
     env[autotrace.ENV_DIR] = os.path.abspath(trace_dir)
     env[autotrace.ENV_TAG] = request_tag or "auto"
     env[autotrace.ENV_PROG] = prog
+    if ring:
+        from .ring import ENV_RING
+        env[ENV_RING] = ring
     return env
 
 
@@ -120,12 +124,13 @@ def run_program(args, cmd: list[str]) -> int:
     _prepare_dir(out, bool(getattr(args, "force", False)))
     cmd = resolve_command(cmd)
     prog = _prog_name(cmd)
-    env = child_env(out, args.request_tag, prog)
+    ring = getattr(args, "ring", None)
+    env = child_env(out, args.request_tag, prog, ring=ring)
     why = untraceable(cmd, env)
     if why:
         print(f"kvtrace record: warning: this program will not be traced: {why}", file=sys.stderr)
     manifest.update(out, tool="kvtrace", command=list(cmd), mode="program",
-                    request_tag=args.request_tag or "auto")
+                    request_tag=args.request_tag or "auto", **({"ring": ring} if ring else {}))
     try:
         proc = subprocess.Popen(cmd, env=env)
     except OSError as e:
@@ -134,6 +139,10 @@ def run_program(args, cmd: list[str]) -> int:
     # a terminal's Ctrl-C reaches the child by itself; a SIGTERM/SIGHUP sent to the
     # launcher alone is passed on, so the program ends as it would have without kvtrace
     forward = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    if ring:  # `kvtrace dump LAUNCHER_PID`: the launcher triggers every process of the session
+        from .ring_dump import TriggerLog
+        log = TriggerLog(out)
+        forward[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda s, _f: log.append("signal SIGUSR1 (launcher)"))
     try:
         while True:
             try:
@@ -146,7 +155,11 @@ def run_program(args, cmd: list[str]) -> int:
             signal.signal(sig, old)
     man = manifest.read(out)
     manifest.finish(out, exit_code=rc)
-    _summary(out, man.get("shards", []))
+    if ring:
+        dumps = man.get("dumps") or []
+        print(f"kvtrace record: ring {ring}: {len(dumps)} dump(s)" + "".join(f"\n  {d}" for d in dumps), file=sys.stderr)
+    else:
+        _summary(out, man.get("shards", []))
     return rc if rc >= 0 else 128 - rc
 
 
