@@ -82,6 +82,10 @@ def notif_after_data(edit, args):
                     edit.drop_wait(m, o)
                     edit.add_wait(o, m)
     edit.note("notifications after data" + (" " + args if args else ""))
+
+
+def broken(edit, args):
+    return edit.graph.transfers[10 ** 9]
 '''
 
 
@@ -98,7 +102,8 @@ def test_user_what_if_from_a_file_and_the_cli(traces, tmp_path):
     assert r.stdout.rstrip().splitlines()[-2].strip() == "verdict: clean"
     r = run("--scheduler", "lazy", "--fault", "notify-before-data", "--what-if", "free-after-done")
     assert r.returncode == 1                               # the wrong fix: still corrupted
-    for bad in ("no-such-fix", "myfix:nope", "nomodule_xyz:f", "free-after-done:pools", "status-after-data:x"):
+    for bad in ("no-such-fix", "myfix:nope", "nomodule_xyz:f", "free-after-done:pools", "status-after-data:x",
+                "myfix:broken"):
         r = run("--what-if", bad)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, bad
 
