@@ -112,3 +112,23 @@ def test_resolve_lists_every_builtin_once():
     assert len(BUILTIN) == len(set(BUILTIN)) == 3
     for name in BUILTIN:
         assert resolve(name).name == name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_seeds_geometry_production_dsv4(tmp_path):
+    """The seeds' geometry (production-dsv4: bf16 index_k with its own slot count), fewer
+    requests: uniform-slot-count corrupts index_k, per-pool-slot-count replays clean, and
+    the same workload without the bug is left exactly as recorded."""
+    pytest.importorskip("nixl._api")
+    from kvtrace.tracer.engine import load as workload
+    from kvtrace.tracer.engine import record
+    wl = workload("production-dsv4", requests=40, concurrency=16)
+    bug, clean = str(tmp_path / "bug.kvtrace"), str(tmp_path / "clean.kvtrace")
+    assert record(wl, ["uniform-slot-count"], bug)["corrupted_pages"] > 0
+    assert record(wl, [], clean)["corrupted_pages"] == 0
+    w = replay_whatif(bug, "per-pool-slot-count")
+    assert w.before.verdict.failed and not w.after.verdict.failed
+    assert {b.pool for b in w.before.verdict.corrupted} == {"index_k"}
+    twin = replay_whatif(clean, "per-pool-slot-count")
+    assert not twin.after.verdict.failed and "nothing changes" in twin.fix.lines[0]
