@@ -65,6 +65,10 @@ class TraceSession:
             p = os.path.join(self.index_dir, t + ".parquet").replace("'", "''")
             self.con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{p}')")
         self.shards: list[str] = [s.name for s in self.trace.shards]
+        # a partial trace is analysed up to its consistent cut (see cut.py)
+        from .cut import apply as apply_cut
+        self.cuts, self.unknowns = apply_cut(self.con, self.trace, self.index_dir)
+        self.notes += [u.note() for u in self.unknowns]
         #: (check name, why it could not run) after findings()
         self.checks_skipped: list[tuple[str, str]] = []
         self._derived = False

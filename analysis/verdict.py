@@ -2,9 +2,12 @@
 concurrency — is it the uniform slot count, slot reuse before the read, or a completion
 signal that precedes the data?
 
-Each hypothesis maps to the checks whose findings are its evidence. A hypothesis is
-*supported* when those checks found something, *ruled out* when they all ran and found
-nothing over a stated amount of evidence, and *untested* when the trace cannot say.
+Each hypothesis maps to the checks whose findings are its evidence. Three values, never
+more than the facts allow: *supported* when those checks proved a violation of a
+request's transfer from recorded facts; *ruled out* only when they all ran over every fact
+they need, present and ordered (a complete trace, nothing unknown) and found nothing;
+otherwise *untestable*, because of what is missing (a shard, a cut tail, an unrecorded
+message, transfers with no request).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ class Hypothesis:
     """One suspect and what the evidence says about it."""
 
     name: str
-    status: str                 #: "supported" | "ruled out" | "untested"
+    status: str                 #: "supported" | "ruled out" | "untestable"
     reason: str                 #: one sentence
     findings: int = 0
 
@@ -74,6 +77,20 @@ def _scalar(session, sql: str) -> int:
     return int(session.con.sql(sql).fetchall()[0][0] or 0)
 
 
+def _unknown_because(session) -> str:
+    """Why absence of findings proves nothing here ('' when every fact is present)."""
+    parts = [u.what for u in getattr(session, "unknowns", [])]
+    if not parts:
+        return ""
+    return "the facts it needs are not all recorded: " + "; ".join(parts[:3]) + (f"; and {len(parts) - 3} more" if len(parts) > 3 else "")
+
+
+def _unattributed(hits: list[Finding]) -> str:
+    n = sum(f.count for f in hits)
+    return (f"its only {len(hits)} finding(s) ({n} instance(s)) are on transfers that carry no request, "
+            "so which request's data they touch is unknown — record the request with each post (notification tag or hooks: see docs/hooks.md)")
+
+
 def verdict(session, findings: list[Finding]) -> Verdict:
     """Decide each hypothesis from ``findings`` and the amount of evidence in ``session``."""
     skipped = dict(session.checks_skipped)
@@ -92,9 +109,14 @@ def verdict(session, findings: list[Finding]) -> Verdict:
     multi = _scalar(session, "SELECT count(*) FROM (SELECT shard, dlist FROM dl_region GROUP BY ALL "
                              "HAVING count(DISTINCT num_slots) > 1)")
     out = []
+    gap = _unknown_because(session)
     for name, checks in HYPOTHESES.items():
-        hits = [f for c in checks for f in by_check.get(c, [])]
+        all_hits = [f for c in checks for f in by_check.get(c, [])]
+        hits = [f for f in all_hits if f.request is not None]
         ran = [c for c in checks if c in catalog() and c not in skipped]
+        if all_hits and not hits:
+            out.append(Hypothesis(name, "untestable", _unattributed(all_hits), len(all_hits)))
+            continue
         if hits:
             # the example: the first finding that names its cause (a stride), else the first
             first = next((f for f in hits if f.extra.get("stride") is not None), hits[0])
@@ -105,20 +127,23 @@ def verdict(session, findings: list[Finding]) -> Verdict:
         explained = sorted({f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in checks if c in folded})
         tail = f"; its only hits are consequences of another cause: {', '.join(explained)}" if explained else ""
         if not ran:
-            out.append(Hypothesis(name, "untested", skipped[checks[0]]))
+            out.append(Hypothesis(name, "untestable", skipped[checks[0]]))
+            continue
+        if gap:
+            out.append(Hypothesis(name, "untestable", f"no violation found, but {gap}{tail}"))
             continue
         if name == "uniform slot count":
             if n_prepped == 0:
-                out.append(Hypothesis(name, "untested", "no prepped (indexed) transfers in the trace"))
+                out.append(Hypothesis(name, "untestable", "no prepped (indexed) transfers in the trace"))
             elif not multi:
-                out.append(Hypothesis(name, "untested", f"{n_prepped} prepped transfers, but the regions of every prepped list have the same slot count, so a uniform count cannot misaddress them"))
+                out.append(Hypothesis(name, "untestable", f"{n_prepped} prepped transfers, but the regions of every prepped list have the same slot count, so a uniform count cannot misaddress them"))
             else:
                 out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over lists whose regions differ in slot count{tail}"))
         elif name == "slot reuse before read":
             out.append(Hypothesis(name, "ruled out", f"zero findings of {', '.join(ran)} across {n_xfers} transfers{tail}"))
         else:
             if n_reads == 0:
-                out.append(Hypothesis(name, "untested", "the trace has no read events"))
+                out.append(Hypothesis(name, "untestable", "the trace has no read events"))
             else:
                 bytes_ = ("and matches its predicted checksum" if "checksum_mismatch" in ran else
                           "(the bytes were not compared: the trace has no checksums)")
