@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from . import render
     from .findings import catalog
@@ -34,7 +34,7 @@ def run(args) -> int:
     if args.explain:
         return render.explain(args.explain, catalog())
     if not args.trace:
-        raise UserError("give a trace directory (or --explain NAME)")
+        raise UsageError("give a trace directory (or --explain NAME)")
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     from .session import TraceSession
 

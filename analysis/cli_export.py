@@ -34,13 +34,13 @@ def _default_output(trace: str, fmt: str) -> str:
 def run(args) -> int:
     import os
 
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from .export_paths import check_output_file, make_output_dir
 
     fmt = args.format.lower()
     if fmt not in FORMATS:
-        raise UserError(f"unknown format {args.format!r}; choose one of: {', '.join(FORMATS)}")
+        raise UsageError(f"unknown format {args.format!r}; choose one of: {', '.join(FORMATS)}")
     out = args.output or _default_output(args.trace, fmt)
     out = make_output_dir(out, args.force) if fmt == "parquet" else check_output_file(out)
     try:
@@ -67,6 +67,6 @@ def run(args) -> int:
             n = write_chrome_json(tl, out, {"trace": os.path.abspath(args.trace)})
             what = f"{n} events"
     except OSError as e:
-        raise UserError(f"{out}: cannot write ({e.strerror or e})") from None
+        raise UsageError(f"{out}: cannot write ({e.strerror or e})") from None
     print(f"wrote {out}: {what}, {len(tl.agents)} agent(s), {len(tl.flows)} flows, verdict: {tl.verdict.splitlines()[0]}")
     return 0

@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from .export_paths import check_output_file
 
@@ -31,6 +31,6 @@ def run(args) -> int:
         try:
             data = write_report(s, out, args.trace, with_findings=not args.no_findings)
         except OSError as e:
-            raise UserError(f"{out}: cannot write ({e.strerror or e})") from None
+            raise UsageError(f"{out}: cannot write ({e.strerror or e})") from None
     print(f"wrote {out}: {len(data['findings'])} finding(s), verdict: {data['verdict'].splitlines()[0]}")
     return 0

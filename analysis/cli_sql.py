@@ -30,23 +30,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check(sql: str) -> None:
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     if not _READ_ONLY.match(sql):
-        raise UserError("read-only: only SELECT/WITH/DESCRIBE/SHOW/SUMMARIZE/EXPLAIN queries are allowed")
+        raise UsageError("read-only: only SELECT/WITH/DESCRIBE/SHOW/SUMMARIZE/EXPLAIN queries are allowed")
 
 
 def run_query(session, sql: str, fmt: str = "table", limit: int = 200, file=None) -> int:
     """Run one read-only query and print it; returns the row count."""
     import duckdb
 
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     _check(sql)
     try:
         t = session.query(sql)
     except duckdb.Error as e:
-        raise UserError(str(e).strip().splitlines()[0]) from None
+        raise UsageError(str(e).strip().splitlines()[0]) from None
     file = file or sys.stdout
     if fmt == "csv":
         import pyarrow.csv as pacsv
@@ -74,7 +74,7 @@ def run_query(session, sql: str, fmt: str = "table", limit: int = 200, file=None
 
 
 def _prompt(session, fmt: str, limit: int) -> int:
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     print(f"kvtrace sql — {session.path} (read-only). End statements with ';'. .tables, .quit")
     buf = ""
@@ -100,7 +100,7 @@ def _prompt(session, fmt: str, limit: int) -> int:
                 print(" ".join(names))
                 continue
             run_query(session, sql, fmt, limit)
-        except UserError as e:
+        except UsageError as e:
             print(f"error: {e}")
 
 

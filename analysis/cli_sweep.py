@@ -11,6 +11,9 @@ in DIR/traces for `kvtrace check` / `report` / `tui`.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+
 
 def _ints(text: str) -> list[int]:
     try:
@@ -18,9 +21,46 @@ def _ints(text: str) -> list[int]:
     except ValueError:
         vals = []
     if not vals or any(v < 1 for v in vals):
-        from kvtrace.cli import UserError
-        raise UserError(f"--concurrency wants positive integers separated by commas, got {text!r}")
+        from kvtrace.errors import UsageError
+        raise UsageError(f"--concurrency wants positive integers separated by commas, got {text!r}")
     return vals
+
+
+def validate_inputs(workload: str, inject: list[str]) -> None:
+    """Fail fast (one line) on an unknown workload or bug, before any point runs."""
+    from kvtrace.errors import UsageError
+
+    try:
+        from kvtrace.tracer.engine.workload import BUGS, WorkloadError, load
+    except ImportError as e:
+        raise UsageError(f"the reference engine is not available in this install ({e})") from None
+    bad = [b for b in inject if b not in BUGS]
+    if bad:
+        raise UsageError(f"--inject {bad[0]}: unknown bug (choose from {', '.join(BUGS)})")
+    try:
+        load(workload)
+    except WorkloadError as e:
+        raise UsageError(str(e)) from None
+
+
+def record_point(out: str, workload: str, concurrency: int, inject: list[str], index_k: str | None,
+                 seed: int | None, processes: int, device: str, log_path: str) -> dict:
+    """Record one point with the reference engine's Python API (what ``kvtrace record``
+    runs); returns the engine verifier's summary."""
+    import shutil
+
+    from kvtrace.errors import UsageError
+    from kvtrace.tracer.engine.cli import record
+    from kvtrace.tracer.engine.workload import WorkloadError, load
+
+    try:
+        wl = load(workload, concurrency=concurrency, index_k=index_k, seed=seed)
+    except WorkloadError as e:
+        raise UsageError(str(e)) from None
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        return record(wl, list(inject), out, processes=processes, device=device, progress=False)
 
 
 def add_arguments(p) -> None:
@@ -42,7 +82,7 @@ def run(args) -> int:
     import shlex
     import sys
 
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from .export_paths import make_output_dir
 
@@ -50,8 +90,7 @@ def run(args) -> int:
     iks = [x.strip() for x in args.index_k.split(",") if x.strip()] if args.index_k else [None]
     bad = [x for x in iks if x not in (None, "fp8", "bf16")]
     if bad:
-        raise UserError(f"--index-k: unknown dtype {bad[0]!r}; choose fp8 and/or bf16")
-    from .sweep import validate_inputs
+        raise UsageError(f"--index-k: unknown dtype {bad[0]!r}; choose fp8 and/or bf16")
     validate_inputs(args.workload, args.inject)
     out = make_output_dir(args.output, args.force)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -68,10 +107,13 @@ def run(args) -> int:
             bar.update(task, advance=advance, description=text)
 
         try:
-            points = run_sweep(out, args.workload, conc, args.inject, iks, args.seed, args.processes, args.device,
-                               progress)
+            def record(trace: str, concurrency: int, index_k: str | None, log_path: str) -> dict:
+                return record_point(trace, args.workload, concurrency, args.inject, index_k, args.seed,
+                                    args.processes, args.device, log_path)
+
+            points = run_sweep(out, record, conc, args.inject, iks, progress)
         except OSError as e:
-            raise UserError(f"{e.filename or out}: cannot write ({e.strerror or e})") from None
+            raise UsageError(f"{e.filename or out}: cannot write ({e.strerror or e})") from None
     meta = {"workload": args.workload, "concurrency": conc, "inject": args.inject,
             "index_k": [x or "preset" for x in iks], "seed": args.seed,
             "command": "kvtrace " + " ".join(shlex.quote(a) for a in sys.argv[1:])}

@@ -101,18 +101,13 @@ def catalog() -> dict[str, Check]:
         files = importlib.resources.files("kvtrace.analysis.sql")
         out = {}
         for f in sorted(files.iterdir(), key=lambda p: p.name):
-            if f.name.endswith(".sql") and not f.name.startswith("view_"):
+            if f.name.endswith(".sql"):
                 text = f.read_text()
                 if text.startswith("-- check:"):   # other .sql files here are views/exports
                     c = parse_check(text)
                     out[c.name] = c
         _CATALOG = out
     return _CATALOG
-
-
-def view_sql(name: str) -> str:
-    """The text of ``sql/view_<name>.sql``."""
-    return importlib.resources.files("kvtrace.analysis.sql").joinpath(f"view_{name}.sql").read_text()
 
 
 def rows_to_findings(check: str, table) -> list[Finding]:

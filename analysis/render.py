@@ -24,14 +24,14 @@ def _folded(f: Finding) -> str:
 
 def explain(name: str, cat: dict[str, Check]) -> int:
     """Print what a check finds (``all``: one line per check)."""
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     if name == "all":
         for c in cat.values():
             print(f"{c.name:28} {c.severity:8} {c.summary}")
         return 0
     if name not in cat:
-        raise UserError(f"unknown check {name!r}; known: {', '.join(cat)}")
+        raise UsageError(f"unknown check {name!r}; known: {', '.join(cat)}")
     c = cat[name]
     print(f"{c.name} ({c.severity}; needs {', '.join(c.needs) or 'events only'})\n")
     print(c.explain)

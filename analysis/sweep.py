@@ -2,15 +2,14 @@
 collect the corrupted-request rate and the findings per point.
 
 A configuration is one index_k dtype (plus the injected bugs, the same for all); a
-point is one concurrency of one configuration. Recording goes through the engine's
-Python entry (``kvtrace.tracer.engine.cli.run_engine``) with the arguments
-``kvtrace record`` would parse, so a sweep point is exactly a ``kvtrace record`` run.
+point is one concurrency of one configuration. Recording is the caller's: ``kvtrace sweep``
+(cli_sweep.py) passes the reference engine's Python entry with the arguments ``kvtrace
+record`` would parse, so a sweep point is exactly a ``kvtrace record`` run.
 The corrupted-request rate comes from the engine's verifier summary when the trace
 carries one, else from the trace's own checksums (export_corrupted_requests.sql).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -45,43 +44,6 @@ def config_label(index_k: str | None, inject: list[str]) -> str:
     """Short name of a configuration, e.g. ``index_k=bf16 +uniform-slot-count``."""
     label = f"index_k={index_k}" if index_k else "index_k=preset"
     return label + "".join(f" +{b}" for b in inject)
-
-
-def validate_inputs(workload: str, inject: list[str]) -> None:
-    """Fail fast (one line) on an unknown workload or bug, before any point runs."""
-    from kvtrace.cli import UserError
-
-    try:
-        from kvtrace.tracer.engine.workload import BUGS, WorkloadError, load
-    except ImportError as e:
-        raise UserError(f"the reference engine is not available in this install ({e})") from None
-    bad = [b for b in inject if b not in BUGS]
-    if bad:
-        raise UserError(f"--inject {bad[0]}: unknown bug (choose from {', '.join(BUGS)})")
-    try:
-        load(workload)
-    except WorkloadError as e:
-        raise UserError(str(e)) from None
-
-
-def record_point(out: str, workload: str, concurrency: int, inject: list[str], index_k: str | None,
-                 seed: int | None, processes: int, device: str, log_path: str) -> dict:
-    """Record one point with the reference engine's Python API (what ``kvtrace record``
-    runs); returns the engine verifier's summary."""
-    import shutil
-
-    from kvtrace.cli import UserError
-    from kvtrace.tracer.engine.cli import record
-    from kvtrace.tracer.engine.workload import WorkloadError, load
-
-    try:
-        wl = load(workload, concurrency=concurrency, index_k=index_k, seed=seed)
-    except WorkloadError as e:
-        raise UserError(str(e)) from None
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        return record(wl, list(inject), out, processes=processes, device=device, progress=False)
 
 
 def _verifier_summary(trace_path: str) -> dict | None:
@@ -126,11 +88,12 @@ def check_point(trace_path: str) -> dict:
     return out
 
 
-def run_sweep(out_dir: str, workload: str, concurrencies: list[int], inject: list[str],
-              index_ks: list[str | None], seed: int | None = None, processes: int = 1, device: str = "cpu",
-              progress=None) -> list[Point]:
+def run_sweep(out_dir: str, record, concurrencies: list[int], inject: list[str],
+              index_ks: list[str | None], progress=None) -> list[Point]:
     """Record and check every (index_k, concurrency) point; returns the points.
 
+    ``record(trace_dir, concurrency, index_k, log_path)`` records one point (the CLI
+    passes the reference engine; analysis itself never runs an engine).
     ``progress(advance_by, description)`` is called around each point (a rich bar in
     the CLI). Traces go to ``out_dir/traces``, engine logs to ``out_dir/logs``.
     """
@@ -145,8 +108,7 @@ def run_sweep(out_dir: str, workload: str, concurrencies: list[int], inject: lis
                 progress(0, f"{label} @ {c}: recording")
             trace = os.path.join(out_dir, "traces", name + ".kvtrace")
             t = time.perf_counter()
-            record_point(trace, workload, c, inject, ik, seed, processes, device,
-                         os.path.join(out_dir, "logs", name + ".log"))
+            record(trace, c, ik, os.path.join(out_dir, "logs", name + ".log"))
             t_rec = time.perf_counter() - t
             if progress:
                 progress(0, f"{label} @ {c}: checking")

@@ -8,6 +8,8 @@ import importlib
 import importlib.util
 import sys
 
+from .errors import KvtraceError, UsageError
+
 #: (command, module, one-line help) in the order a user meets them
 COMMANDS = [
     ("record", "kvtrace.tracer.cli_record", "record a PD session (reference engine) or any NIXL program: record -- CMD"),
@@ -24,8 +26,8 @@ COMMANDS = [
 ]
 
 
-class UserError(Exception):
-    """An error the user can fix; printed as one line, exit 2."""
+#: kept for code written before kvtrace.errors existed; library code raises kvtrace.errors.*
+UserError = UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from kvtrace.tracer.reader import TraceError
     try:
         return int(args._run(args) or 0)
-    except (TraceError, UserError) as e:
+    except KvtraceError as e:
+        # the one place a domain error becomes output: one line, exit 2
         print(f"kvtrace {args.command}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -27,7 +27,7 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from .exploration import explore, parse_seeds
     from .graph import load
@@ -35,7 +35,7 @@ def run(args) -> int:
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
     g = load(args.trace, args.chunks, args.fault)
     con = Console(stderr=True)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

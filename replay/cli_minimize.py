@@ -18,7 +18,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from .graph import load
     from .minimization import minimize
@@ -27,15 +27,15 @@ def run(args) -> int:
     try:
         sch = decode(args.schedule)
     except ScheduleError as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
     g = load(args.trace, sch.chunks, sch.fault)
     if (g.n_prog, len(g.move_xfer)) != (sch.n_prog, sch.n_moves):
-        raise UserError(f"the schedule is for a trace of {sch.n_prog} events and {sch.n_moves} moves; "
+        raise UsageError(f"the schedule is for a trace of {sch.n_prog} events and {sch.n_moves} moves; "
                         f"this one has {g.n_prog} and {len(g.move_xfer)}")
     try:
         m = minimize(g, sch.decisions, sch.chunks, sch.fault)
     except (ScheduleError, ValueError) as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
     if m is None:
         print("the schedule does not corrupt any read: nothing to minimize")
         return 1

@@ -33,22 +33,22 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from .api import replay
     from .schedule import ScheduleError
 
     if args.chunks < 1:
-        raise UserError("--chunks must be at least 1")
+        raise UsageError("--chunks must be at least 1")
     if args.executor != "bytes" and args.device == "cuda":
-        raise UserError("--device cuda applies to --executor bytes")
+        raise UsageError("--device cuda applies to --executor bytes")
     try:
         o = replay(args.trace, args.scheduler, args.seed, args.depth, args.executor, args.device,
                    args.schedule, args.fault, args.chunks, args.output)
     except ScheduleError as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
     except RuntimeError as e:  # missing optional capability (CUDA, nixl)
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
     g, v = o.graph, o.verdict
     who = "schedule" if args.schedule else f"{args.scheduler} seed {args.seed}"
     print(f"replayed {g.path}: {g.n_prog} events, {len(g.transfers)} transfers, {len(g.move_xfer)} moves "

@@ -15,7 +15,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from ..tracer.reader import TraceError, open_trace
+from ..errors import UsageError
+from ..tracer.reader import open_trace
 from .memory import MemoryMap
 from .pairing import Transfer, pair_messages, transfers
 from .pairing import detail as _detail
@@ -85,7 +86,7 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
         TraceError: unusable trace.
     """
     if fault not in (None, "notify-before-data"):
-        raise TraceError(f"unknown fault {fault!r} (known: notify-before-data)")
+        raise UsageError(f"unknown fault {fault!r} (known: notify-before-data)")
     tr = open_trace(path)
     ev = tr.table("events")
     if ev.num_rows:

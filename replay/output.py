@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import json
-from threading import get_ident
 
 import numpy as np
 
@@ -19,14 +18,6 @@ from ..tracer.recorder import Recorder
 
 _EVENT_FIELDS = ("pool", "layer", "slots", "pages", "checksums", "xfer", "peer", "addr", "nbytes",
                  "mem_type", "device", "msg", "status", "detail")
-
-
-def _set_thread(rec: Recorder, thread: int) -> None:
-    # Recorder numbers threads by Python thread ident; replay writes from one thread but
-    # must keep the recorded thread column, so it pins the number before each event.
-    threads = getattr(rec, "_threads", None)
-    if isinstance(threads, dict):
-        threads[get_ident()] = int(thread or 0)
 
 
 def write_trace(out: str, graph, result, executor, verdict, manifest: dict) -> str:
@@ -82,7 +73,8 @@ def write_trace(out: str, graph, result, executor, verdict, manifest: dict) -> s
             f["detail"] = d or None
         if f["checksums"] is not None and any(c is None for c in f["checksums"]):
             f["checksums"] = [0 if c is None else c for c in f["checksums"]]
-        _set_thread(rec, col["thread"][op])
+        # replay writes from one Python thread but keeps the recorded thread column
+        rec.pin_thread(col["thread"][op])
         rec.event(kind, col["agent"][op], col["request"][op], t_ns=step + 1, **f)
     for rec in recs.values():
         rec.close()
@@ -115,6 +107,6 @@ def _move(recs, g, op: int, step: int, stale: bool) -> None:
     if stale:
         d["src_changed_since_post"] = True
     rec = recs[t.shard]
-    _set_thread(rec, 0)
+    rec.pin_thread(0)
     rec.event("move", t.agent, t.request, xfer=t.xfer, peer=t.peer, nbytes=sum(p[4] for p in pieces),
               t_ns=step + 1, detail=d)

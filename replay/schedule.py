@@ -11,14 +11,11 @@ import base64
 import dataclasses
 import zlib
 
+from ..errors import ScheduleError
 from .schedulers.base import Scheduler
 
 PREFIX = "kvs1:"
 FAULTS = (None, "notify-before-data")
-
-
-class ScheduleError(ValueError):
-    """A malformed schedule string (message is one line)."""
 
 
 @dataclasses.dataclass

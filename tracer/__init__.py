@@ -9,7 +9,7 @@ import importlib
 _LAZY = {
     "EventKind": ".schema", "SCHEMA_VERSION": ".schema",
     "Recorder": ".recorder",
-    "Trace": ".reader", "TraceError": ".reader", "open_trace": ".reader",
+    "Trace": ".reader", "TraceError": "..errors", "open_trace": ".reader",
 }
 
 __all__ = sorted(_LAZY)

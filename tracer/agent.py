@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import importlib
 
-from .autotrace import default_recorder, default_request_tags
+from .process_recorder import default_recorder, default_request_tags
 from .tags import make_parser
 
 _CLASSES: dict = {}

@@ -64,6 +64,7 @@ class BindingTap:
         self._bind = sys.modules[type(inner).__module__]
         self._dlists: dict[int, _Dlist] = {}
         self._handles: dict[int, _Handle] = {}
+        self._untraced: dict[int, str] = {}  # handle -> why its postings cannot be recorded
         self._lock = threading.Lock()  # a completion is recorded once even if two threads poll
 
     def __getattr__(self, attr):
@@ -128,6 +129,8 @@ class BindingTap:
             detail = json.dumps({"handle": hex(handle), "prepped": True})
             self._handles[handle] = _Handle(self._op(op), self._name, R.agent, L.descs.take(li),
                                             R.descs.take(ri), _bytes(notif), L.id, li, R.id, ri, detail)
+        else:
+            self._untraced[handle] = "descriptor list prepared before tracing started"
         return handle
 
     def createXferReq(self, op, local_descs, remote_descs, remote_agent, notif=b"", *args):
@@ -140,6 +143,9 @@ class BindingTap:
     def postXferReq(self, handle, notif=b"", *args):
         H = self._handles.get(handle)
         if H is None or self._rec.closed:
+            # NIXL still moves the bytes; the trace says how many postings it did not see
+            self._rec.untraced("posted after the recording ended" if self._rec.closed else
+                               self._untraced.get(handle, "transfer handle created before tracing started"))
             return self._inner.postXferReq(handle, notif, *args)
         msg = _bytes(notif) or H.notif  # an empty message keeps the one given at creation
         req = current_request.get()
@@ -203,6 +209,7 @@ class BindingTap:
     def releaseXferReq(self, handle):
         out = self._inner.releaseXferReq(handle)
         H = self._handles.pop(handle, None)
+        self._untraced.pop(handle, None)
         if H is not None and H.xfer is not None and not self._rec.closed:
             self._rec.event(K.XFER_RELEASE, self._name, H.request, xfer=H.xfer, peer=H.remote)
         return out

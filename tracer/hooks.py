@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .autotrace import default_recorder
+from .process_recorder import default_recorder
 from .recorder import Recorder
 from .schema import EventKind
 

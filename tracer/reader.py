@@ -13,11 +13,10 @@ import os
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .schema import FORMAT_NAME, MANIFEST, SCHEMA_VERSION, SCHEMAS, SHARD_INFO, TABLES
+import numpy as np
 
-
-class TraceError(Exception):
-    """A trace that cannot be used; the message is one line meant for the user."""
+from ..errors import TraceError
+from .schema import FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO, TABLES
 
 
 @dataclasses.dataclass
@@ -41,8 +40,9 @@ class Shard:
         return bool(self.info.get("closed"))
 
 
-def read_stream(path: str, schema: pa.Schema) -> StreamRead:
-    """Read an Arrow IPC stream batch by batch, keeping the prefix of a truncated one."""
+def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = ()) -> StreamRead:
+    """Read an Arrow IPC stream batch by batch, keeping the prefix of a truncated one.
+    ``required``: columns the format requires (a stream without one is refused)."""
     size = os.path.getsize(path)
     if size == 0:
         return StreamRead(schema.empty_table(), 0, truncated=True)
@@ -64,9 +64,16 @@ def read_stream(path: str, schema: pa.Schema) -> StreamRead:
             break
     file_schema = reader.schema
     ver = (file_schema.metadata or {}).get(b"kvtrace.version")
-    if ver is not None and int(ver) != SCHEMA_VERSION:
-        raise TraceError(f"{path}: written by trace format version {int(ver)}; this kvtrace reads version {SCHEMA_VERSION}")
-    table = pa.Table.from_batches(batches, schema=file_schema)
+    if ver is not None and ver != str(SCHEMA_VERSION).encode():
+        raise TraceError(f"{path}: written by trace format version {_printable(ver)}; "
+                         f"this kvtrace reads version {SCHEMA_VERSION}")
+    missing = [c for c in required if c not in file_schema.names]
+    if missing:
+        raise TraceError(f"{path}: lacks the required column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    try:
+        table = pa.Table.from_batches(batches, schema=file_schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:  # a batch whose schema differs from the stream's
+        raise TraceError(f"{path}: inconsistent record batches ({_short(e)})") from None
     return StreamRead(_conform(table, schema), sum(1 for b in batches if b.num_rows), truncated, max(0, size - good_pos) if truncated else 0)
 
 
@@ -95,7 +102,14 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _short(e: Exception) -> str:
-    return str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+    return _printable(str(e).strip().splitlines()[0][:160]) if str(e).strip() else type(e).__name__
+
+
+def _printable(v) -> str:
+    """A value from a trace, shown on one line whatever it holds."""
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    return "".join(c if c.isprintable() else "?" for c in str(v))[:160]
 
 
 @dataclasses.dataclass
@@ -131,9 +145,23 @@ class Trace:
 
 
 def shard_dirs(path: str) -> list[str]:
-    """Shard folder names of a trace (every folder not starting with '_' or '.')."""
+    """Shard folder names of a trace (every folder not starting with '_' or '.'; a
+    symbolic link is never a shard, so nothing outside the trace directory is read)."""
     return sorted(d for d in os.listdir(path)
-                  if os.path.isdir(os.path.join(path, d)) and not d.startswith(("_", ".")))
+                  if not d.startswith(("_", ".")) and _real_dir(os.path.join(path, d)))
+
+
+def _real_dir(p: str) -> bool:
+    return os.path.isdir(p) and not os.path.islink(p)
+
+
+def _inside(path: str, name: str) -> str:
+    """``path/name`` for a file of the trace, refused when it is a symbolic link (a shared
+    trace must not make kvtrace read elsewhere)."""
+    p = os.path.join(path, name)
+    if os.path.islink(p):
+        raise TraceError(f"{p}: a symbolic link inside the trace; refusing to follow it")
+    return p
 
 
 def read_manifest(path: str) -> dict:
@@ -142,7 +170,7 @@ def read_manifest(path: str) -> dict:
         raise TraceError(f"{path}: no such trace directory")
     if not os.path.isdir(path):
         raise TraceError(f"{path}: not a trace directory (a trace is a folder with manifest.json)")
-    man_path = os.path.join(path, MANIFEST)
+    man_path = _inside(path, MANIFEST)
     if not os.path.isfile(man_path):
         raise TraceError(f"{path}: not a kvtrace trace (no {MANIFEST})")
     try:
@@ -153,8 +181,23 @@ def read_manifest(path: str) -> dict:
     if not isinstance(man, dict) or man.get("format") != FORMAT_NAME:
         raise TraceError(f"{man_path}: not a kvtrace manifest (format={man.get('format') if isinstance(man, dict) else None!r})")
     if man.get("version") != SCHEMA_VERSION:
-        raise TraceError(f"{path}: trace format version {man.get('version')!r}; this kvtrace reads version {SCHEMA_VERSION}")
+        raise TraceError(f"{path}: trace format version {_printable(repr(man.get('version')))}; "
+                         f"this kvtrace reads version {SCHEMA_VERSION}")
+    shards = man.get("shards", [])
+    if not isinstance(shards, list) or not all(isinstance(n, str) for n in shards):
+        raise TraceError(f"{man_path}: 'shards' must be a list of shard names")
+    for name in shards:
+        if not valid_shard_name(name):
+            raise TraceError(f"{man_path}: shard name {_printable(repr(name))} is not a plain folder name "
+                             f"(a trace only reads inside its own directory)")
     return man
+
+
+def valid_shard_name(name: str) -> bool:
+    """A shard name is one plain folder name: no separators, no '..', nothing hidden."""
+    return (isinstance(name, str) and 0 < len(name) <= 255 and name not in (".", "..")
+            and "/" not in name and "\\" not in name and "\0" not in name
+            and not name.startswith(("_", ".")) and name.isprintable())
 
 
 def open_trace(path: str) -> Trace:
@@ -172,25 +215,83 @@ def open_trace(path: str) -> Trace:
     shards = []
     for name in present:
         sdir = os.path.join(path, name)
-        try:
-            with open(os.path.join(sdir, SHARD_INFO)) as f:
-                info = json.load(f)
-        except (OSError, ValueError):
-            info = {}
-            notes.append(f"shard {name}: missing or unreadable {SHARD_INFO}")
+        info = _shard_info(sdir, name, notes)
         if info and not info.get("closed"):
             notes.append(f"shard {name}: not closed (the process stopped while recording; data up to its last flush is used)")
         streams = {}
         for tname in TABLES:
-            p = os.path.join(sdir, tname + ".arrows")
+            p = _inside(sdir, tname + ".arrows")
             if not os.path.isfile(p):
                 notes.append(f"shard {name}: missing {tname}.arrows (treated as empty)")
                 streams[tname] = StreamRead(SCHEMAS[tname].empty_table(), 0, truncated=True)
                 continue
-            sr = read_stream(p, SCHEMAS[tname])
+            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname])
             if sr.truncated:
                 notes.append(f"shard {name}: {tname}.arrows truncated — kept {sr.batches} complete batches "
                              f"({sr.table.num_rows} rows), lost {sr.lost_bytes} trailing bytes")
             streams[tname] = sr
+        notes.extend(_loss_notes(name, info))
+        notes.extend(_seq_notes(name, streams["events"].table))
         shards.append(Shard(name, sdir, info, streams))
     return Trace(path, man, shards, notes)
+
+
+def _shard_info(sdir: str, name: str, notes: list[str]) -> dict:
+    try:
+        with open(_inside(sdir, SHARD_INFO)) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        info = None
+    if not isinstance(info, dict):
+        notes.append(f"shard {name}: missing or unreadable {SHARD_INFO}")
+        return {}
+    return info
+
+
+def _count(v) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def _loss_notes(name: str, info: dict) -> list[str]:
+    """What the recorder said it could not write or did not see (shard.json)."""
+    notes = []
+    lost = info.get("lost")
+    if isinstance(lost, dict) and isinstance(lost.get("rows"), dict):
+        rows = {str(k): _count(v) for k, v in lost["rows"].items() if _count(v)}
+        if rows:
+            reasons = lost.get("reasons") if isinstance(lost.get("reasons"), dict) else {}
+            why = ", ".join(f"{_printable(k)}: {_count(v):,}" for k, v in reasons.items() if _count(v))
+            what = ", ".join(f"{n:,} {_printable(t)}" for t, n in rows.items())
+            notes.append(f"shard {name}: the recorder lost {sum(rows.values()):,} rows ({what})"
+                         + (f" — {why}" if why else "") + "; findings about them may be missing")
+    untraced = info.get("untraced_postings")
+    if isinstance(untraced, dict):
+        counts = {_printable(k): _count(v) for k, v in untraced.items() if _count(v)}
+        if counts:
+            notes.append(f"shard {name}: {sum(counts.values()):,} transfer postings went to NIXL untraced ("
+                         + ", ".join(f"{k}: {v:,}" for k, v in counts.items())
+                         + ") — the bytes they moved are not in this analysis")
+    return notes
+
+
+def _seq_notes(name: str, events: pa.Table) -> list[str]:
+    """Gaps in a shard's event seqs (events the trace does not hold) and seqs out of order."""
+    if events.num_rows < 2:
+        return []
+    seq = events.column("seq").to_numpy(zero_copy_only=False)
+    if seq.dtype.kind != "i":  # nulls: the column is required non-null
+        seq = np.asarray(events.column("seq").fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    step = np.diff(seq)
+    notes = []
+    back = np.flatnonzero(step <= 0)
+    if len(back):
+        i = int(back[0])
+        notes.append(f"shard {name}: event seqs not strictly increasing in {len(back):,} places "
+                     f"(first: seq {int(seq[i + 1])} after {int(seq[i])}) — this shard's event order is unreliable")
+    gaps = np.flatnonzero(step > 1)
+    if len(gaps):
+        missing = int(np.sum(step[gaps].astype(np.float64) - 1))
+        i = int(gaps[0])
+        notes.append(f"shard {name}: {missing:,} events missing from the trace — seq jumps in {len(gaps):,} places "
+                     f"(first: from {int(seq[i])} to {int(seq[i + 1])})")
+    return notes

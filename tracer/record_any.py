@@ -35,15 +35,15 @@ def _prog_name(cmd: list[str]) -> str:
 
 
 def _prepare_dir(out: str, force: bool) -> None:
-    from ..cli import UserError
+    from ..errors import UsageError
     if os.path.exists(out):
         if not os.path.isdir(out):
-            raise UserError(f"{out} exists and is not a directory")
+            raise UsageError(f"{out} exists and is not a directory")
         if os.listdir(out):
             if not force:
-                raise UserError(f"{out} already exists; pass --force to overwrite it")
+                raise UsageError(f"{out} already exists; pass --force to overwrite it")
             if not os.path.exists(os.path.join(out, "manifest.json")):
-                raise UserError(f"{out} is not a trace directory; refusing to delete it")
+                raise UsageError(f"{out} is not a trace directory; refusing to delete it")
             shutil.rmtree(out)
     os.makedirs(out, exist_ok=True)
 
@@ -62,13 +62,13 @@ def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | N
 
 def run_program(args, cmd: list[str]) -> int:
     """Run ``cmd`` traced into ``args.output``; returns cmd's exit code (128+N for signal N)."""
-    from ..cli import UserError
+    from ..errors import UsageError
     from . import manifest
     from .tags import make_parser
     try:
         make_parser(args.request_tag)
     except ValueError as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
     out = args.output
     _prepare_dir(out, bool(getattr(args, "force", False)))
     prog = _prog_name(cmd)
@@ -79,7 +79,7 @@ def run_program(args, cmd: list[str]) -> int:
         proc = subprocess.Popen(cmd, env=env)
     except OSError as e:
         manifest.finish(out, exit_code=None, error=str(e))
-        raise UserError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
+        raise UsageError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
     # a terminal's Ctrl-C reaches the child by itself; a SIGTERM/SIGHUP sent to the
     # launcher alone is passed on, so the program ends as it would have without kvtrace
     forward = {sig: signal.signal(sig, lambda s, _f: proc.send_signal(s)) for sig in (signal.SIGTERM, signal.SIGHUP)}

@@ -5,11 +5,18 @@ take whole numpy arrays. A background thread turns buffers into complete record
 batches every ``flush_interval`` seconds or ``flush_rows`` rows, writing descs, dlists
 and layouts *before* the events that reference them. A kill -9 therefore loses at most
 the last flush window; every batch already written is a complete IPC message.
+
+No row is lost silently: a batch reaches its file whole or not at all (a failed write is
+cut back off the file), rows leave the buffer only once written, a failed flush keeps
+them for the next one, and rows that cannot be kept (invalid values, a backlog past
+``max_backlog_rows``, a write still failing at close) are counted by table with the
+event seqs they leave out, in ``shard.json``'s ``lost`` entry.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import itertools
 import json
 import operator
@@ -60,10 +67,12 @@ class Recorder:
         flush_interval: seconds between background flushes (the kill -9 loss window).
         flush_rows: buffered rows that trigger an early flush.
         manifest_extra: fields merged into manifest.json (command, workload, ...).
+        max_backlog_rows: rows kept for retry while writes fail; past it they are counted lost.
     """
 
     def __init__(self, trace_dir: str, shard: str = "main", *, flush_interval: float = 0.2,
-                 flush_rows: int = 65536, manifest_extra: dict | None = None):
+                 flush_rows: int = 65536, manifest_extra: dict | None = None,
+                 max_backlog_rows: int = 1 << 22):
         self.trace_dir = os.fspath(trace_dir)
         self.shard = shard
         self.dir = os.path.join(self.trace_dir, shard)
@@ -91,20 +100,18 @@ class Recorder:
         self._thread_of = self._threads.get
         self._next_seq = self._seq.__next__
         self.closed = False
-        self.dropped_rows = 0
-        self._warned = False
+        self.max_backlog_rows = max_backlog_rows
+        self.lost = LostRows()
+        self._warned: set[str] = set()
+        self._info_dirty = False
         self._t0 = time.monotonic_ns()
         self._info = {"pid": os.getpid(), "host": socket.gethostname(),
                       "clock": f"monotonic_ns@{socket.gethostname()}", "closed": False,
                       "started_unix": time.time(), "shard": shard}
         self._write_info()
-        self._writers = {}
-        for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE), ("layouts", LAYOUTS), ("events", EVENTS)):
-            sink = pa.OSFile(os.path.join(self.dir, name + ".arrows"), "wb")
-            writer = pa.ipc.new_stream(sink, schema)
-            writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema))  # schema on disk now: a crash leaves a readable stream
-            self._writers[name] = (sink, writer)
-            sink.flush()
+        self._writers = {name: _Stream(os.path.join(self.dir, name + ".arrows"), schema)
+                         for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE),
+                                              ("layouts", LAYOUTS), ("events", EVENTS))}
         _manifest.add_shard(self.trace_dir, shard, manifest_extra or {})
         self._wake = threading.Event()
         self._stop = False
@@ -114,6 +121,12 @@ class Recorder:
     def _thread_id(self) -> int:
         with self._lock:
             return self._threads.setdefault(get_ident(), len(self._threads))
+
+    def pin_thread(self, thread: int) -> None:
+        """Record the calling Python thread's next events under thread number ``thread``
+        (a writer re-emitting recorded events, e.g. replay, keeps their thread column)."""
+        with self._lock:
+            self._threads[get_ident()] = int(thread or 0)
 
     # ---------------------------------------------------------------- ids
     def new_xfer_id(self) -> int:
@@ -198,6 +211,16 @@ class Recorder:
             self._dlists.append(cols)
             self._pending_rows += n
 
+    def untraced(self, reason: str) -> None:
+        """Count a posting that went to NIXL without being recorded, by ``reason``
+        (reported in shard.json, ``kvtrace info`` and ``check``'s notes)."""
+        with self._lock:
+            self.lost.untraced[reason] = self.lost.untraced.get(reason, 0) + 1
+        if self.closed:  # no flush will come: say it now
+            self._save_lost()
+        else:
+            self._info_dirty = True
+
     # ---------------------------------------------------------------- engine / allocator hooks
     def layout(self, agent: str, pool: str, layer: int, addr: int, slot_bytes: int, num_slots: int, *,
                page_tokens: int = 1, dtype: str = "bytes", part: str | None = None,
@@ -255,11 +278,15 @@ class Recorder:
             self._wake.clear()
             try:
                 self.flush()
-            except Exception:  # never kill the recorded program; the next flush retries
-                pass
+            except Exception as e:  # never kill the recorded program; rows are kept or counted
+                self._warn("flush", f"kvtrace: recorder {self.shard}: flushing failed ({_short(e)})")
 
     def flush(self) -> None:
-        """Write everything buffered as complete record batches (referenced tables first)."""
+        """Write everything buffered as complete record batches (referenced tables first).
+
+        Rows leave the buffers only once their batch is on disk; if a write fails, this and
+        every later table of the flush go back to the buffers for the next flush (or are
+        counted lost past ``max_backlog_rows`` and at close)."""
         with self._io_lock:
             n = len(self._events)
             events = self._events[:n]
@@ -270,14 +297,24 @@ class Recorder:
                 dlists, self._dlists = self._dlists, []
                 layouts, self._layouts = self._layouts, []
                 self._pending_rows = 0
-            if descs:
-                self._write("descs", self._convert(descs, lambda c: _concat_arrays(c, _DESCS_WIRE)))
-            if dlists:
-                self._write("dlists", self._convert(dlists, lambda c: _concat_arrays(c, _DLISTS_WIRE)))
-            if layouts:
-                self._write("layouts", self._convert(layouts, lambda c: pa.RecordBatch.from_pylist(c, schema=LAYOUTS)))
-            if events:
-                self._write("events", self._convert(events, _events_batch))
+            todo = [("descs", descs), ("dlists", dlists), ("layouts", layouts), ("events", events)]
+            for i, (name, rows) in enumerate(todo):
+                if not rows:
+                    continue
+                try:
+                    self._write(name, self._convert(name, rows))
+                except OSError as e:  # pyarrow's IO errors are OSErrors too: worth a retry
+                    self._keep_or_count(todo[i:], e)
+                    break
+                except Exception as e:  # anything else would fail again: count, never hide
+                    self._keep_or_count(todo[i:], e, retry=False)
+                    break
+                if name == "events":
+                    self._written_seq = rows[-1][0] + 1
+                    self._flushed_seq = self._written_seq
+            if self._info_dirty:
+                self._info_dirty = False
+                self._save_lost()
 
     def _in_order(self, rows: list[tuple], final: bool) -> list[tuple]:
         """Rows sorted by seq; unless ``final``, rows after a gap go back to the buffer."""
@@ -295,14 +332,38 @@ class Recorder:
                 cut = int(gap[0])
                 self._events[0:0] = rows[cut:]  # one atomic list operation
                 rows = rows[:cut]
-        if rows:
-            self._written_seq = int(seqs[len(rows) - 1]) + 1
-            self._flushed_seq = self._written_seq
         return rows
 
-    def _convert(self, rows: list, convert) -> pa.RecordBatch | None:
+    def _keep_or_count(self, unwritten: list[tuple[str, list]], error: Exception, retry: bool = True) -> None:
+        """A write failed: put the unwritten rows back in front of their buffers, or, when
+        closing or past the backlog limit, count them (and the event seqs) as lost."""
+        backlog = len(self._events) + sum(_rows(name, rows) for name, rows in unwritten)
+        drop = not retry or self._stop or backlog > self.max_backlog_rows
+        if drop:
+            for name, rows in unwritten:
+                self.lost.add(name, _rows(name, rows), "write failed")
+                if name == "events" and rows:
+                    self.lost.add_seqs(r[0] for r in rows)
+                    self._written_seq = rows[-1][0] + 1
+                    self._flushed_seq = self._written_seq
+            self._info_dirty = True
+        else:
+            for name, rows in unwritten:
+                if name == "events":
+                    self._events[0:0] = rows
+                elif rows:
+                    with self._lock:
+                        buf = getattr(self, "_" + name)
+                        buf[0:0] = rows
+                        self._pending_rows += _rows(name, rows)
+        what = "counted as lost" if drop else "kept for the next flush"
+        self._warn("write", f"kvtrace: recorder {self.shard}: writing the trace failed ({_short(error)}); "
+                            f"unwritten rows are {what} (see shard.json 'lost')")
+
+    def _convert(self, name: str, rows: list) -> pa.RecordBatch | None:
         """Convert buffered rows; if some row has values of the wrong type, keep every good
-        row (one at a time) and say once on stderr how many were dropped and why."""
+        row (one at a time), count the others as lost and say once on stderr why."""
+        convert = _CONVERT[name]
         try:
             return convert(rows)
         except (pa.ArrowException, TypeError, ValueError, OverflowError) as first_error:
@@ -312,21 +373,38 @@ class Recorder:
                     convert([r])
                     good.append(r)
                 except (pa.ArrowException, TypeError, ValueError, OverflowError):
-                    self.dropped_rows += 1
-            if not self._warned:
-                self._warned = True
-                print(f"kvtrace: recorder {self.shard}: dropped rows with invalid values ({first_error})",
-                      file=sys.stderr)
+                    self.lost.add(name, _rows(name, [r]), "invalid values")
+                    if name == "events":
+                        self.lost.add_seqs([r[0]])
+            self._info_dirty = True
+            self._warn("convert", f"kvtrace: recorder {self.shard}: dropped rows with invalid values "
+                                  f"({_short(first_error)}); counted in shard.json 'lost'")
             if not good:
                 return None
             return convert(good)
 
+    def _warn(self, key: str, text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            print(text, file=sys.stderr)
+
+    @property
+    def dropped_rows(self) -> int:
+        """Rows counted lost so far (all tables)."""
+        return sum(self.lost.rows.values())
+
     def _write(self, name: str, batch: pa.RecordBatch | None) -> None:
         if batch is None:
             return
-        sink, writer = self._writers[name]
-        writer.write_batch(batch)
-        sink.flush()
+        self._writers[name].write(batch)
+
+    def _save_lost(self) -> None:
+        self._info.update(self.lost.as_info())
+        try:
+            self._write_info()
+        except OSError as e:  # the counts stay in memory; close() tries again
+            self._info_dirty = True
+            self._warn("info", f"kvtrace: recorder {self.shard}: cannot update {SHARD_INFO} ({_short(e)})")
 
     def close(self) -> None:
         """Flush, end the streams and mark the shard closed. Idempotent."""
@@ -336,12 +414,15 @@ class Recorder:
         self._wake.set()
         self._flusher.join()
         self.flush()
-        for sink, writer in self._writers.values():
-            writer.close()
-            sink.close()
+        for name, stream in self._writers.items():
+            try:
+                stream.close()
+            except OSError as e:  # every batch is already whole on disk; only the end marker is missing
+                self._warn("write", f"kvtrace: recorder {self.shard}: ending {name}.arrows failed ({_short(e)})")
         self.closed = True
         self._info["closed"] = True
         self._info["events"] = self._written_seq
+        self._info.update(self.lost.as_info())
         self._write_info()
 
     def _write_info(self) -> None:
@@ -355,6 +436,119 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class LostRows:
+    """What a recorder could not write: rows by table and reason, event seqs left out,
+    and postings that went to NIXL untraced (by reason)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self.reasons: dict[str, int] = {}
+        self.seq_ranges: list[list[int]] = []   # [first, last] inclusive, merged, ascending
+        self.untraced: dict[str, int] = {}
+
+    def add(self, table: str, n: int, reason: str) -> None:
+        if n:
+            self.rows[table] = self.rows.get(table, 0) + n
+            self.reasons[reason] = self.reasons.get(reason, 0) + n
+
+    def add_seqs(self, seqs: Iterable[int]) -> None:
+        for q in sorted(seqs):
+            if self.seq_ranges and self.seq_ranges[-1][1] + 1 >= q >= self.seq_ranges[-1][0]:
+                self.seq_ranges[-1][1] = max(self.seq_ranges[-1][1], q)
+            else:
+                self.seq_ranges.append([q, q])
+        self.seq_ranges.sort()
+
+    def as_info(self) -> dict:
+        """The shard.json entries (absent when nothing was lost)."""
+        out = {}
+        if self.rows:
+            out["lost"] = {"rows": dict(self.rows), "reasons": dict(self.reasons),
+                           "event_seqs": [list(r) for r in self.seq_ranges]}
+        if self.untraced:
+            out["untraced_postings"] = dict(self.untraced)
+        return out
+
+
+class _Sink:
+    """The file-like object Arrow's stream writer writes into: straight to the file (no
+    copy), or nowhere while ``discard`` is set (a fresh writer's opening bytes)."""
+
+    closed = False
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.discard = False
+
+    def write(self, data) -> int:
+        if self.discard:
+            return len(memoryview(data))
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):  # a write may be short (the last bytes before a size limit)
+            n = os.write(self.fd, view[done:])
+            if n <= 0:
+                raise OSError(errno.EIO, "short write")
+            done += n
+        return done
+
+    def flush(self) -> None:
+        pass
+
+
+class _Stream:
+    """One table's Arrow IPC stream file. A write that fails (disk full, file size limit,
+    I/O error) is cut back off the file, and a fresh writer takes over, its opening bytes
+    (schema, an empty batch) discarded: the writer state matches the file again
+    (dictionaries are sent anew with the next batch) and the file stays one valid stream."""
+
+    def __init__(self, path: str, schema: pa.Schema):
+        self.schema = schema
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.sink = _Sink(self.fd)
+        self.size = 0
+        self.writer = pa.ipc.new_stream(pa.PythonFile(self.sink, mode="w"), schema)
+        # schema on disk now: a crash leaves a readable stream
+        self.write(pa.RecordBatch.from_pylist([], schema=schema))
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        try:
+            self.writer.write_batch(batch)
+        except OSError:
+            self._rollback()
+            raise
+        self.size = os.lseek(self.fd, 0, os.SEEK_CUR)
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        finally:
+            os.close(self.fd)
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, self.size)
+            os.lseek(self.fd, self.size, os.SEEK_SET)
+        self.sink.discard = True
+        try:
+            self.writer = pa.ipc.new_stream(pa.PythonFile(self.sink, mode="w"), self.schema)
+            self.writer.write_batch(pa.RecordBatch.from_pylist([], schema=self.schema))
+        finally:
+            self.sink.discard = False
+
+
+def _rows(name: str, rows: list) -> int:
+    """Rows a buffer entry list stands for (array-path chunks carry many)."""
+    if name in ("descs", "dlists"):
+        return sum(c["_n"] for c in rows)
+    return len(rows)
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:160] if text else type(e).__name__
 
 
 def _list_array(col: tuple, typ: pa.DataType) -> pa.Array:
@@ -411,6 +605,14 @@ def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
                                type=field.type, mask=mask)
             arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+_CONVERT = {
+    "descs": lambda c: _concat_arrays(c, _DESCS_WIRE),
+    "dlists": lambda c: _concat_arrays(c, _DLISTS_WIRE),
+    "layouts": lambda c: pa.RecordBatch.from_pylist(c, schema=LAYOUTS),
+    "events": _events_batch,
+}
 
 
 def record_many(rec: Recorder, rows: Iterable[dict]) -> None:

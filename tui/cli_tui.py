@@ -15,7 +15,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from kvtrace.cli import UserError
+    from kvtrace.errors import UsageError
 
     from ..analysis.session import TraceSession   # duckdb + pyarrow: ~0.3 s
     from .app import KvtraceApp
@@ -30,13 +30,13 @@ def run(args) -> int:
         print(f"kvtrace tui: building the timeline index of {args.trace} (first open only)…", file=sys.stderr)
     source = TimelineSource(session)
     if source.total == 0:
-        raise UserError(f"{args.trace}: the trace has no events")
+        raise UsageError(f"{args.trace}: the trace has no events")
     app = KvtraceApp(source, run_findings=not args.no_checks)
     if args.jump:
         try:
             target = source.resolve_jump(args.jump)
         except ValueError as e:
-            raise UserError(str(e)) from None
+            raise UsageError(str(e)) from None
         if target is not None:
             app.call_later(lambda: app.timeline.move_to_ord(target))
     app.run()

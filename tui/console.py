@@ -6,11 +6,13 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
+from ..errors import UsageError
+
 MAX_ROWS = 500   # a console result is for reading: DataTable keeps rows as Python objects
 READ_ONLY = ("SELECT", "EXPLAIN")
 
 
-class ReadOnlyError(ValueError):
+class ReadOnlyError(UsageError, ValueError):
     """A statement that would change the session."""
 
 

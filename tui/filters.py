@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
+from ..errors import UsageError
+
 FIELDS = ("request", "agent", "pool", "slot", "kind", "xfer", "shard")
 
 
-class FilterError(ValueError):
+class FilterError(UsageError, ValueError):
     """A filter the user typed that cannot be understood (shown inline)."""
 
 

@@ -1,4 +1,4 @@
-"""Every scenario of cases.py: the checks find exactly the expected findings (bug) and
+"""Every scenario of analysis_cases.py (cases_<family>.py): the checks find exactly the expected findings (bug) and
 nothing on the clean twin and on the legal patterns."""
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ LEGAL = [n for n in CASES if n.startswith("legal_")]
 
 
 def _params(names, bug):
-    """Cases a check owned elsewhere gets wrong today carry an xfail naming the check."""
-    return [pytest.param(n, marks=pytest.mark.xfail(reason=XFAIL[(n, bug)], strict=False))
+    """Cases a check gets wrong today carry a strict xfail naming the check: once fixed,
+    the xfail fails and must be removed."""
+    return [pytest.param(n, marks=pytest.mark.xfail(reason=XFAIL[(n, bug)], strict=True))
             if (n, bug) in XFAIL else n for n in names]
 
 
@@ -51,7 +52,7 @@ def test_clean_twin_and_legal_patterns_give_nothing(tmp_path, name):
 
 
 def test_uniform_slot_count_names_the_stride(tmp_path):
-    """The seeds' bug: the finding names kv's slot count applied to index_k."""
+    """The uniform-slot-count bug: the finding names kv's slot count applied to index_k."""
     _, _, found, _ = run_case(tmp_path, "uniform_slot_count", True)
     (f,) = found
     assert f.extra["stride"] == 8 and f.extra["stride_pool"] == "kv" and f.extra["pool_slots"] == 16
@@ -68,12 +69,3 @@ def test_read_before_done_folds_the_stale_checksum(tmp_path):
     folded = f.extra.get("folded", [])
     assert folded and folded[0]["check"] == "checksum_mismatch"
     assert "arrived after the read" in folded[0]["message"]
-
-
-@pytest.mark.parametrize("name", sorted({n for n, bug in XFAIL if bug}))
-def test_xfailed_bug_is_still_found(tmp_path, name):
-    """Where a bug twin is xfailed for another check's noise, its own finding is still there."""
-    _, expected, found, _ = run_case(tmp_path, name, True)
-    got = [_key(f) for f in found]
-    for c, a, r, p, s in expected:
-        assert (c, a, r, p, sorted(s)) in got, [f.message for f in found]

@@ -12,8 +12,8 @@ import sys
 
 
 def _user_error(msg: str) -> Exception:
-    from kvtrace.cli import UserError
-    return UserError(msg)
+    from kvtrace.errors import UsageError
+    return UsageError(msg)
 
 
 def run_engine(args) -> int:

@@ -14,12 +14,10 @@ from importlib import resources
 
 import numpy as np
 
+from ...errors import WorkloadError
+
 #: the injectable bugs (off by default); see engine/__init__.py
 BUGS = ("uniform-slot-count", "early-src-free", "abort-free-inflight", "notify-first-handle")
-
-
-class WorkloadError(ValueError):
-    """A workload file or override that cannot be used (one line for the user)."""
 
 
 @dataclasses.dataclass

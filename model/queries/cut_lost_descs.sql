@@ -1,4 +1,4 @@
--- query cut_lost_descs: the first transfer post of shard $1 whose descriptor rows, or a
+-- cut_lost_descs: the first transfer post of shard $1 whose descriptor rows, or a
 -- prepared list they index, are not in the trace, after the last post that has them.
 -- The writer flushes descriptors and lists before the events that use them, so only a
 -- trailing run of posts of a shard cut short can lack them.

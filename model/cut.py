@@ -22,8 +22,10 @@ read the cut prefix; ``recorded_events`` / ``recorded_descs`` keep everything re
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
+import pyarrow as pa
 
 #: what the user can do about each reason a shard's facts end early
 _RECORD = {
@@ -72,12 +74,6 @@ class Unknown:
         return f"unknown: {self.what} ({self.count:,}) — to resolve: {self.record}"
 
 
-def query_sql(name: str) -> str:
-    """The text of ``sql/<name>.sql`` (a read-only SELECT, parameters as ``$1``)."""
-    import importlib.resources
-    return importlib.resources.files("kvtrace.analysis.sql").joinpath(name + ".sql").read_text()
-
-
 def shard_state(trace) -> tuple[dict[str, set[str]], list[str]]:
     """Per present shard, why its recorded facts may end early (reason keys), and the
     listed shards that are missing."""
@@ -100,12 +96,14 @@ def is_complete(trace) -> bool:
     return not missing and not any(state.values())
 
 
-def compute(con, trace, pairing_sql: str) -> dict[str, ShardCut]:
-    """The consistent cut of an incomplete trace, over the *recorded* views of ``con``
-    (``events``, ``descs``, ``dlists``, ``layouts`` as recorded, and ``shards``).
+def compute(model) -> dict[str, ShardCut]:
+    """The consistent cut of an incomplete trace, over the model's base views as recorded.
 
-    ``pairing_sql`` creates ``sync_pairs`` (send → receive pairs) from ``events``; it is
-    dropped again afterwards (the analysis pairs the cut events itself)."""
+    The pairing (``sync_pairs``) and agents' homes (``agent_home``) of the recorded events
+    are built and dropped again: the analysis derives them anew from the cut events."""
+    from .registry import query_sql
+
+    con, trace = model.con, model.trace
     state, missing = shard_state(trace)
     q = lambda sql, p=None: con.execute(sql, p or []).fetchall()  # noqa: E731
     last = {s: (n, m) for s, n, m in q("SELECT shard, count(*), max(seq) FROM events GROUP BY shard")}
@@ -127,15 +125,17 @@ def compute(con, trace, pairing_sql: str) -> dict[str, ShardCut]:
                 if seq is not None:
                     c.cut_to(int(seq) - 1, f"shard {s.name}: the descriptors of its transfers from seq {seq} on were lost", "descs")
         cuts[s.name] = c
-    con.execute(pairing_sql)
+    model.derive(["sync_pairs", "agent_home"])
     try:
         pairs = con.execute("SELECT send_shard, send_seq, recv_shard, recv_seq FROM sync_pairs "
                             "WHERE send_shard <> recv_shard").fetchnumpy()
         unpaired = q(query_sql("cut_unpaired_recv"))
+        homes = dict(q("SELECT agent, h_shard FROM agent_home"))
     finally:
-        con.execute("DROP TABLE IF EXISTS sync_pairs")
+        for name in ("sync_pairs", "agent_home"):
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+            model._built.discard(name)
     incomplete = bool(missing) or any(state.values())
-    homes = dict(q(query_sql("cut_agent_home")))
     # receives whose sender's facts may be lost: its home shard is incomplete, or it has
     # no home and some shard is missing or incomplete
     for shard, seq, peer in unpaired:
@@ -199,31 +199,21 @@ def _dedupe(xs: list[str]) -> list[str]:
     return out
 
 
-def apply(con, trace, index_dir: str) -> tuple[dict[str, ShardCut], list[Unknown]]:
-    """Point ``events`` and ``descs`` of ``con`` at the cut prefix of an incomplete trace
-    (``recorded_*`` keep every recorded row); a complete trace is left as it is."""
-    import os
+def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
+    """Point the model's ``events`` and ``descs`` at the cut prefix of an incomplete trace
+    (``recorded_events``, ``recorded_descs`` keep every recorded row); a complete trace is
+    left as it is. Returns the cuts and what they leave unknown."""
+    from .registry import query_sql
 
-    import pyarrow as pa
-
-    from ..tracer.schema import TABLES
-
+    trace, con = model.trace, model.con
     if is_complete(trace):
         return {}, []
+    cuts = compute(model)
     names = [s.name for s in trace.shards]
-    con.register("shards", pa.table({"shard": pa.array(names, pa.string()),
-                                     "sidx": pa.array(range(len(names)), pa.int32())}))
-    try:
-        cuts = compute(con, trace, query_sql("view_sync_pairs"))
-    finally:
-        con.unregister("shards")
-    for t in TABLES:
-        p = os.path.join(index_dir, t + ".parquet").replace("'", "''")
-        con.execute(f"CREATE OR REPLACE VIEW recorded_{t} AS SELECT * FROM read_parquet('{p}')")
-    con.register("shard_cut_raw", pa.table({"shard": pa.array(names, pa.string()),
-                                            "cut": pa.array([cuts[n].cut for n in names], pa.int64())}))
-    con.execute("CREATE OR REPLACE TEMP TABLE shard_cut AS SELECT * FROM shard_cut_raw")
-    con.unregister("shard_cut_raw")
+    for t in ("events", "descs"):
+        con.read_parquet(os.path.join(model.index_dir, t + ".parquet")).create_view(f"recorded_{t}")
+    con.from_arrow(pa.table({"shard": pa.array(names, pa.string()),
+                             "cut": pa.array([cuts[n].cut for n in names], pa.int64())})).create("shard_cut")
     con.execute(query_sql("cut_events"))
     con.execute(query_sql("cut_descs"))
     return cuts, unknowns(cuts, shard_state(trace)[1])

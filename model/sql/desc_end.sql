@@ -1,5 +1,6 @@
--- view desc_end: both ends of every descriptor resolved through layouts to
+-- desc_end: both ends of every descriptor resolved through layouts to
 -- (agent, pool, layer, slot, offset) by a range join on the layout regions.
+-- requires: descs, lay
 -- Columns:
 --   shard VARCHAR, xfer BIGINT, pos INTEGER  -- the descriptor (initiator shard)
 --   side VARCHAR        -- src | dst (the direction bytes move)
@@ -9,9 +10,6 @@
 --   slot BIGINT, off BIGINT    -- slot within the region, byte offset within the slot
 --   slot_bytes UBIGINT, num_slots BIGINT
 --   crosses BOOLEAN     -- the range runs past the end of its slot
-CREATE OR REPLACE TEMP TABLE lay AS
-SELECT DISTINCT agent, pool, layer, part, addr, nbytes, slot_bytes, num_slots, page_tokens FROM layouts;
-
 CREATE OR REPLACE VIEW desc_end AS  -- a view: end_hold consumes it once, no need to hold 2 rows per descriptor twice
 WITH d AS (
     SELECT shard, xfer, pos, nbytes, 'src' AS side, src_agent AS agent, src_addr AS addr,

@@ -1,4 +1,5 @@
--- view slot_ev: alloc/free/write/read events, one row per slot touched.
+-- slot_ev: alloc/free/write/read events, one row per slot touched.
+-- requires: events, shards
 -- Columns:
 --   shard VARCHAR, sidx INTEGER, seq BIGINT, agent VARCHAR, kind VARCHAR, request VARCHAR
 --   pool VARCHAR, layer INTEGER (write/read), slot BIGINT
@@ -8,7 +9,7 @@
 --   src_request VARCHAR  -- write copying another request's data (detail.src_request)
 --   sk, lk, hk UBIGINT   -- join keys: hash of (shard, agent, pool, slot), + layer, + request
 --                          (one integer key makes ASOF and hash joins several times faster)
-CREATE OR REPLACE TEMP TABLE slot_ev AS
+CREATE OR REPLACE TABLE slot_ev AS
 SELECT shard, sidx, seq, agent, kind, request, pool, layer, slot, page, checksum,
        hash(shard, agent, pool, slot) AS sk, hash(shard, agent, pool, layer, slot) AS lk,
        hash(shard, agent, pool, slot, request) AS hk,

@@ -1,16 +1,17 @@
--- view sync_pairs: cross-agent send → receive pairs, the happens-before edges between shards.
+-- sync_pairs: cross-agent send → receive pairs, the happens-before edges between shards.
 -- Notifications pair first-in-first-out per (sender agent, receiver agent, msg bytes):
 -- the k-th notif_recv from P with msg m pairs with P's k-th xfer_post/notif_send to it
 -- with msg m (a READ's notification goes to the agent whose memory was read = the post's
 -- peer, so one rule covers push and pull); a posting that ended in error is no sender (a
 -- retry re-posting the same tag gets the one notification). Control messages pair by detail.id.
+-- requires: events, shards
 -- Columns:
 --   send_shard VARCHAR, send_sidx INTEGER, send_seq BIGINT  -- the sending event
 --   send_kind  VARCHAR   -- xfer_post | notif_send | msg_send
 --   send_xfer  BIGINT    -- the transfer a notification completes (xfer_post only)
 --   recv_shard VARCHAR, recv_sidx INTEGER, recv_seq BIGINT  -- the receiving event
 --   chan       VARCHAR   -- notif | msg
-CREATE OR REPLACE TEMP TABLE sync_pairs AS
+CREATE OR REPLACE TABLE sync_pairs AS
 WITH failed AS (  -- postings that ended in error: NIXL sends their notification never
     SELECT DISTINCT shard, xfer FROM events WHERE kind = 'xfer_error'
 ), s AS (

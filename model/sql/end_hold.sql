@@ -1,7 +1,8 @@
--- view end_hold (and run_hold, at the end): every descriptor end with its transfer's post, the shard where the end's
+-- end_hold: every descriptor end with its transfer's post, the shard where the end's
 -- agent lives (home), when that shard knows the transfer ended, and — for ends in
 -- allocator-managed pools — the holding of the transfer's request that covers the post
 -- (the latest alloc of that slot by the request that happens-before the post).
+-- requires: desc_end, xfers, agent_home, managed, xfer_seen, holding_list
 -- Columns:
 --   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, part, slot, off, slot_bytes, crosses, dlist, idx
 --   request VARCHAR, post_seq BIGINT, psidx INTEGER, op VARCHAR, t_ns BIGINT  -- from xfers
@@ -12,22 +13,7 @@
 --   end_seq BIGINT        -- from this seq on h_shard the transfer is known over (done/error/notification)
 --   alloc_seq, free_seq, release_seq, gen_seq, page BIGINT  -- the holding (null: none)
 --   sk, lk UBIGINT        -- join keys of the slot and slot layer on h_shard (see slot_ev)
-CREATE OR REPLACE TEMP TABLE agent_home AS
-SELECT agent, arg_max(shard, n) AS h_shard, arg_max(sidx, n) AS h_sidx
-FROM (SELECT agent, shard, count(*) AS n FROM events WHERE agent IS NOT NULL GROUP BY ALL) c
-JOIN shards USING (shard) GROUP BY agent;
-
-CREATE OR REPLACE TEMP TABLE managed AS
-SELECT DISTINCT agent, pool FROM slot_ev WHERE kind = 'alloc';
-
--- each request's holdings of each slot as one list (almost always one element), so the
--- lookup below is a single equi-join instead of a join + group-by + join back
-CREATE OR REPLACE TEMP TABLE holding_list AS
-SELECT shard, agent, pool, slot, request,
-       list({'a': alloc_seq, 'f': free_seq, 'r': release_seq, 'g': gen_seq, 'p': page} ORDER BY alloc_seq) AS hl
-FROM holdings GROUP BY ALL;
-
-CREATE OR REPLACE TEMP TABLE end_hold AS
+CREATE OR REPLACE TABLE end_hold AS
 WITH e AS (
     SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.part, d.slot, d.off,
            d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx,
@@ -45,18 +31,3 @@ WITH e AS (
 SELECT j.* EXCLUDE (h), h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page,
        hash(h_shard, agent, pool, slot) AS sk, hash(h_shard, agent, pool, layer, slot) AS lk
 FROM j;
-
--- the further slots of descriptor ends spanning a run of slots (SGLang groups contiguous
--- pages into one descriptor): one row per (end, slot after its first), with the request's
--- holding of that slot as end_hold finds it for the first (h: null when it holds none)
-CREATE OR REPLACE TEMP TABLE run_hold AS
-WITH run AS (
-    SELECT shard, xfer, pos, side, agent, pool, layer, request, post_seq, bound, seen_seq, end_seq, h_shard,
-           off, nbytes, slot_bytes, slot AS s0,
-           unnest(range(slot + 1, slot + ((off + nbytes + slot_bytes - 1) // slot_bytes)::BIGINT)) AS slot
-    FROM end_hold WHERE managed AND crosses
-)
-SELECT r.*, hash(r.h_shard, r.agent, r.pool, r.layer, r.slot) AS lk,
-       list_filter(k.hl, lambda h: h.a <= r.bound)[-1] AS h
-FROM run r LEFT JOIN holding_list k ON k.shard = r.h_shard AND k.agent = r.agent AND k.pool = r.pool
-                                   AND k.slot = r.slot AND k.request = r.request;

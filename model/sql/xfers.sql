@@ -1,5 +1,6 @@
--- view xfers: one row per posted transfer, with its initiator-side outcome and what the
+-- xfers: one row per posted transfer, with its initiator-side outcome and what the
 -- post knows (happens-before) about every shard.
+-- requires: events, descs, shards, clocks
 -- Columns:
 --   shard VARCHAR, sidx INTEGER, xfer BIGINT  -- the transfer's identity (initiator shard)
 --   post_seq BIGINT      -- the xfer_post event
@@ -12,7 +13,7 @@
 --   ndesc BIGINT         -- descriptor rows
 --   done_seq, err_seq, release_seq BIGINT  -- first xfer_done / xfer_error / xfer_release
 --   know BIGINT[]        -- know[j+1] = largest seq of shard j that happens-before the post
-CREATE OR REPLACE TEMP TABLE xfers AS
+CREATE OR REPLACE TABLE xfers AS
 WITH p AS (
     SELECT e.shard, s.sidx, e.xfer, e.seq AS post_seq, e.agent, e.peer, e.request, e.msg,
            e.t_ns, json_extract_string(e.detail, '$.op') AS op_detail
@@ -31,6 +32,6 @@ WITH p AS (
 SELECT pk.shard, pk.sidx, pk.xfer, pk.post_seq, pk.t_ns, pk.agent, pk.peer, pk.request, pk.msg,
        coalesce(o.op, pk.op_detail, 'WRITE') AS op, coalesce(o.ndesc, 0) AS ndesc,
        c.done_seq, c.err_seq, c.release_seq,
-       list_transform(range(getvariable('nshards')), lambda i:
+       list_transform(range((SELECT count(*) FROM shards)), lambda i:
            CASE WHEN i = pk.sidx THEN pk.post_seq - 1 ELSE coalesce(pk.vc[i + 1], -1) END) AS know
 FROM pk LEFT JOIN c USING (shard, xfer) LEFT JOIN o USING (shard, xfer);

@@ -1,5 +1,6 @@
--- view reads: one row per (read event, slot) with the reader's holding of the slot
+-- reads: one row per (read event, slot) with the reader's holding of the slot
 -- (the reader's latest alloc of it before the read on the same shard).
+-- requires: slot_ev, holdings, managed
 -- Columns:
 --   shard VARCHAR, sidx INTEGER, seq BIGINT, agent, request, pool VARCHAR, layer INTEGER, slot BIGINT
 --   page BIGINT, checksum UBIGINT   -- what the consumer saw
@@ -9,7 +10,7 @@
 --   lw_seq BIGINT, lw_ck UBIGINT, lw_req VARCHAR  -- the latest local write of the slot layer
 --                                      before the read (null: none); computed once here,
 --                                      several checks need it
-CREATE OR REPLACE TEMP TABLE reads AS
+CREATE OR REPLACE TABLE reads AS
 WITH r AS (SELECT * FROM slot_ev WHERE kind = 'read'),
 lw AS (SELECT lk, seq AS w_seq, checksum AS w_ck, request AS w_req FROM slot_ev WHERE kind = 'write')
 SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, r.page, r.checksum, r.sk, r.lk,

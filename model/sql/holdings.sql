@@ -1,4 +1,5 @@
--- view holdings: one row per alloc — a request holding a slot from alloc to its free.
+-- holdings: one row per alloc — a request holding a slot from alloc to its free.
+-- requires: slot_life
 -- Columns:
 --   shard VARCHAR, sidx INTEGER, agent VARCHAR, pool VARCHAR, slot BIGINT, request VARCHAR
 --   sk, hk UBIGINT      -- join keys (see slot_ev)
@@ -10,7 +11,7 @@
 --                          allocator (no holder left); null: never released
 --   gen_seq BIGINT      -- the alloc that started the slot's current generation (count 0→1,
 --                          not a shared alloc: a prefix-cache hit keeps the content)
-CREATE OR REPLACE TEMP TABLE holdings AS
+CREATE OR REPLACE TABLE holdings AS
 WITH a AS (
     SELECT *, lead(seq) OVER w AS next_seq, lead(kind) OVER w AS next_kind
     FROM slot_life WINDOW w AS (PARTITION BY hk ORDER BY seq)

@@ -1,4 +1,4 @@
--- query cut_unpaired_recv: receives (notif_recv, msg_recv) with no send paired to them in
+-- cut_unpaired_recv: receives (notif_recv, msg_recv) with no send paired to them in
 -- sync_pairs: their sender's facts are not in the trace.
 -- Columns: shard VARCHAR, seq BIGINT, peer VARCHAR  -- the receive and who sent it
 SELECT e.shard, e.seq, e.peer FROM events e

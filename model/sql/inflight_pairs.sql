@@ -1,17 +1,18 @@
--- view inflight_pairs: pairs of descriptor ends of two different transfers that overlap in
+-- inflight_pairs: pairs of descriptor ends of two different transfers that overlap in
 -- bytes on the same agent and are in flight at the same time (neither transfer is known
 -- to have ended — done, error or notification — before the other was posted).
 -- Candidates: per agent and 64 KiB address bucket, ends sorted by (addr, post time); each
 -- end is compared with its next 4 neighbours in that order (a linear-cost sweep; t_ns only
 -- orders candidates, happens-before decides). Overlaps further apart than 4 neighbours, or
 -- across a bucket boundary, are not examined.
+-- requires: end_hold, xfer_seen
 -- Columns:
 --   agent VARCHAR
 --   a_shard, a_xfer, a_side, a_request, a_post  -- the earlier-sorted end
 --   b_shard, b_xfer, b_side, b_request, b_post  -- the later-sorted end
 --   pool VARCHAR, layer INTEGER, slot BIGINT     -- where (from a's layout position)
 --   lo UBIGINT, hi UBIGINT                       -- overlapping byte range
-CREATE OR REPLACE TEMP TABLE inflight_pairs AS
+CREATE OR REPLACE TABLE inflight_pairs AS
 WITH e AS (
     SELECT e.*, addr // 65536 AS bucket,
            row_number() OVER (PARTITION BY agent, addr // 65536 ORDER BY addr, t_ns, shard, post_seq, pos, side) AS rn

@@ -1,5 +1,0 @@
--- view events (partial traces): the recorded events up to each shard's cut (shard_cut.cut,
--- the last analysed seq; null: the whole shard). See analysis/cut.py.
-CREATE OR REPLACE VIEW events AS
-SELECT e.* FROM recorded_events e JOIN shard_cut c ON c.shard = e.shard
-WHERE c.cut IS NULL OR e.seq <= c.cut;

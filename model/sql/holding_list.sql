@@ -1,0 +1,9 @@
+-- holding_list: each request's holdings of each slot as one list (almost always one element),
+-- so end_hold and run_hold look a holding up with one equi-join, not a join + group-by + join back
+-- requires: holdings
+-- Columns: shard, agent, pool VARCHAR, slot BIGINT, request VARCHAR,
+--   hl STRUCT(a, f, r, g, p BIGINT)[]  -- (alloc, free, release, generation seq, page) by alloc
+CREATE OR REPLACE TABLE holding_list AS
+SELECT shard, agent, pool, slot, request,
+       list({'a': alloc_seq, 'f': free_seq, 'r': release_seq, 'g': gen_seq, 'p': page} ORDER BY alloc_seq) AS hl
+FROM holdings GROUP BY ALL;

@@ -1,0 +1,45 @@
+"""The model's derived objects: one object per SQL file, build order from declarations."""
+import pytest
+
+from kvtrace.model.derived import Derived, RegistryError
+from kvtrace.model.registry import BASE, build_order, parse_sql, registry
+
+
+def test_every_object_declares_known_requirements_and_sorts():
+    objs = registry()
+    order = build_order(objs)
+    assert sorted(order) == sorted(objs)
+    pos = {n: i for i, n in enumerate(order)}
+    for d in objs.values():
+        for r in d.requires:
+            assert r in BASE or pos[r] < pos[d.name], (d.name, r)
+
+
+def test_python_builders_register_through_the_same_mechanism():
+    objs = registry()
+    for name in ("shards", "clocks", "xfer_seen_raw", "poison"):
+        assert objs[name].build is not None and objs[name].sql is None
+    assert "clocks" in objs["xfers"].requires
+
+
+def test_sql_file_must_create_exactly_its_one_object():
+    with pytest.raises(RegistryError, match="exactly one object named a"):
+        parse_sql("a", "-- requires: events\nCREATE TABLE a AS SELECT 1;\nCREATE TABLE b AS SELECT 2;")
+    with pytest.raises(RegistryError, match="requires"):
+        parse_sql("a", "CREATE TABLE a AS SELECT 1;")
+    assert parse_sql("a", "-- a: x\n-- requires: events, b\nCREATE OR REPLACE TABLE a AS SELECT 1").requires == (
+        "events", "b")
+
+
+def test_cycle_and_missing_requirement_are_clear_errors():
+    objs = {"a": Derived("a", ("b",)), "b": Derived("b", ("a",))}
+    with pytest.raises(RegistryError, match="cycle: a -> b -> a"):
+        build_order(objs)
+    with pytest.raises(RegistryError, match="a requires 'zz'"):
+        build_order({"a": Derived("a", ("zz",))})
+
+
+def test_targets_pull_only_their_requirements():
+    objs = registry()
+    order = build_order(objs, ["sync_pairs"])
+    assert order == ["shards", "sync_pairs"]

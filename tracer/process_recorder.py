@@ -1,0 +1,54 @@
+"""This process's Recorder under ``kvtrace record -- CMD``, created from the environment.
+
+A leaf module: the traced agent (agent.py), the hooks and the import-time patcher
+(autotrace/) all ask it for the process recorder, so none of them imports another.
+
+Environment (set by the launcher, inherited by children):
+    KVTRACE_TRACE_DIR    the trace directory; unset = tracing off
+    KVTRACE_REQUEST_TAG  notification tag parser: sglang | vllm | auto | a regex
+    KVTRACE_PROG         the program name used in shard names
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+ENV_DIR = "KVTRACE_TRACE_DIR"
+ENV_TAG = "KVTRACE_REQUEST_TAG"
+ENV_PROG = "KVTRACE_PROG"
+
+_lock = threading.Lock()
+_recorder = None
+_pid = None
+
+
+def default_request_tags() -> str:
+    """The tag parser spec for agents created without ``request_tags``."""
+    return os.environ.get(ENV_TAG, "auto")
+
+
+def default_recorder():
+    """This process's Recorder when run under ``kvtrace record -- CMD``, else None."""
+    global _recorder, _pid
+    trace_dir = os.environ.get(ENV_DIR)
+    if not trace_dir:
+        return None
+    with _lock:
+        if _recorder is None or _pid != os.getpid():  # a forked child gets its own shard
+            import atexit
+
+            from .recorder import Recorder
+            prog = os.environ.get(ENV_PROG) or "proc"
+            _recorder = Recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
+            _pid = os.getpid()
+            atexit.register(_close, _recorder)
+            mp_util = sys.modules.get("multiprocessing.util")
+            if mp_util is not None:  # fork children leave through os._exit, skipping atexit
+                mp_util.Finalize(None, _close, args=(_recorder,), exitpriority=0)
+        return _recorder
+
+
+def _close(rec) -> None:
+    if rec._info.get("pid") == os.getpid():  # never close a recorder inherited over fork
+        rec.close()
