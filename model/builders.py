@@ -60,3 +60,13 @@ def build_poison(model) -> None:
     sizes = [int(v) for v in model.ask("slot_sizes").column("slot_bytes").to_pylist()]
     _create(model, "poison", pa.table({"slot_bytes": pa.array(sizes, pa.uint64()),
                                        "checksum": pa.array([int(kvh64(poison(n)[0])) for n in sizes], pa.uint64())}))
+
+
+@builder("shard_cut")
+def build_shard_cut(model) -> None:
+    """shard_cut: shard VARCHAR, cut BIGINT — the last analysed seq of each shard (null:
+    the whole shard; see cut.py). A partial trace's cut is created when it is opened."""
+    if model.cuts:
+        return
+    _create(model, "shard_cut", pa.table({"shard": pa.array(model.shards, pa.string()),
+                                          "cut": pa.nulls(len(model.shards), pa.int64())}))

@@ -217,3 +217,30 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     con.execute(query_sql("cut_events"))
     con.execute(query_sql("cut_descs"))
     return cuts, unknowns(cuts, shard_state(trace)[1])
+
+
+def ordering_unknowns(model) -> list[Unknown]:
+    """Descriptor ends whose request's holding is unknown (the transfer carries no request,
+    or the allocation is not ordered with the post, or lies past a cut), one note per
+    (agent, initiator, reason)."""
+    model.derive(["end_hold", "shard_order"])
+    out = []
+    for r in model.ask("unknown_ends").to_pylist():
+        n, who, src = r["transfers"], r["agent"], r["initiator"]
+        if r["why"] == "no_request":
+            what = (f"which request's pages {n:,} transfer(s) posted from shard {src} moved on {who}: "
+                    "the posts carry no request")
+            rec = ("record the request with each post (a notification tag kvtrace can parse, or the "
+                   "request hooks): see docs/hooks.md")
+        elif r["why"] == "unordered":
+            what = (f"whether {n:,} transfer(s) posted from shard {src} touched slots their request held on {who}: "
+                    f"none of {r['home']}'s events (its allocations) is ordered before those posts")
+            rec = (f"record the destination-pages message from {who} to the sender (msg_send / msg_recv "
+                   "with a shared detail.id): see docs/hooks.md")
+        else:
+            what = (f"whether {n:,} transfer(s) posted from shard {src} touched slots their request held on {who}: "
+                    f"the allocation is not ordered with the post, or lies past shard {r['home']}'s cut")
+            rec = ("record the message that names the slots before each post (msg_send / msg_recv with a "
+                   "shared detail.id): see docs/hooks.md")
+        out.append(Unknown(what, int(r["n"]), rec))
+    return out

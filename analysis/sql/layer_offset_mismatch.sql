@@ -47,6 +47,11 @@ d AS (
     LEFT JOIN pt sp ON sp.agent = s.agent AND sp.pool = s.pool
     LEFT JOIN pt tp ON tp.agent = t.agent AND tp.pool = t.pool
     WHERE t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed)
+      -- a page that cannot be known (its holding unordered with the post, or past a cut)
+      -- proves nothing, unless the other end is proven outside the request's pages
+      AND (NOT (t.h_unknown OR s.h_unknown)
+           OR (s.managed AND s.page IS NULL AND NOT s.h_unknown)
+           OR (t.managed AND t.page IS NULL AND NOT t.h_unknown))
 ), dup AS (  -- destination bytes covered twice by one transfer
     SELECT shard, xfer, pos FROM (
         SELECT shard, xfer, pos, d_addr, nbytes,

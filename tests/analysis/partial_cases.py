@@ -14,8 +14,8 @@ import pyarrow.ipc as ipc
 
 
 def _read(path: str) -> pa.Table:
-    with pa.memory_map(path) as src:
-        return ipc.open_stream(src).read_all()
+    with open(path, "rb") as f:   # into memory: the file is rewritten next
+        return ipc.open_stream(pa.BufferReader(f.read())).read_all()
 
 
 def _write(path: str, table: pa.Table) -> None:
