@@ -1,5 +1,10 @@
-"""Run the hazard checks over a trace: findings grouped by check, then the verdict on the
-seeds' question (uniform slot count / slot reuse before read / completion before data).
+"""Run the hazard checks over a trace: findings grouped by check, then the verdict — the
+root causes found and, where they apply, hypotheses judged against the evidence.
+
+Hypotheses are files: --hypotheses NAME (a shipped one, e.g. pd-corruption: uniform slot
+count / slot reuse before read / completion before data) or --hypotheses FILE.toml. A
+shipped file also applies unasked when the trace's layout makes it relevant (pd-corruption:
+pools or prepared lists whose regions differ in slot count); --hypotheses none turns that off.
 
 Exit status: 0 clean, 1 findings at or above --fail-on (gate CI with it), 2 bad input.
 
@@ -8,6 +13,7 @@ examples:
   kvtrace check run.kvtrace --only layer_offset_mismatch,write_after_free --format json
   kvtrace check run.kvtrace --fail-on warning
   kvtrace check --explain src_free_before_done
+  kvtrace check run.kvtrace --hypotheses pd-corruption
 """
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", metavar="NAME", help="describe a check and exit ('all' lists them)")
     p.add_argument("--examples", type=int, default=3, help="example findings shown per check (table)")
     p.add_argument("--threads", type=int, default=None, help="DuckDB threads")
+    p.add_argument("--hypotheses", action="append", default=None, metavar="NAME|FILE",
+                   help="judge the hypotheses of a shipped file (by name) or a TOML file (repeatable; "
+                        "'none': only the root causes)")
 
 
 def run(args) -> int:
@@ -39,9 +48,15 @@ def run(args) -> int:
     from .session import TraceSession
 
     with TraceSession(args.trace, threads=args.threads) as s:
+        from .answers import sections
+        from .attribution import attach, attribute
+
         findings = s.findings(only)
-        verdict = s.verdict(findings) if not only else None
-        render.emit(args.format, s, findings, verdict, examples=args.examples)
+        verdict = s.verdict(findings, args.hypotheses) if not only else None
+        who = attribute(s)
+        attach(findings, who)
+        render.emit(args.format, s, findings, verdict, examples=args.examples, attribution=who,
+                    extra_sections=sections(s))
     worst = {"warning": 0, "error": 1}
     bar = worst[args.fail_on]
     return 1 if any(worst.get(f.severity, 1) >= bar for f in findings) else 0

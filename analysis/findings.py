@@ -140,6 +140,8 @@ FOLDS = {
     "read_undelivered": (("write_after_free", "request"),),
     "post_before_write": (("checksum_mismatch", "request"),),
     "write_after_free": (("overlapping_inflight_writes", "victim"), ("checksum_mismatch", "victim")),
+    # the freed source's next owner wrote before the bytes moved: the read sees its bytes
+    "src_free_before_done": (("checksum_mismatch", "request"),),
 }
 
 
@@ -155,8 +157,12 @@ def _related(root: Finding, g: Finding, how: str) -> bool:
 
 
 def fold(findings: list[Finding]) -> list[Finding]:
-    """Fold consequence findings into their root-cause finding (see FOLDS)."""
-    drop = set()
+    """Fold consequence findings into their root-cause finding (see FOLDS).
+
+    Returns new Finding objects for the roots: the inputs are never changed (the session
+    caches them, so folding twice must not fold twice)."""
+    drop: set[int] = set()
+    added: dict[int, list[dict]] = {}
     for root, consequences in FOLDS.items():
         for f in findings:
             if f.check != root or id(f) in drop:
@@ -165,6 +171,13 @@ def fold(findings: list[Finding]) -> list[Finding]:
                 for g in findings:
                     if g.check == cons and id(g) not in drop and _related(f, g, how):
                         drop.add(id(g))
-                        f.extra.setdefault("folded", []).append({"check": g.check, "count": g.count, "request": g.request,
-                                                                 "pool": g.pool, "message": g.message})
-    return [f for f in findings if id(f) not in drop]
+                        added.setdefault(id(f), []).append({"check": g.check, "count": g.count, "request": g.request,
+                                                            "pool": g.pool, "message": g.message})
+    out = []
+    for f in findings:
+        if id(f) in drop:
+            continue
+        if id(f) in added:
+            f = dataclasses.replace(f, extra={**f.extra, "folded": list(f.extra.get("folded") or []) + added[id(f)]})
+        out.append(f)
+    return out

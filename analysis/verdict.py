@@ -1,68 +1,95 @@
-"""The verdict on the seeds' question: bf16 index-K corrupts only under PD at high
-concurrency — is it the uniform slot count, slot reuse before the read, or a completion
-signal that precedes the data?
+"""The verdict: the root causes the checks found, then any hypotheses that apply.
 
-Each hypothesis maps to the checks whose findings are its evidence. Three values, never
-more than the facts allow: *supported* when those checks proved a violation of a
-request's transfer from recorded facts; *ruled out* only when they all ran over every fact
-they need, present and ordered (a complete trace, nothing unknown) and found nothing;
-otherwise *untestable*, because of what is missing (a shard, a cut tail, an unrecorded
-message, transfers with no request).
+By default the verdict speaks of the findings: one line per root cause (a check whose
+findings remain after consequences were folded into their causes), or that the checks
+that ran found nothing. Hypotheses are data (hypothesis_files.py): a file applies when
+the user names it (``kvtrace check --hypotheses NAME|FILE``) or when its
+``relevant_when`` fact is non-zero for the trace (e.g. pools with different slot counts).
+
+Three values, never more than the facts allow. A hypothesis is *supported* when a check
+of its evidence proved a violation on a request's transfer from recorded facts; *ruled
+out* only when every evidence check ran and found nothing over facts that are all present
+and ordered (a complete trace, nothing unknown: see the model's cut and unknowns); and
+*untestable* otherwise, saying why (a check that could not run, a fact that is absent, a
+missing shard or cut tail, an unrecorded message, findings only on transfers that carry
+no request).
 """
 from __future__ import annotations
 
 import dataclasses
 
+from .facts import facts, measure
 from .findings import Finding, catalog
-
-#: hypothesis → (checks that are evidence for it, what "nothing found" was measured over)
-HYPOTHESES = {
-    "uniform slot count": ("layer_offset_mismatch",),
-    "slot reuse before read": ("slot_reuse_before_read", "write_after_free", "src_free_before_done"),
-    "completion before data": ("read_before_done", "read_undelivered", "checksum_mismatch"),
-}
+from .hypothesis_files import HypothesisFile, HypothesisSpec, builtin_names, load
 
 
 @dataclasses.dataclass
 class Hypothesis:
-    """One suspect and what the evidence says about it."""
+    """One hypothesis and what the evidence says about it."""
 
     name: str
     status: str                 #: "supported" | "ruled out" | "untestable"
     reason: str                 #: one sentence
     findings: int = 0
+    investigation: str = ""     #: the hypothesis file it comes from
+
+
+@dataclasses.dataclass
+class RootCause:
+    """One check's findings as a cause of what went wrong."""
+
+    check: str
+    severity: str
+    findings: int
+    requests: int
+    summary: str
+    pattern: str                #: what explains many findings at once (e.g. one wrong stride), or ""
+    example: str
 
 
 @dataclasses.dataclass
 class Verdict:
-    """All three suspects, in the seeds' order."""
-
+    root_causes: list[RootCause]
+    checks_run: list[str]
+    skipped: list[tuple[str, str]]
+    investigations: list[tuple[str, str]]        #: (name, description) of the files applied
     hypotheses: list[Hypothesis]
+    unknown: bool = False                        #: some facts are missing or unordered
 
     @property
     def supported(self) -> list[Hypothesis]:
         return [h for h in self.hypotheses if h.status == "supported"]
 
     def lines(self) -> list[str]:
-        """Human-readable verdict, one line per hypothesis plus a summary."""
-        out = []
-        sup = self.supported
-        if sup:
-            out.append("VERDICT: the evidence supports " + " and ".join(h.name for h in sup) + ".")
-        elif all(h.status == "ruled out" for h in self.hypotheses):
-            out.append("VERDICT: all three suspects are ruled out for this trace.")
+        """Human-readable verdict: a headline, one line per root cause, then hypotheses."""
+        rc = self.root_causes
+        if rc:
+            out = [f"VERDICT: {len(rc)} root cause{'s' if len(rc) > 1 else ''} found: "
+                   + ", ".join(r.check for r in rc) + "."]
+            for r in rc:
+                out.append(f"  {r.check} ({r.severity}): {r.findings} finding(s) over {r.requests} request(s)"
+                           f"{r.pattern} — {r.summary}; e.g. {r.example}")
         else:
-            out.append("VERDICT: no suspect is supported by this trace.")
-        for h in self.hypotheses:
-            out.append(f"  {h.status:>9}: {h.name} — {h.reason}")
+            out = [f"VERDICT: no hazard found by the {len(self.checks_run)} check(s) that ran"
+                   + (f"; {len(self.skipped)} could not run (see skipped)" if self.skipped else "")
+                   + ("; but facts are missing or unordered, so that proves nothing (see the unknown notes)."
+                      if self.unknown else ".")]
+        for name, desc in self.investigations:
+            out.append(f"Hypotheses ({name}): {desc}")
+            for h in self.hypotheses:
+                if h.investigation == name:
+                    out.append(f"  {h.status:>10}: {h.name} — {h.reason}")
         return out
 
     def to_dict(self) -> dict:
-        return {"hypotheses": [dataclasses.asdict(h) for h in self.hypotheses]}
+        return {"root_causes": [dataclasses.asdict(r) for r in self.root_causes],
+                "checks_run": list(self.checks_run), "skipped": [list(s) for s in self.skipped],
+                "investigations": [{"name": n, "description": d} for n, d in self.investigations],
+                "hypotheses": [dataclasses.asdict(h) for h in self.hypotheses]}
 
 
 def _strides(hits: list[Finding]) -> str:
-    """How many layer_offset_mismatch findings one wrong slot count explains, if any."""
+    """How many findings one wrong slot count explains, when the checks named a stride."""
     named = [(f.extra.get("stride"), f.extra.get("stride_pool"), f.pool, f.extra.get("pool_slots"))
              for f in hits if f.extra.get("stride") is not None]
     if not named:
@@ -73,26 +100,75 @@ def _strides(hits: list[Finding]) -> str:
             f"applied to pool {pool} (M={real})")
 
 
-def _scalar(session, sql: str) -> int:
-    return int(session.con.sql(sql).fetchall()[0][0] or 0)
+def root_causes(findings: list[Finding]) -> list[RootCause]:
+    cat = catalog()
+    by_check: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_check.setdefault(f.check, []).append(f)
+    out = []
+    for check, fs in by_check.items():
+        first = next((f for f in fs if f.extra.get("stride") is not None), fs[0])
+        out.append(RootCause(check, fs[0].severity, len(fs), len({f.request for f in fs}),
+                             cat[check].summary if check in cat else check, _strides(fs), first.message))
+    return out
 
 
-def _unknown_because(session) -> str:
-    """Why absence of findings proves nothing here ('' when every fact is present)."""
+def unknown_because(session) -> str:
+    """Why finding nothing proves nothing in this trace ('' when every fact is present and ordered)."""
     parts = [u.what for u in getattr(session, "unknowns", [])]
     if not parts:
         return ""
-    return "the facts it needs are not all recorded: " + "; ".join(parts[:3]) + (f"; and {len(parts) - 3} more" if len(parts) > 3 else "")
+    more = f"; and {len(parts) - 3} more (see the notes)" if len(parts) > 3 else ""
+    return "the facts it needs are not all recorded: " + "; ".join(parts[:3]) + more
 
 
-def _unattributed(hits: list[Finding]) -> str:
-    n = sum(f.count for f in hits)
-    return (f"its only {len(hits)} finding(s) ({n} instance(s)) are on transfers that carry no request, "
-            "so which request's data they touch is unknown — record the request with each post (notification tag or hooks: see docs/hooks.md)")
+def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dict[str, str],
+          folded: dict[str, set[str]], counts: dict[str, int], investigation: str, gap: str = "") -> Hypothesis:
+    """One hypothesis from the findings, the checks that could not run and the facts."""
+    all_hits = [f for c in spec.evidence for f in by_check.get(c, [])]
+    hits = [f for f in all_hits if f.request is not None]
+    if all_hits and not hits:   # never supported from transfers whose request is unknown alone
+        n = sum(f.count for f in all_hits)
+        return Hypothesis(spec.name, "untestable",
+                          f"its only {len(all_hits)} finding(s) ({n} instance(s)) are on transfers that carry no request, "
+                          "so whose data they touch is unknown — record the request with each post: see docs/hooks.md",
+                          len(all_hits), investigation)
+    if hits:
+        first = next((f for f in hits if f.extra.get("stride") is not None), hits[0])
+        reqs = len({f.request for f in hits})
+        reason = (f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))})"
+                  f"{_strides(hits)}; e.g. {first.message}")
+        return Hypothesis(spec.name, "supported", reason, len(hits), investigation)
+    ran = [c for c in spec.evidence if c not in skipped]
+    if not ran:
+        return Hypothesis(spec.name, "untestable", skipped[spec.evidence[0]], 0, investigation)
+    absent = [n for n in spec.needs if not counts.get(n)]
+    if absent:
+        return Hypothesis(spec.name, "untestable", facts()[absent[0]].absent, 0, investigation)
+    if gap:
+        return Hypothesis(spec.name, "untestable", f"no violation found, but {gap}", 0, investigation)
+    reason = spec.ruled_out.format(checks=", ".join(ran), **counts)
+    not_run = [f"{c} ({skipped[c]})" for c in spec.evidence if c in skipped]
+    if not_run:
+        reason += "; not checked: " + "; ".join(not_run)
+    explained = sorted(f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in spec.evidence if c in folded)
+    if explained:
+        reason += "; its only hits are consequences of another cause: " + ", ".join(explained)
+    return Hypothesis(spec.name, "ruled out", reason, 0, investigation)
 
 
-def verdict(session, findings: list[Finding]) -> Verdict:
-    """Decide each hypothesis from ``findings`` and the amount of evidence in ``session``."""
+def applicable(session, asked: list[str] | None) -> list[HypothesisFile]:
+    """The hypothesis files to judge: those ``asked`` for (names or paths; ``["none"]``
+    for none), else every shipped file whose ``relevant_when`` fact is non-zero."""
+    if asked:
+        return [] if asked == ["none"] else [load(a) for a in asked]
+    files = [load(n) for n in builtin_names()]
+    rel = measure(session, [f.relevant_when for f in files if f.relevant_when])
+    return [f for f in files if f.relevant_when and rel.get(f.relevant_when)]
+
+
+def verdict(session, findings: list[Finding], hypotheses: list[str] | None = None) -> Verdict:
+    """The verdict over ``findings`` (see the module doc); ``hypotheses`` as in applicable()."""
     skipped = dict(session.checks_skipped)
     by_check: dict[str, list[Finding]] = {}
     for f in findings:
@@ -101,53 +177,10 @@ def verdict(session, findings: list[Finding]) -> Verdict:
     for f in findings:
         for g in f.extra.get("folded") or []:
             folded.setdefault(g["check"], set()).add(f.check)
-    session.derive()
-    n_xfers = _scalar(session, "SELECT count(*) FROM xfers")
-    n_prepped = _scalar(session, "SELECT count(DISTINCT (shard, xfer)) FROM descs WHERE dst_idx IS NOT NULL OR src_idx IS NOT NULL")
-    n_reads = _scalar(session, "SELECT count(*) FROM events WHERE kind = 'read'")
-    # a uniform slot count can only misaddress a prepped list whose regions differ in slot count
-    multi = _scalar(session, "SELECT count(*) FROM (SELECT shard, dlist FROM dl_region GROUP BY ALL "
-                             "HAVING count(DISTINCT num_slots) > 1)")
-    out = []
-    gap = _unknown_because(session)
-    for name, checks in HYPOTHESES.items():
-        all_hits = [f for c in checks for f in by_check.get(c, [])]
-        hits = [f for f in all_hits if f.request is not None]
-        ran = [c for c in checks if c in catalog() and c not in skipped]
-        if all_hits and not hits:
-            out.append(Hypothesis(name, "untestable", _unattributed(all_hits), len(all_hits)))
-            continue
-        if hits:
-            # the example: the first finding that names its cause (a stride), else the first
-            first = next((f for f in hits if f.extra.get("stride") is not None), hits[0])
-            reqs = len({f.request for f in hits})
-            reason = f"{len(hits)} finding(s) over {reqs} request(s) ({', '.join(sorted({f.check for f in hits}))}){_strides(hits)}; e.g. {first.message}"
-            out.append(Hypothesis(name, "supported", reason, len(hits)))
-            continue
-        explained = sorted({f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in checks if c in folded})
-        tail = f"; its only hits are consequences of another cause: {', '.join(explained)}" if explained else ""
-        if not ran:
-            out.append(Hypothesis(name, "untestable", skipped[checks[0]]))
-            continue
-        if gap:
-            out.append(Hypothesis(name, "untestable", f"no violation found, but {gap}{tail}"))
-            continue
-        if name == "uniform slot count":
-            if n_prepped == 0:
-                out.append(Hypothesis(name, "untestable", "no prepped (indexed) transfers in the trace"))
-            elif not multi:
-                out.append(Hypothesis(name, "untestable", f"{n_prepped} prepped transfers, but the regions of every prepped list have the same slot count, so a uniform count cannot misaddress them"))
-            else:
-                out.append(Hypothesis(name, "ruled out", f"zero layer_offset_mismatch across {n_prepped} prepped transfers over lists whose regions differ in slot count{tail}"))
-        elif name == "slot reuse before read":
-            out.append(Hypothesis(name, "ruled out", f"zero findings of {', '.join(ran)} across {n_xfers} transfers{tail}"))
-        else:
-            if n_reads == 0:
-                out.append(Hypothesis(name, "untestable", "the trace has no read events"))
-            else:
-                bytes_ = ("and matches its predicted checksum" if "checksum_mismatch" in ran else
-                          "(the bytes were not compared: the trace has no checksums)")
-                what = ("no read precedes its data's completion observation" if tail else
-                        f"every one of {n_reads} reads happens after a completion observation {bytes_}")
-                out.append(Hypothesis(name, "ruled out", f"{what} ({', '.join(ran)}){tail}"))
-    return Verdict(out)
+    files = applicable(session, hypotheses)
+    counts = measure(session, [n for hf in files for h in hf.hypotheses for n in h.needs])
+    gap = unknown_because(session)
+    judged = [judge(h, by_check, skipped, folded, counts, hf.name, gap) for hf in files for h in hf.hypotheses]
+    ran = [c for c in catalog() if c not in skipped]
+    return Verdict(root_causes(findings), ran, list(session.checks_skipped),
+                   [(hf.name, hf.description) for hf in files], judged, bool(gap))

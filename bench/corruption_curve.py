@@ -7,7 +7,7 @@ with the bug injected, for three pool geometries:
 - tokens/equal-pages: the presets' geometry. Pools are sized from one token budget and
   kv and index_k share a 64-token page, so both have the same slot count in either
   dtype (what SGLang's DSA pools do).
-- bytes: index_k gets as many bytes per layer as kv (the seeds' "same byte size"
+- bytes: index_k gets as many bytes per layer as kv (the "same byte size"
   hypothesis); its slot count then depends on its bytes per token, i.e. on the dtype.
 - tokens/index_k-page-32: index_k on its own 32-token page, twice kv's slot count.
 

@@ -14,6 +14,7 @@ from .errors import KvtraceError, UsageError
 COMMANDS = [
     ("record", "kvtrace.tracer.cli_record", "record a PD session (reference engine) or any NIXL program: record -- CMD"),
     ("info", "kvtrace.tracer.cli_info", "summarize a trace: shards, events, requests, transfers, truncation"),
+    ("validate", "kvtrace.tracer.cli_validate", "check a trace against the trace format contract (docs/format.md)"),
     ("check", "kvtrace.analysis.cli_check", "run the hazard checks and print findings and a verdict"),
     ("sql", "kvtrace.analysis.cli_sql", "query a trace with DuckDB SQL (interactive without a query)"),
     ("replay", "kvtrace.replay.cli_replay", "re-execute a trace's transfers under a seeded schedule"),
@@ -51,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # a command may take positionals given after its options (argparse binds an optional
+    # positional before the options): it sets _extra to claim them
+    if extra and not (getattr(args, "_extra", None) and args._extra(args, extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

@@ -5,30 +5,12 @@ import dataclasses
 
 from .engine import RunResult, execute
 from .graph import Graph, load
+from .schedulers import NAMES, make_scheduler
 from .schedule import DecisionScheduler, ScheduleError, decode, encode
 from .verify import Verdict, verify
 
-SCHEDULERS = ("recorded", "eager", "lazy", "random", "pct", "conflicts")
 EXECUTORS = ("symbolic", "bytes", "nixl")
-
-
-def make_scheduler(name: str, seed: int = 0, depth: int = 3):
-    """A scheduler by registry name."""
-    if name == "recorded":
-        from .schedulers.recorded import RecordedScheduler as S
-    elif name == "eager":
-        from .schedulers.eager import EagerScheduler as S
-    elif name == "lazy":
-        from .schedulers.lazy import LazyScheduler as S
-    elif name == "random":
-        from .schedulers.random import RandomScheduler as S
-    elif name == "pct":
-        from .schedulers.pct import PctScheduler as S
-    elif name == "conflicts":
-        from .schedulers.conflicts import ConflictsScheduler as S
-    else:
-        raise ValueError(f"unknown scheduler {name!r} (one of {', '.join(SCHEDULERS)})")
-    return S(seed=seed, depth=depth)
+SCHEDULERS = NAMES          # re-exported: the registry lives in schedulers/__init__.py
 
 
 def make_executor(name: str = "symbolic", device: str = "cpu"):

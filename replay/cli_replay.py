@@ -9,18 +9,22 @@ schedulers: recorded (post + measured duration), eager (at post), lazy (latest l
 point), random (--seed), pct (--seed, --depth), conflicts (--seed indexes the slot
 conflict flipped).
 
-exit status: 0 every read verified clean; 1 corruption found (a read saw the wrong
-bytes, a descriptor fell outside memory, or — in a trace without reads — a transfer
-did not deliver its source as it was at post); 2 bad input.
+--what-if NAME[:ARGS] re-derives the recorded program under a proposed fix and replays
+it under the same scheduler and seed (a --schedule string: in the same order as far as
+the fix allows): corruption before and after, and what the fix changed. Built in:
+per-pool-slot-count, free-after-done[:pools=P,..], status-after-data; your own as
+MODULE:FUNCTION or FILE.py:FUNCTION (docs/what-if.md).
+
+exit status: 0 every read verified clean (with --what-if: under the fix); 1 corruption found (a read saw the wrong bytes, a descriptor fell outside memory, or — in a trace
+without reads — a transfer did not deliver its source as it was at post); 2 bad input.
 """
 from __future__ import annotations
 
-SCHEDULERS = ("recorded", "eager", "lazy", "random", "pct", "conflicts")
-
-
 def add_arguments(p) -> None:
+    from .schedulers import NAMES
+
     p.add_argument("trace", help="trace directory (NAME.kvtrace)")
-    p.add_argument("--scheduler", default="recorded", choices=SCHEDULERS, help="strategy (default: recorded)")
+    p.add_argument("--scheduler", default="recorded", choices=NAMES, help="strategy (default: recorded)")
     p.add_argument("--seed", type=int, default=0, help="seed of random/pct/conflicts (default 0)")
     p.add_argument("--depth", type=int, default=3, help="PCT depth d (default 3)")
     p.add_argument("--executor", default="symbolic", choices=("symbolic", "bytes", "nixl"),
@@ -29,7 +33,10 @@ def add_arguments(p) -> None:
     p.add_argument("--schedule", metavar="STRING", help="replay this exact schedule (kvs1:...)")
     p.add_argument("--fault", choices=("notify-before-data",), help="inject a transport fault (NIXL #252)")
     p.add_argument("--chunks", type=int, default=1, help="split each transfer into up to N moves (default 1)")
-    p.add_argument("-o", "--output", metavar="OUT", help="write the replay as a trace here")
+    p.add_argument("--what-if", metavar="NAME[:ARGS]", dest="what_if",
+                   help="replay under a proposed fix too: per-pool-slot-count, free-after-done, "
+                        "status-after-data, or MODULE:FUNCTION (docs/what-if.md)")
+    p.add_argument("-o", "--output", metavar="OUT", help="write the replay (with --what-if: under the fix) as a trace here")
 
 
 def run(args) -> int:
@@ -42,6 +49,8 @@ def run(args) -> int:
         raise UsageError("--chunks must be at least 1")
     if args.executor != "bytes" and args.device == "cuda":
         raise UsageError("--device cuda applies to --executor bytes")
+    if args.what_if:
+        return _what_if(args)
     try:
         o = replay(args.trace, args.scheduler, args.seed, args.depth, args.executor, args.device,
                    args.schedule, args.fault, args.chunks, args.output)
@@ -62,3 +71,49 @@ def run(args) -> int:
     if args.output:
         print(f"wrote {args.output}")
     return 1 if v.failed else 0
+
+
+def _what_if(args) -> int:
+    from kvtrace.errors import UsageError
+
+    from .schedule import ScheduleError
+    from .whatif.run import replay_whatif
+
+    try:
+        w = replay_whatif(args.trace, args.what_if, args.scheduler, args.seed, args.depth, args.executor,
+                          args.device, args.schedule, args.fault, args.chunks,
+                          observe_writes=bool(args.output))
+    except ScheduleError as e:
+        raise UsageError(str(e)) from None
+    except RuntimeError as e:
+        raise UsageError(str(e)) from None
+    g, before, after = w.before.graph, w.before.verdict, w.after.verdict
+    who = "schedule" if args.schedule else f"{args.scheduler} seed {args.seed}"
+    print(f"replayed {g.path}: {g.n_prog} events, {len(g.transfers)} transfers, {len(g.move_xfer)} moves "
+          f"({who}, {args.executor} executor{', fault ' + args.fault if args.fault else ''})")
+    for n in g.notes[:5]:
+        print("note:", n)
+    print(f"what-if {w.fix.whatif.label}:")
+    for line in w.fix.lines:
+        print("  " + line)
+    print("before (the recorded program):")
+    for line in before.lines(g):
+        print("  " + line)
+    print(f"  verdict: {'CORRUPTED' if before.failed else 'clean'}")
+    how = "the same order where the fix allows" if args.schedule else f"{args.scheduler} seed {args.seed}"
+    print(f"after ({w.fix.whatif.label}, {how}):")
+    for line in after.lines(w.after.graph):
+        print("  " + line)
+    if w.forced > 0:
+        print(f"  the fix deadlocks: {w.forced} operation(s) waited for something that only came later")
+    print(f"  verdict: {'CORRUPTED' if after.failed else 'clean'}")
+    print(f"schedule: {w.before.schedule}")
+    if args.output:
+        from .output import write_trace
+        write_trace(args.output, w.after.graph, w.after.result, w.after.executor, after, {
+            "scheduler": w.after.scheduler, "seed": w.after.seed, "schedule": w.before.schedule,
+            "tool": "kvtrace replay", "replay": {"source": g.path, "what_if": w.fix.whatif.label,
+                                                 "executor": args.executor, "fault": args.fault,
+                                                 "corrupted": len(after.corrupted), "failed": after.failed}})
+        print(f"wrote {args.output}")
+    return 1 if after.failed else 0

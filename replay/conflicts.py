@@ -5,7 +5,10 @@ it (a move reads its source cells and writes its destination cells; a program
 ``write`` writes, a ``read`` reads). A move's window runs from its post to its first
 recorded completion observation (to the end of the trace when never observed); an
 operation is inside it when its recorded time is, a move when the windows overlap.
-Recorded times only pick candidates here — correctness never rests on them.
+Recorded times only pick candidates here — correctness never rests on them. A program
+operation recorded after the window still counts while it does not happen after a
+completion observation of the transfer (happens-before, ``hb.py``): the recording was
+merely fast there (a free on a message that does not follow the data, then a reuse).
 """
 from __future__ import annotations
 
@@ -31,6 +34,17 @@ def move_cells(graph, m: int) -> list[tuple[int, bool]]:
     return list(out.items())
 
 
+def _bound_observers(g) -> list[list[int]]:
+    """Per transfer, the completion observations that wait for its bytes. Under a fault
+    (``notify-before-data``) a notification observes nothing: the bytes may land after
+    it, so it does not close the transfer's window."""
+    out = []
+    for t in g.transfers:
+        chunks = set(t.chunks)
+        out.append([o for o in t.observers if chunks.issubset(g.waits[o])] if chunks else list(t.observers))
+    return out
+
+
 def conflict_index(graph) -> ConflictIndex:
     """Conflicts of ``graph`` (computed once, cached on the graph)."""
     cached = getattr(graph, "_conflicts", None)
@@ -48,13 +62,16 @@ def conflict_index(graph) -> ConflictIndex:
                 if c is not None:
                     touch[c].append((tns[op] or 0, op, w))
     window = {}
+    bound = _bound_observers(g)
     for m in range(g.n_prog, g.n_ops):
         t = g.transfers[g.move_xfer[m - g.n_prog]]
-        window[m] = (t.t_post, t.deadline_t if t.deadline_t is not None else inf)
+        obs_t = [tns[o] for o in bound[g.move_xfer[m - g.n_prog]] if tns[o] is not None]
+        window[m] = (t.t_post, min(obs_t) if obs_t else inf)
         for c, w in move_cells(g, m):
             touch[c].append((t.t_post, m, w))
     for lst in touch.values():
         lst.sort()
+    hb = None
     pairs, by_op = set(), collections.defaultdict(set)
     for m in range(g.n_prog, g.n_ops):
         lo, hi = window[m]
@@ -64,7 +81,14 @@ def conflict_index(graph) -> ConflictIndex:
             start = 0 if any(o >= g.n_prog for _t, o, _w in lst) else bisect.bisect_left(lst, (lo, -1, False))
             for t, o, w in lst[start:]:
                 if t > hi:
-                    break
+                    if o >= g.n_prog:
+                        continue        # another transfer posted after m completed
+                    if hb is None:
+                        from .hb import happens_before
+                        hb = happens_before(g)
+                    obs = bound[g.move_xfer[m - g.n_prog]]
+                    if not obs or hb.any_before(obs, o):
+                        break           # later touches of the cell follow this one
                 if o == m or not (mw or w):
                     continue
                 if o >= g.n_prog:

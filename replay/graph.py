@@ -5,8 +5,8 @@ followed by the data movements (*moves*) of every transfer, one per descriptor c
 Program events keep their recorded order per (shard, thread) and their recorded slots;
 a move is enabled by its ``xfer_post`` and must run before the transfer's completion
 observations (``xfer_done``/``xfer_error`` on the initiator, the paired ``notif_recv``
-on the target). Cross-shard waits: post → notif_recv and notif_send → notif_recv
-(FIFO per (sender, receiver, msg)), msg_send → msg_recv (``detail.id``).
+on the target). Cross-shard waits are the trace model's send → receive pairs
+(``kvtrace.model``: post/notif_send → notif_recv, msg_send → msg_recv).
 Events of one shard on different threads that touch the same cell keep their recorded
 order too (the engine's own locking is not in the trace).
 """
@@ -18,7 +18,7 @@ import dataclasses
 from ..errors import UsageError
 from ..tracer.reader import open_trace
 from .memory import MemoryMap
-from .pairing import Transfer, pair_messages, transfers
+from .pairing import Transfer, transfers
 from .pairing import detail as _detail
 
 COLUMNS = ("shard", "seq", "t_ns", "thread", "agent", "kind", "request", "pool", "layer", "slots",
@@ -166,14 +166,24 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
     for m in sorted(missing_layout, key=str):
         notes.append(f"no layout for {m[0]} pool {m[1]} layer {m[2]}: its writes/reads are not replayed")
 
-    xfers, move_xfer, move_pieces = transfers(col, n, descs_by, mem, chunks, fault, waits, notes)
-    pair_messages(col, n, waits)
+    xfers, move_xfer, move_pieces = transfers(col, n, descs_by, mem, chunks, fault, waits, notes,
+                                              _model_pairs(tr), {k: op for op, k in enumerate(zip(col["shard"], col["seq"]))})
     requests = sorted({r for r in col["request"] if r})
     return Graph(tr.path, tr.manifest, col, n, threads, list(tindex), thread_of, waits, cells, pages, extent,
                  xfers, move_xfer, move_pieces, mem, layouts,
                  {s.name: s.streams["descs"].table for s in tr.shards},
                  {s.name: s.streams["dlists"].table for s in tr.shards},
                  {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests)
+
+
+def _model_pairs(tr) -> dict[str, list]:
+    """The model's send → receive pairs, as columns."""
+    from ..model import TraceModel
+
+    with TraceModel(tr) as m:
+        m.derive(["sync_pairs"])
+        p = m.ask("pairs")
+    return {c: p.column(c).to_pylist() for c in p.column_names}
 
 
 def _extents(layout, tokens, pages):

@@ -2,13 +2,12 @@
 
 A move waits for its post; a completion observation (``xfer_done``/``xfer_error`` on
 the initiator, the paired ``notif_recv`` on the target) waits for every move of its
-transfer. ``notif_recv`` pairs FIFO with the posts and ``notif_send``s from ``peer`` to
-this agent carrying the same ``msg``; ``msg_recv`` pairs with ``msg_send`` by
-``detail.id``. Descriptors outside the re-created memory are listed, never moved.
+transfer. Which send a receive pairs with is the trace model's ``sync_pairs`` (the same
+pairs the checks and the TUI use); replay only turns them into waits. Descriptors
+outside the re-created memory are listed, never moved.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 
@@ -45,10 +44,12 @@ def detail(s) -> dict:
         return {}
 
 
-def transfers(col, n, descs_by, mem, chunks, fault, waits, notes):
+def transfers(col, n, descs_by, mem, chunks, fault, waits, notes, pairs, op_of):
+    """The transfers of the trace with their moves, and the waits between posts, moves,
+    observations and paired receives (``pairs``: the model's pairs query as columns;
+    ``op_of``: (shard, seq) → op id)."""
     transfers: list[Transfer] = []
     by_key: dict[tuple, Transfer] = {}
-    notif_q: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
     move_xfer, move_pieces = [], []
     for op in range(n):
         k = col["kind"][op]
@@ -73,10 +74,6 @@ def transfers(col, n, descs_by, mem, chunks, fault, waits, notes):
                 t.chunks.append(n + len(move_xfer))
                 move_xfer.append(ti)
                 move_pieces.append([p for ps in part for p in ps])
-            if col["msg"][op] is not None and t.peer:
-                notif_q[(t.agent, t.peer, col["msg"][op])].append(("post", t))
-        elif k == "notif_send":
-            notif_q[(col["agent"][op], col["peer"][op], col["msg"][op])].append(("send", op))
         elif k in ("xfer_done", "xfer_error"):
             t = by_key.get((col["shard"][op], col["xfer"][op]))
             if t is None:
@@ -91,25 +88,7 @@ def transfers(col, n, descs_by, mem, chunks, fault, waits, notes):
     for t in transfers:
         for o in t.observers:
             waits[o].extend(t.chunks)
-    # notif_recv pairs FIFO with posts/sends from `peer` carrying the same msg; posts and
-    # receives sit in different shards, so pair in each side's own program order
-    for op in range(n):
-        if col["kind"][op] != "notif_recv":
-            continue
-        q = notif_q.get((col["peer"][op], col["agent"][op], col["msg"][op]))
-        if not q:
-            continue
-        what, s = q.popleft()
-        if what == "send":
-            waits[op].append(s)
-            continue
-        waits[op].append(s.post)
-        s.observers.append(op)
-        if fault == "notify-before-data":
-            for c in s.chunks:       # the data lands only after the notification
-                waits[c].append(op)
-        else:
-            waits[op].extend(s.chunks)
+    _pair_waits(col, pairs, op_of, by_key, fault, waits)
     for t in transfers:
         ts = [col["t_ns"][o] for o in t.observers if col["t_ns"][o] is not None]
         t.deadline_t = min(ts) if ts else None
@@ -119,16 +98,22 @@ def transfers(col, n, descs_by, mem, chunks, fault, waits, notes):
     return transfers, move_xfer, move_pieces
 
 
-def pair_messages(col, n, waits):
-    sends: dict = collections.defaultdict(collections.deque)
-    recvs = []
-    for op in range(n):
-        k = col["kind"][op]
-        if k in ("msg_send", "msg_recv"):
-            mid = detail(col["detail"][op]).get("id")
-            if mid is None:
-                continue
-            (sends[str(mid)].append(op) if k == "msg_send" else recvs.append((str(mid), op)))
-    for mid, op in recvs:
-        if sends[mid]:
-            waits[op].append(sends[mid].popleft())
+def _pair_waits(col, pairs, op_of, by_key, fault, waits) -> None:
+    """Every receive waits for the send it pairs with; a notification of a transfer is one
+    of its completion observations, so it also waits for the transfer's moves (or, under
+    notify-before-data, the moves wait for it)."""
+    for ss, sq, sk, sx, rs, rq in zip(*(pairs[c] for c in ("send_shard", "send_seq", "send_kind", "send_xfer",
+                                                              "recv_shard", "recv_seq"))):
+        s, r = op_of.get((ss, sq)), op_of.get((rs, rq))
+        if s is None or r is None:
+            continue
+        waits[r].append(s)
+        t = by_key.get((ss, sx)) if sk == "xfer_post" else None
+        if t is None:
+            continue
+        t.observers.append(r)
+        if fault == "notify-before-data":
+            for c in t.chunks:       # the data lands only after the notification
+                waits[c].append(r)
+        else:
+            waits[r].extend(t.chunks)

@@ -117,7 +117,7 @@ def pd_workload(path: str, requests: int = 200, concurrency: int = 8, layers: in
 
 
 def _uniform_descs(sp, dp, src, dst, m_src, m_dst):
-    """Descriptors of the seeds' uniform-slot-count bug: index ``layer * M + page`` into
+    """Descriptors of the uniform-slot-count bug: index ``layer * M + page`` into
     a prepped list whose entries are this pool's own (layer, slot) pairs."""
     def entry(pool, idx):
         layer, slot = divmod(idx, pool.num_slots)

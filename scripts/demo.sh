@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's main job: set up, record a production-like PD session on real NIXL (CPU),
 # check the trace against the format contract, and print its summary and findings.
-# The session runs the seeds' configuration: 64 concurrent multi-turn sessions, bf16 index_k whose
+# The session runs a production-like configuration: 64 concurrent multi-turn sessions, bf16 index_k whose
 # page size differs from the kv pool's, and the uniform-slot-count bug injected.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,9 +10,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 K=.venv/bin/kvtrace
 $K record --workload production-dsv4 --index-k bf16 --inject uniform-slot-count -o "$OUT/session.kvtrace" --force
-if [ -f ../shared/tools/validate_trace.py ]; then
-  .venv/bin/python ../shared/tools/validate_trace.py "$OUT/session.kvtrace"
-fi
+$K validate "$OUT/session.kvtrace"
 $K info "$OUT/session.kvtrace"
 # exit status 1 from check means "findings at error level" — expected for this buggy session
 $K check "$OUT/session.kvtrace" || true

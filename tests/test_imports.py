@@ -18,17 +18,11 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import tomllib
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-
-#: package -> folder in the repository (pyproject.toml's package-dir)
-PACKAGE_DIRS = {
-    "kvtrace": "kvtrace", "kvtrace.tracer": "tracer", "kvtrace.kernels": "kernels",
-    "kvtrace.model": "model", "kvtrace.analysis": "analysis", "kvtrace.replay": "replay",
-    "kvtrace.tui": "tui",
-}
 
 #: module prefix -> room; the longest matching prefix wins. A module whose own name
 #: starts with ``cli_`` is in the cli room wherever it lives.
@@ -82,21 +76,24 @@ def room_of(module: str) -> str:
     raise KeyError(module)
 
 
-def modules() -> dict[str, pathlib.Path]:
-    """Every kvtrace module in the repository -> its file."""
+def package_dirs() -> dict[str, pathlib.Path]:
+    """Every installed package -> its folder, as pyproject.toml maps them (a package not
+    in package-dir sits in its parent's folder, as setuptools places it)."""
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    where = conf.get("package-dir", {})
     out = {}
-    for pkg, folder in PACKAGE_DIRS.items():
-        root = REPO / folder
-        if not root.is_dir():
-            continue                      # e.g. the model package before it exists
-        for path in sorted(root.rglob("*.py")):
-            rel = path.relative_to(root).with_suffix("").parts
-            if "_site" in rel or "__pycache__" in rel:
-                continue                  # _site/ is put on a child's PYTHONPATH, not a package
-            if pkg == "kvtrace" and len(rel) > 1:
-                continue
-            name = ".".join((pkg,) + rel).removesuffix(".__init__")
-            out[name] = path
+    for pkg in sorted(conf["packages"], key=lambda p: p.count(".")):
+        parent, _, last = pkg.rpartition(".")
+        out[pkg] = REPO / where[pkg] if pkg in where else out[parent] / last
+    return out
+
+
+def modules() -> dict[str, pathlib.Path]:
+    """Every kvtrace module of the installed packages -> its file."""
+    out = {}
+    for pkg, folder in package_dirs().items():
+        for path in sorted(folder.glob("*.py")):
+            out[pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"] = path
     return out
 
 
@@ -171,8 +168,15 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_every_module_has_a_room():
-    for m in modules():
+    mods = modules()
+    for m in mods:
         assert room_of(m) in ALLOWED, m
+    # the scan sees every package (a package the scan missed would pass vacuously)
+    assert {"kvtrace.cli", "kvtrace.errors", "kvtrace.tracer.reader", "kvtrace.analysis.findings",
+            "kvtrace.replay.api", "kvtrace.tui.app", "kvtrace.tracer.engine.runner"} <= set(mods)
+    py = {p.resolve() for p in REPO.glob("[a-z]*/**/*.py") if "_site" not in p.parts
+          and p.parts[len(REPO.parts)] not in ("tests", "bench", "scripts", "docs")}
+    assert py == {p.resolve() for p in mods.values()}, sorted(map(str, py ^ {p.resolve() for p in mods.values()}))
 
 
 def test_imports_point_one_way():

@@ -8,7 +8,7 @@
 ``TracedAgent`` *is* a ``nixl_agent`` (a subclass of the class NIXL installed), so every
 method takes the same arguments and returns the same objects; recording happens in a
 :class:`~kvtrace.tracer.agent_tap.BindingTap` placed between the Python class and its C++
-binding. What lands in the trace (see ../shared/DESIGN.md):
+binding. What lands in the trace (see docs/format.md):
 
 - ``register`` / ``deregister`` per region (addr, nbytes, mem_type, device);
 - ``dlists`` once per ``prep_xfer_dlist``;

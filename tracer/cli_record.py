@@ -30,11 +30,24 @@ def add_arguments(p) -> None:
     p.add_argument("--request-tag", default=None,
                    help="program mode: request attribution from notification tags: sglang, vllm, or a regex "
                         "with a named group (?P<request>...)")
+    p.add_argument("--ring", default=None, metavar="SIZE|DURATION",
+                   help="flight recorder: keep only the last SIZE (256MB) or DURATION (30s) of each process in "
+                        "memory and write that window as DIR.dumpN.kvtrace when triggered (SIGUSR1, "
+                        "kvtrace dump, a NIXL error, an engine's checksum mismatch); see docs/ring.md")
+    p.add_argument("--inject-after", type=int, default=0, metavar="N",
+                   help="engine: injected bugs take effect only after N requests started on each side")
     p.add_argument("--force", action="store_true", help="overwrite an existing output directory")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS: a program to run traced")
 
 
 def run(args) -> int:
+    if args.ring:
+        from .ring import parse_ring
+        try:
+            parse_ring(args.ring)
+        except ValueError as e:
+            from ..errors import UsageError
+            raise UsageError(str(e)) from None
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

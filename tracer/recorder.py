@@ -27,7 +27,7 @@ import threading
 import time
 from threading import get_ident
 from time import monotonic_ns
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -551,21 +551,6 @@ def _short(e: Exception) -> str:
     return text.splitlines()[0][:160] if text else type(e).__name__
 
 
-def _list_array(col: tuple, typ: pa.DataType) -> pa.Array:
-    """A list<int> column from Python lists/None without per-element boxing in Arrow."""
-    n = len(col)
-    nulls = col.count(None)
-    if nulls == n:
-        return pa.nulls(n, typ)
-    lens = np.fromiter((0 if v is None else len(v) for v in col), dtype=np.int32, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lens, out=offsets[1:])
-    flat = list(itertools.chain.from_iterable(v for v in col if v is not None))
-    values = pa.array(flat, type=typ.value_type)
-    mask = pa.array(np.fromiter((v is None for v in col), dtype=bool, count=n)) if nulls else None
-    return pa.ListArray.from_arrays(pa.array(offsets), values, type=typ, mask=mask)
-
-
 _EVENT_STRUCT = pa.struct([pa.field(f.name, f.type) for f in EVENTS])
 
 
@@ -613,10 +598,3 @@ _CONVERT = {
     "layouts": lambda c: pa.RecordBatch.from_pylist(c, schema=LAYOUTS),
     "events": _events_batch,
 }
-
-
-def record_many(rec: Recorder, rows: Iterable[dict]) -> None:
-    """Convenience: record an iterable of event dicts (kind + columns)."""
-    for r in rows:
-        r = dict(r)
-        rec.event(r.pop("kind"), r.pop("agent", None), r.pop("request", None), **r)

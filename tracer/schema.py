@@ -3,7 +3,8 @@
 A trace is a directory ``NAME.kvtrace/`` holding ``manifest.json`` and one folder per
 shard (one recording process). Each shard has ``shard.json`` and four Arrow IPC
 *stream* files: events, descs, dlists, layouts. Folders starting with ``_`` are not
-shards (indexes, caches). See ../shared/DESIGN.md for the meaning of every column.
+shards (indexes, caches). docs/format.md is the public contract and says what every
+column means; ``kvtrace validate`` (tracer/validate.py) checks a trace against it.
 """
 from __future__ import annotations
 
@@ -127,6 +128,14 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "dlists": tuple(n for n in DLISTS.names if n != "mem_type"),
     "layouts": ("agent", "pool", "layer", "addr", "nbytes", "slot_bytes", "num_slots",
                 "page_tokens", "dtype"),
+}
+
+#: columns that hold a value in every row (the others are null where unused)
+NOT_NULL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "events": ("seq", "agent", "kind"),
+    "descs": ("xfer", "pos", "op", "src_agent", "src_addr", "dst_agent", "dst_addr", "nbytes"),
+    "dlists": ("dlist", "agent", "idx", "addr", "nbytes"),
+    "layouts": ("agent", "pool", "layer", "addr", "nbytes", "slot_bytes", "num_slots"),
 }
 
 

@@ -21,14 +21,15 @@ def run(args) -> int:
     from .app import KvtraceApp
     from .source import TimelineSource
 
-    import os
     import sys
 
     session = TraceSession(args.trace)     # a bad trace raises here: one line, exit 2
-    if not os.path.exists(os.path.join(session.index_dir, "tui_stamp.json")):
+    if not session.timeline_ready():
         # ~30 s at 10M events, once: say so rather than look hung
         print(f"kvtrace tui: building the timeline index of {args.trace} (first open only)…", file=sys.stderr)
     source = TimelineSource(session)
+    from ..model.sandbox import sandbox
+    sandbox(session.con, session.index_dir)   # the SQL console reads nothing outside the trace
     if source.total == 0:
         raise UsageError(f"{args.trace}: the trace has no events")
     app = KvtraceApp(source, run_findings=not args.no_checks)

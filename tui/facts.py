@@ -1,9 +1,12 @@
 """What the side panels show at the cursor's moment: slot owners, transfers in flight,
 a transfer's descriptors resolved to (pool, layer, slot, offset) and its events.
 
-Every query reads only the rows it needs (one pool's ownership history, one transfer's
-descriptors), so the panels stay fast on a 10M-event trace. Each method takes its own
-DuckDB cursor, so panels may refresh from worker threads.
+Every fact comes from the trace model (kvtrace.model): owners are its holdings, a
+transfer's ends its descriptor ends, whether a descriptor is right its desc_match (the
+view the layer_offset_mismatch check reads), and the order its timeline. Every query
+reads only the rows it needs (one pool's holdings, one transfer's descriptors), so the
+panels stay fast on a 10M-event trace. Each method takes its own DuckDB cursor, so
+panels may refresh from worker threads.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import dataclasses
 import enum
 import threading
 
-from .order import sql_text
+from .queries import sql_text
 from .source import OrdReader
 
 DESC_LIMIT = 500
@@ -58,25 +61,9 @@ class TransferView:
 
 
 def desc_problem(d: dict) -> str | None:
-    """Why a resolved descriptor looks wrong (None when both ends agree)."""
-    if d["src_pool"] is None or d["dst_pool"] is None:
-        return "outside every layout" if d["src_pool"] is None and d["dst_pool"] is None else (
-            "source outside every layout" if d["src_pool"] is None else "destination outside every layout")
-    if d["src_pool"] != d["dst_pool"]:
-        return "pools differ"
-    if d["src_layer"] != d["dst_layer"]:
-        return "layers differ"
-    held = d.get("held") or set()
-    for side in ("src", "dst"):
-        if (d[f"{side}_agent"], d[f"{side}_pool"]) in held and d.get(f"{side}_page") is None:
-            return f"{'source' if side == 'src' else 'destination'} slot not held by the request"
-    if d.get("src_page") is not None and d.get("dst_page") is not None and d["src_page"] != d["dst_page"]:
-        return f"pages differ (p{d['src_page']} → p{d['dst_page']})"
-    if d["src_off"] or d["dst_off"]:
-        return "not slot-aligned"
-    if d["src_off"] + d["nbytes"] > d["src_slot_bytes"] or d["dst_off"] + d["nbytes"] > d["dst_slot_bytes"]:
-        return "crosses a slot boundary"
-    return None
+    """Why a resolved descriptor is wrong (None when it is right, or when the rule does
+    not apply, e.g. an end outside every layout): the model's desc_match.problem."""
+    return d.get("problem")
 
 
 class Facts:
@@ -84,8 +71,6 @@ class Facts:
 
     def __init__(self, source):
         self.source = source
-        self.slots_path = source.paths["tui_slots"].replace("'", "''")
-        self.xfers_path = source.paths["tui_xfers"].replace("'", "''")
         self._pools = None
         self._local = threading.local()
 
@@ -94,7 +79,7 @@ class Facts:
         # finishing): one reader per thread, as OrdReader is not thread-safe
         r = getattr(self._local, "reader", None)
         if r is None:
-            r = self._local.reader = OrdReader(self.source.paths["tui_events"])
+            r = self._local.reader = OrdReader(self.source.events_path)
         return r
 
     def _cur(self):
@@ -103,7 +88,7 @@ class Facts:
     def pools(self) -> list[tuple[str, str, int, int]]:
         """(agent, pool, num_slots, layers) of every pool the slot map can show."""
         if self._pools is None:
-            self._pools = [tuple(r) for r in self._cur().execute(sql_text("pools").format(slots=self.slots_path)).fetchall()]
+            self._pools = [tuple(r) for r in self._cur().execute(sql_text("pools")).fetchall()]
         return self._pools
 
     def slot_map(self, agent: str, pool: str, ord_: int, num_slots: int,
@@ -116,12 +101,12 @@ class Facts:
             while s >= len(cells):
                 cells.append(SlotCell(len(cells)))
             return cells[s]
-        for slot, request, _refs, shared in cur.execute(sql_text("slot_owners").format(slots=self.slots_path),
+        for slot, request, _refs, shared in cur.execute(sql_text("slot_owners"),
                                                         [agent, pool, ord_]).fetchall():
             c = cell(slot)
             c.owners.append(request)
             c.shared |= bool(shared)
-        for shard, xfer, request, d, slot, _layer in cur.execute(sql_text("inflight").format(xfers=self.xfers_path),
+        for shard, xfer, request, d, slot, _layer in cur.execute(sql_text("inflight"),
                                                                         [ord_, agent, pool]).fetchall():
             c = cell(slot)
             lst = c.xfer_in if d == "in" else c.xfer_out
@@ -141,33 +126,14 @@ class Facts:
     def transfer(self, shard: str, xfer: int, ord_: int) -> TransferView:
         """The transfer (shard, xfer) with its events, resolved descriptors and state at ``ord_``."""
         cur = self._cur()
-        got = cur.execute(f"SELECT ords FROM read_parquet('{self.xfers_path}') WHERE shard = ? AND xfer = ?",
-                          [shard, xfer]).fetchone()
+        got = cur.execute(sql_text("xfer_ords"), [shard, xfer]).fetchone()
         events = self._reader().by_ord(got[0] if got else [])
         post = next((e for e in events if e["kind"] == "xfer_post"), None)
-        res = cur.execute(sql_text("xfer_descs").format(limit=DESC_LIMIT), [shard, xfer])
+        res = cur.execute(sql_text("xfer_descs"), [shard, xfer, DESC_LIMIT])
         names = [d[0] for d in res.description]
         descs = [dict(zip(names, r)) for r in res.fetchall()]
-        if post is not None and post["request"] is not None:
-            _add_pages(cur, descs, post["request"], post["ord"])
-        ndescs = cur.execute("SELECT count(*) FROM descs WHERE shard = ? AND xfer = ?", [shard, xfer]).fetchone()[0]
+        ndescs = cur.execute(sql_text("xfer_ndescs"), [shard, xfer]).fetchone()[0]
         return TransferView(shard, xfer, post, events, descs, ndescs, state_at(events, ord_))
-
-
-def _add_pages(cur, descs: list[dict], request: str, post_ord: int) -> None:
-    """Give each descriptor end the page its slot holds for the request at the post
-    (from the request's allocs), so a descriptor pairing different pages shows."""
-    pages, held = {}, set()
-    for agent, pool, slots, pgs in cur.execute(
-            "SELECT agent, pool, slots, pages FROM tl WHERE request = ? AND kind = 'alloc' AND ord <= ?",
-            [request, post_ord]).fetchall():
-        held.add((agent, pool))
-        for s, p in zip(slots or [], pgs or [None] * len(slots or [])):
-            pages[(agent, pool, s)] = p
-    for d in descs:
-        d["held"] = held
-        for side in ("src", "dst"):
-            d[f"{side}_page"] = pages.get((d[f"{side}_agent"], d[f"{side}_pool"], d[f"{side}_slot"]))
 
 
 def state_at(events: list[dict], ord_: int) -> XferState:

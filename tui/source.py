@@ -1,4 +1,5 @@
-"""TimelineSource: the timeline's rows, paged out of ``tui_events.parquet`` by DuckDB.
+"""TimelineSource: the timeline's rows (the trace model's happens-before-consistent order),
+paged out of its Parquet file.
 
 Rows are addressed by *position* in the visible (filtered) list. Without a filter the
 position is the event's ``ord``; with one, the matching ords are kept as one numpy
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .filters import Filter
-from .order import ensure_order, sql_text
+from .queries import sql_text
 
 PAGE = 128
 #: the columns a timeline row carries
@@ -25,7 +26,7 @@ _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_00
 
 
 class OrdReader:
-    """Rows of ``tui_events.parquet`` by position, without SQL: the file is sorted by the
+    """Rows of the timeline file by position, without SQL: the file is sorted by the
     dense ``ord``, so row group k holds ords [starts[k], starts[k+1]) and a page is one
     row-group read (~3 ms at 10M events; a SQL range query spent ~60 ms pruning 1,200
     row groups). Not thread-safe: one per thread."""
@@ -61,22 +62,20 @@ class OrdReader:
 
 
 class TimelineSource:
-    """Paged, filterable access to the ordered events of a TraceSession.
+    """Paged, filterable access to the ordered events of a trace model.
 
     Args:
-        session: an open kvtrace.analysis.session.TraceSession.
+        session: an open kvtrace.model.TraceModel (a TraceSession, when findings are wanted).
     """
 
     def __init__(self, session):
         self.session = session
-        self.paths = ensure_order(session)
-        _release_streams(session)
-        self.con = session.con.cursor()          # own cursor: workers use session.con's others
-        p = self.paths["tui_events"].replace("'", "''")
-        # 1,200 row groups at 10M events: parsing their metadata per query costs ~60 ms
-        self.con.execute("SET parquet_metadata_cache=true")
-        self.con.execute(f"CREATE OR REPLACE VIEW tl AS SELECT * FROM read_parquet('{p}')")
-        self.reader = OrdReader(self.paths["tui_events"])
+        self.events_path = session.timeline_file()
+        session.derive(["xfer_span", "slot_history", "desc_match"])
+        session.release_streams()
+        self.con = session.cursor()          # own cursor: workers take others
+        self.con.execute(sql_text("tl_view"))
+        self.reader = OrdReader(self.events_path)
         self.con.execute("CREATE OR REPLACE TEMP TABLE tui_slot_xfers (shard VARCHAR, xfer BIGINT)")
         self.total = self.con.execute("SELECT count(*) FROM tl").fetchone()[0]
         self.t0 = self.con.execute("SELECT min(t_ns) FROM tl").fetchone()[0] or 0
@@ -185,18 +184,6 @@ class TimelineSource:
             shard, _, seq = text.rpartition(":")
             return self.ord_of(shard, _int(seq))
         return _int(text)
-
-
-def _release_streams(session) -> None:
-    """Drop the session's references to the raw Arrow streams once the indexes exist.
-
-    Opening a session maps every stream file; at 10M events ~280 MB of those pages stay
-    resident. The TUI reads only the Parquet indexes, and the session's checks read
-    through DuckDB, so the tables can go (the manifest, shard info and notes stay).
-    """
-    for shard in getattr(session.trace, "shards", []):
-        for st in shard.streams.values():
-            st.table = st.table.schema.empty_table()
 
 
 def _int(s: str) -> int:

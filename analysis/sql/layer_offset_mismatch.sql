@@ -5,7 +5,7 @@
 -- explain: Each descriptor should copy page g of layer L of pool P of the request on the
 --   source into page g of layer L of pool P on the destination (pages from each side's
 --   alloc events). Descriptors whose ends disagree, land outside the request's pages, or
---   cover a destination twice within one transfer are stray. This is the seeds'
+--   cover a destination twice within one transfer are stray. It finds the
 --   uniform-slot-count bug: descriptor indices computed as layer * M + page with one pool's
 --   slot count M applied to a pool with a different one. When the prepped indices of the
 --   request fit layer * M' + page for one M' taken from another pool, the finding names
@@ -25,46 +25,11 @@
 --   stride_pool VARCHAR  -- the pool whose slot count M' is
 --   pool_slots BIGINT  -- the destination pool's real slot count
 --   message VARCHAR
-WITH s AS (SELECT * FROM end_hold WHERE side = 'src'),
-t AS (SELECT * FROM end_hold WHERE side = 'dst'),
-pt AS (SELECT agent, pool, coalesce(any_value(page_tokens), 1) AS pt FROM lay GROUP BY ALL),
-d AS (
-    SELECT t.shard, t.xfer, t.pos, t.request, t.post_seq, t.agent AS d_agent, t.pool AS d_pool,
-           t.layer AS d_layer, t.slot AS d_slot, t.page AS d_page, t.off AS d_off, t.dlist AS d_dlist, t.idx AS d_idx,
-           t.addr AS d_addr, t.nbytes,
-           t.managed AS d_managed, s.agent AS s_agent, s.pool AS s_pool, s.layer AS s_layer, s.page AS s_page,
-           s.off AS s_off, s.slot AS s_slot, s.dlist AS s_dlist, s.idx AS s_idx, s.managed AS s_managed,
-           coalesce(s.pool = t.pool AND s.layer = t.layer AND s.part IS NOT DISTINCT FROM t.part AND
-               CASE WHEN s.slot_bytes * tp.pt = t.slot_bytes * sp.pt
-                    -- the same bytes per token on both sides (same geometry, or pages of other
-                    -- sizes): the same token position, page * slot_bytes + offset
-                    THEN s.page * s.slot_bytes + s.off = t.page * t.slot_bytes + t.off
-                    -- heads split differently (heterogeneous TP): where a rank's share sits in the
-                    -- slot is the engine's choice; the pages must hold overlapping tokens
-                    ELSE s.page * sp.pt < (t.page + 1) * tp.pt AND t.page * tp.pt < (s.page + 1) * sp.pt END,
-               false) AS ok
-    FROM t JOIN s USING (shard, xfer, pos)
-    LEFT JOIN pt sp ON sp.agent = s.agent AND sp.pool = s.pool
-    LEFT JOIN pt tp ON tp.agent = t.agent AND tp.pool = t.pool
-    WHERE t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed)
-      -- a page that cannot be known (its holding unordered with the post, or past a cut)
-      -- proves nothing, unless the other end is proven outside the request's pages
-      AND (NOT (t.h_unknown OR s.h_unknown)
-           OR (s.managed AND s.page IS NULL AND NOT s.h_unknown)
-           OR (t.managed AND t.page IS NULL AND NOT t.h_unknown))
-), dup AS (  -- destination bytes covered twice by one transfer
-    SELECT shard, xfer, pos FROM (
-        SELECT shard, xfer, pos, d_addr, nbytes,
-               max(d_addr + nbytes) OVER (PARTITION BY shard, xfer, d_agent ORDER BY d_addr, pos
-                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
-               lead(d_addr) OVER (PARTITION BY shard, xfer, d_agent ORDER BY d_addr, pos) AS next_start
-        FROM d WHERE ok)
-    WHERE d_addr < prev_end OR next_start < d_addr + nbytes
-), stray AS (
-    SELECT d.* FROM d WHERE NOT ok
-    UNION ALL
-    SELECT d.* FROM d SEMI JOIN dup USING (shard, xfer, pos) WHERE d.ok
-), sg AS (
+-- which descriptors are wrong is the model's desc_match (the rule is explained there;
+-- the TUI inspector reads the same view)
+WITH d AS (SELECT * FROM desc_match WHERE checked),
+stray AS (SELECT * FROM d WHERE NOT ok OR dup),
+sg AS (
     SELECT request, d_agent AS agent, d_pool AS pool, count(*) AS n_stray,
            arg_min(d_layer, (post_seq, pos)) AS layer, arg_min(d_slot, (post_seq, pos)) AS slot,
            list(DISTINCT d_slot ORDER BY d_slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,

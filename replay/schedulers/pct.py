@@ -2,7 +2,7 @@
 ASPLOS 2010).
 
 Every program thread and every move is a "thread" with a random priority above
-``depth``; at ``depth - 1`` random steps among the first ``k`` (an estimate of the run's
+``depth``; at ``depth - 1`` distinct random steps among the first ``k`` (an estimate of the run's
 length: visible program events plus moves) the running thread drops to priority
 ``i < depth``. The highest-priority enabled operation always runs. A bug of depth d is
 found with probability at least 1 / (n * k**(d-1)) per run (n threads).
@@ -25,7 +25,10 @@ class PctScheduler(Scheduler):
         self.prio = [d + self.rng.random() for _ in range(n_threads)]
         visible = sum(1 for k in g.col["kind"] if k in ("write", "read", "xfer_post"))
         k = max(1, visible + len(g.move_xfer))
-        self.change = {self.rng.randrange(1, k + 1): i for i in range(d - 1, 0, -1)}
+        # d-1 distinct steps (drawing each independently lets two land on one step and
+        # silently lose a change point, breaking the bound above); the i-th lowers to d-1-i
+        steps = self.rng.sample(range(1, k + 1), min(d - 1, k))
+        self.change = dict(zip(steps, range(d - 1, 0, -1)))
         self.steps = 0
         # thread of every op: program threads first, then one per move
         self.tid = g.thread_of + list(range(len(g.threads), n_threads))

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the lent H200 (device tool), from the repo root, with `.whl` carried (and
-# `.shared-tools`, a copy of ../shared/tools, so the tests can run the format validator):
-#   mkdir -p .shared-tools && cp ../shared/tools/validate_trace.py .shared-tools/
+# Runs on the lent H200 (device tool), from the repo root, with `.whl` carried (the
+# format validator is part of the package, kvtrace.tracer.validate):
 #   bash scripts/gpu/run_h200.sh tests bench engine
 # Installs the carried wheels (slim nixl-cu13 + nixl meta + duckdb) into /tmp/site, makes
 # kvtrace importable without a build (the package-dir mapping, as symlinks), then runs
@@ -14,7 +13,6 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 NIXL_LOG_LEVEL=WARN PYTHONSAFEPATH=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROOT=$(pwd)
-[ -f .shared-tools/validate_trace.py ] && export KVTRACE_VALIDATOR=$ROOT/.shared-tools/validate_trace.py
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl >"$OUT/setup.txt" 2>&1 || { cat "$OUT/setup.txt"; exit 1; }
 PKG=/tmp/kvpkg/kvtrace; rm -rf /tmp/kvpkg; mkdir -p $PKG

@@ -25,7 +25,7 @@ def _dl_addrs(side, pools, idx_list):
 
 @case
 def uniform_slot_count(path, bug=True):
-    """The seeds' suspect: prepped indices layer * M + page with kv's M for index_k too."""
+    """The uniform-slot-count bug: prepped indices layer * M + page with kv's M for index_k too."""
     b, p, d = pd(path, pools=(("kv", 2, 64, 8), ("index_k", 2, 128, 16)))
     pools = ("kv", "index_k")
     src_dl = p.prep_dlist(pools)

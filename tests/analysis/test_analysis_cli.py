@@ -25,7 +25,11 @@ def traces(tmp_path_factory):
 def test_table_exit_codes_and_verdict(traces, capsys):
     assert main(["check", traces["bug"]]) == 1
     out = capsys.readouterr().out
-    assert "write_after_free" in out and "VERDICT: the evidence supports slot reuse before read" in out
+    assert "write_after_free" in out and "VERDICT: 1 root cause found: write_after_free." in out
+    assert "Hypotheses" not in out          # one pool: no shipped hypothesis file is relevant
+    assert main(["check", traces["bug"], "--hypotheses", "pd-corruption"]) == 1
+    out = capsys.readouterr().out
+    assert "Hypotheses (pd-corruption)" in out and "supported: slot reuse before read" in out
     assert main(["check", traces["clean"]]) == 0
     assert "No findings" in capsys.readouterr().out
 
@@ -37,10 +41,11 @@ def test_fail_on_warning_gates_warnings(traces, capsys):
 
 
 def test_json_and_csv(traces, capsys):
-    assert main(["check", traces["bug"], "--format", "json"]) == 1
+    assert main(["check", traces["bug"], "--format", "json", "--hypotheses", "pd-corruption"]) == 1
     doc = json.loads(capsys.readouterr().out)
     (f,) = doc["findings"]
     assert f["check"] == "write_after_free" and f["request"] == "r1" and f["slots"] == [3, 4]
+    assert [r["check"] for r in doc["verdict"]["root_causes"]] == ["write_after_free"]
     assert f["events"] and doc["verdict"]["hypotheses"][1]["status"] == "supported"
     assert main(["check", traces["bug"], "--format", "csv"]) == 1
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))

@@ -42,8 +42,8 @@ def test_clean_engine_gives_no_findings(tmp_path, index_k, processes, validate_t
         found = s.findings()
         assert found == [], [f.message for f in found]
         assert s.checks_skipped == []
-        v = s.verdict(found)
-        assert [h.status for h in v.hypotheses] == ["ruled out"] * 3, v.lines()
+        v = s.verdict(found, ["pd-corruption"])
+        assert v.root_causes == [] and [h.status for h in v.hypotheses] == ["ruled out"] * 3, v.lines()
 
 
 def test_uniform_slot_count_found_with_the_stride(tmp_path):
@@ -58,7 +58,9 @@ def test_uniform_slot_count_found_with_the_stride(tmp_path):
         for ex in summary["examples"]:
             assert ex["pool"] == "index_k" and (ex["request"], ex["slot"]) in flagged, ex
         assert len({f.request for f in found}) >= summary["corrupted_requests"]
-        assert s.verdict(found).supported[0].name == "uniform slot count"
+        v = s.verdict(found)        # the pools differ in slot count: pd-corruption applies unasked
+        assert v.supported[0].name == "uniform slot count", v.lines()
+        assert [r.check for r in v.root_causes] == ["layer_offset_mismatch"]
 
 
 def test_early_src_free_found_for_every_transferring_request(tmp_path):
@@ -95,4 +97,4 @@ def test_notify_first_handle_found_as_completion_before_data(tmp_path):
             assert ex["request"] in flagged, ex
         multi = facts(s, "select request from xfers where agent = 'prefill' group by 1 having count(*) > 1")
         assert {(r,) for r in flagged} <= multi
-        assert s.verdict(found).supported[0].name == "completion before data"
+        assert s.verdict(found, ["pd-corruption"]).supported[0].name == "completion before data"

@@ -8,16 +8,9 @@ import sys
 
 import pytest
 
+from cuda_probe import has_cuda
 
-def _has_cuda() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
-CUDA = _has_cuda()
+CUDA = has_cuda()
 if not CUDA and "triton" not in sys.modules:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

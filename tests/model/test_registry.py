@@ -2,12 +2,12 @@
 import pytest
 
 from kvtrace.model.derived import Derived, RegistryError
-from kvtrace.model.registry import BASE, build_order, parse_sql, registry
+from kvtrace.model.registry import BASE, build_order, on_demand, parse_sql, registry
 
 
 def test_every_object_declares_known_requirements_and_sorts():
     objs = registry()
-    order = build_order(objs)
+    order = build_order(objs, sorted(objs))
     assert sorted(order) == sorted(objs)
     pos = {n: i for i, n in enumerate(order)}
     for d in objs.values():
@@ -43,3 +43,11 @@ def test_targets_pull_only_their_requirements():
     objs = registry()
     order = build_order(objs, ["sync_pairs"])
     assert order == ["shards", "sync_pairs"]
+
+
+def test_on_demand_objects_and_their_dependents_wait_to_be_asked_for():
+    objs = registry()
+    lazy = on_demand(objs)
+    assert {"timeline", "xfer_span", "slot_history"} <= lazy and "holdings" not in lazy
+    assert not lazy & set(build_order(objs))
+    assert "timeline" in build_order(objs, ["slot_history"])

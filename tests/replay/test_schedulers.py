@@ -138,3 +138,35 @@ def test_recorded_scheduler_moves_bytes_at_post_plus_measured_duration(tmp_path)
     assert failed(slow, "recorded").failed       # the bytes landed after the reuse
     assert not failed(fast, "recorded").failed   # they landed before it
     assert not failed(slow, "eager").failed
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5, 8])
+def test_pct_has_exactly_d_minus_1_distinct_change_points(scenario, depth):
+    """PCT's bound needs d-1 change points in every run; drawn independently they
+    collided (about 28% of runs at k=20, d=5 lost one)."""
+    from kvtrace.replay.schedulers import PctScheduler
+
+    g = load(scenario("clean"))
+    lowered_to = set(range(1, depth))
+    for seed in range(300):
+        s = PctScheduler(seed=seed, depth=depth)
+        s.start(g, None)
+        k = sum(1 for kind in g.col["kind"] if kind in ("write", "read", "xfer_post")) + len(g.move_xfer)
+        assert k >= depth - 1
+        assert len(s.change) == depth - 1 and set(s.change.values()) == lowered_to, (seed, s.change)
+        assert all(1 <= step <= k for step in s.change)
+
+
+def test_scheduler_registry_is_the_one_list():
+    """CLI choices, the API's names and the registry agree; every name builds its class."""
+    import argparse
+
+    from kvtrace.replay import cli_explore, cli_replay
+    from kvtrace.replay.schedulers import NAMES, REGISTRY
+
+    assert SCHEDULERS == NAMES and all(make_scheduler(n).name == n == REGISTRY[n].name for n in NAMES)
+    for mod in (cli_replay, cli_explore):
+        p = argparse.ArgumentParser()
+        mod.add_arguments(p)
+        (act,) = [a for a in p._actions if a.dest == "scheduler"]
+        assert tuple(act.choices) == NAMES

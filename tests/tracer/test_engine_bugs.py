@@ -45,7 +45,7 @@ def test_timing_bug_corrupts_with_attribution(tmp_path, bug, validate_trace):
 
 @pytest.mark.timeout(120)
 def test_uniform_slot_count_misaddresses_index_k(tmp_path):
-    """The seeds' suspect: M from buffer 0 indexes every kv_data region. It only bites
+    """The uniform-slot-count bug: M from buffer 0 indexes every kv_data region. It only bites
     when index_k's slot count differs from kv's (here: its own page size)."""
     wl = load("small-mixed")
     out, s = _run(tmp_path, wl, ["uniform-slot-count"])

@@ -1,8 +1,8 @@
-"""The timeline's happens-before order (tui/order.py) and its index."""
+"""The timeline's happens-before order (kvtrace/model/order.py) as the TUI pages it."""
 import numpy as np
 
 from kvtrace.analysis.session import TraceSession
-from kvtrace.tui.order import hb_keys
+from kvtrace.model.order import hb_keys
 from kvtrace.tui.source import TimelineSource
 
 
@@ -50,21 +50,21 @@ def test_merge_writer_matches_the_sort_path(early_free_trace, tmp_path, monkeypa
 
     import duckdb
 
-    from kvtrace.tui import merge, order
+    from kvtrace.model import merge, order
 
     shutil.copytree(early_free_trace, tmp_path / "t", ignore=shutil.ignore_patterns("_index"))
     s = TraceSession(str(tmp_path / "t"))
-    paths = order.ensure_order(s)
-    q = "SELECT * FROM read_parquet('{}') ORDER BY ALL"
-    merged = {k: duckdb.sql(q.format(p)).fetchall() for k, p in paths.items()}
+    path = order.ensure(s)
+    q = "SELECT * FROM read_parquet(?) ORDER BY ALL"
+    merged = duckdb.execute(q, [path]).fetchall()
     monkeypatch.setattr(merge, "grouped", lambda *a: False)
-    order.build_order(s, paths)
-    assert {k: duckdb.sql(q.format(p)).fetchall() for k, p in paths.items()} == merged
-    assert any(r[-3] is not None for r in merged["tui_events"])     # pairing columns carried
+    order.build(s, path)
+    assert duckdb.execute(q, [path]).fetchall() == merged
+    assert any(r[-3] is not None for r in merged)     # pairing columns carried
 
 
 def test_grouped_detects_interleaved_shards():
-    from kvtrace.tui.merge import grouped
+    from kvtrace.model.merge import grouped
     assert grouped(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
     assert not grouped(np.array([0, 1, 0]), np.array([0, 0, 1]))
     assert not grouped(np.array([0, 0]), np.array([1, 0]))

@@ -28,6 +28,20 @@ def run_engine(args) -> int:
         wl = load(args.workload, concurrency=args.concurrency, index_k=args.index_k, seed=args.seed)
     except WorkloadError as e:
         raise _user_error(str(e)) from None
+    after = getattr(args, "inject_after", 0) or 0
+    if after < 0:
+        raise _user_error("--inject-after must be >= 0")
+    if after and "uniform-slot-count" in args.inject:
+        raise _user_error("--inject-after: uniform-slot-count is fixed when the agents register; it cannot start late")
+    if after:
+        wl.engine["inject_after"] = after
+    ring = getattr(args, "ring", None)
+    from .geometry import impossible_bugs
+    cannot = impossible_bugs(wl)
+    for bug in args.inject:
+        if bug in cannot:
+            print(f"kvtrace record: warning: --inject {bug} cannot corrupt anything in workload {wl.name} "
+                  f"with index_k {wl.index_k}: {cannot[bug]}", file=sys.stderr)
     out = args.output
     if os.path.exists(out):
         if not args.force:
@@ -40,18 +54,22 @@ def run_engine(args) -> int:
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     summary = record(wl, args.inject, out, processes=args.processes, device=args.device,
                      progress=not args.no_progress, command="kvtrace " + " ".join(sys.argv[1:]),
-                     checksums=not args.no_checksums)
+                     checksums=not args.no_checksums, ring=ring)
     print_summary(summary, out)
+    if ring:
+        dumps = summary.get("ring_dumps") or []
+        print(f"ring {ring}: {len(dumps)} dump(s)" + "".join(f"\n  {d}" for d in dumps))
     return 0
 
 
 def record(wl, bugs, out: str, *, processes: int = 1, device: str = "cpu", progress: bool = False,
-           command: str = "engine", checksums: bool = True) -> dict:
+           command: str = "engine", checksums: bool = True, ring: str | None = None) -> dict:
     """Run the engine on ``wl`` with ``bugs`` and record the trace ``out``; the summary."""
     from .. import manifest
     from .runner import run_inprocess, run_two_processes
     manifest.update(out, tool="kvtrace record", command=command, workload=wl.name, workload_config=wl.to_dict(),
-                    inject=list(bugs), processes=processes, device=device, checksums=checksums)
+                    inject=list(bugs), processes=processes, device=device, checksums=checksums,
+                    **({"ring": ring, "inject_after": wl.engine.get("inject_after", 0)} if ring else {}))
     run = run_two_processes if processes == 2 else run_inprocess
     if progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -62,9 +80,11 @@ def record(wl, bugs, out: str, *, processes: int = 1, device: str = "cpu", progr
 
             def on_step(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
-            summary = run(wl, bugs, out, device, on_step, checksums=checksums)
+            summary = run(wl, bugs, out, device, on_step, checksums=checksums, ring=ring)
     else:
-        summary = run(wl, bugs, out, device, checksums=checksums)
+        summary = run(wl, bugs, out, device, checksums=checksums, ring=ring)
+    if ring:
+        summary["ring_dumps"] = manifest.read(out).get("dumps", [])
     manifest.finish(out, engine=summary)
     return summary
 

@@ -15,6 +15,7 @@ import time
 
 
 from ..schema import EventKind as K
+from .inject import Injection
 from . import nixlio
 from .cache import PREFIX_POOLS, PrefixCache
 from .geometry import pages_for, side_pools, used_tokens
@@ -44,7 +45,8 @@ class DecodeWorker:
 
     def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None,
                  checksums: bool = True):
-        self.wl, self.bugs, self.rec = wl, set(bugs), rec
+        self.wl, self.rec = wl, rec
+        self.bugs = Injection(bugs, wl.engine.get("inject_after", 0))
         self.checksums = checksums   # kvh64 on write/read events (off: null checksums, cheaper)
         self.pools = {p.name: p for p in side_pools(wl, "decode")}
         self.mem = Memory(self.pools.values(), device)
@@ -65,6 +67,7 @@ class DecodeWorker:
         self.stats = {"done": 0, "aborted": 0, "timed_out": 0, "failed": 0}
         self.cache = PrefixCache(self.pools, self.alloc, rec, AGENT)
         self.timeout = int(wl.engine["timeout_steps"])
+        self._mismatch_seen = False                   # the first corrupted read triggers a ring dump
 
     def registration(self) -> None:
         """The one-time message telling prefill where decode's memory is."""
@@ -114,6 +117,7 @@ class DecodeWorker:
             if not self.cache.evict_lru(exclude=busy):
                 return False
         self.active[t.session].pop(0)
+        self.bugs.start()
         del self.ready_at[t.session]
         key = t.key
         slots, writers, shared = {}, {}, {}
@@ -164,7 +168,9 @@ class DecodeWorker:
             r = self.reqs.get(m["room"])
             if r is None:
                 continue
-            if m["type"] == "abort_ack" and r.state == "aborting":
+            if m["type"] == "sent" and "free-on-received" in self.bugs:
+                self.mail.send("received", m["room"])   # acknowledges the status, not the bytes
+            elif m["type"] == "abort_ack" and r.state == "aborting":
                 self._release(r, r.reason)
             elif m["type"] == "failed":
                 if r.state == "transferring":
@@ -229,7 +235,11 @@ class DecodeWorker:
                     if self.rec is not None:
                         self.rec.event(K.READ, AGENT, key, pool=pool, layer=layer, slots=list(slots),
                                        pages=pages, checksums=None if cs is None else cs[layer])
-                    self.verifier.check(key, pool, layer, slots, pages, r.writers[pool], used, rows[layer])
+                    bad = self.verifier.check(key, pool, layer, slots, pages, r.writers[pool], used, rows[layer])
+                    if bad and not self._mismatch_seen:   # the engine hook of a flight recorder
+                        self._mismatch_seen = True
+                        from ..ring import trigger
+                        trigger(f"checksum mismatch: request {key} pool {pool} layer {layer} ({bad} pages)")
 
     def _finish(self, r: _Req, k: int) -> None:
         t = r.turn

@@ -16,7 +16,11 @@ kv layers then index_k layers); ``state`` and ``aux`` have their own lists and t
 Slot counts follow from the budget: with ``index_k_sizing = "tokens"`` every pool holds
 the same number of tokens, so kv and index_k differ in slot count only when their page
 sizes differ; with ``"bytes"`` index_k gets as many bytes per layer as kv, so its slot
-count depends on its bytes per token -- on the dtype.
+count depends on its bytes per token -- on the dtype. ``"fp8-bytes"`` is SGLang's
+indexer pool: its buffer is sized in bytes for the token budget at the fp8 layout (132
+bytes per token for head_dim 128), whatever the dtype. fp8 pages then fill it with the
+token budget's page count (kv's, at equal page sizes); bf16 pages, twice the data, fit
+about half as many -- the geometry where the seeds' bf16 index-K differs from kv.
 """
 from __future__ import annotations
 
@@ -63,6 +67,9 @@ def side_pools(wl, side: str) -> list[PoolSpec]:
     ik_pt = int(g["index_k_page_tokens"])
     if g["index_k_sizing"] == "bytes":
         ik_slots = kv.region_bytes // (ik_pt * ik_tb)
+    elif g["index_k_sizing"] == "fp8-bytes":
+        fp8_tb = index_k_token_bytes("fp8", int(g["index_head_dim"]), int(g["quant_block"]))
+        ik_slots = budget * fp8_tb // (ik_pt * ik_tb)
     else:
         ik_slots = budget // ik_pt
     ik = PoolSpec("index_k", int(g["layers"]), ik_pt, ik_tb, ik_slots,
@@ -80,3 +87,22 @@ def pages_for(tokens: int, page_tokens: int) -> int:
 def used_tokens(tokens: int, page_tokens: int, page: int) -> int:
     """Tokens held by page ``page`` of a ``tokens``-long sequence."""
     return max(0, min(page_tokens, tokens - page * page_tokens))
+
+
+def impossible_bugs(wl) -> dict[str, str]:
+    """Injectable bugs that this workload's geometry keeps from corrupting anything, with
+    why, so ``record --inject`` can say so instead of recording a clean run in silence."""
+    out = {}
+    # uniform-slot-count offsets kv_data region r by r * (region 0's slot count): right as
+    # long as every region before the last has region 0's count, on both sides.
+    uniform = []
+    for side in ("prefill", "decode"):
+        counts = [p.num_slots for p in side_pools(wl, side) if p.prepped_kv for _ in range(p.layers)]
+        uniform.append(all(c == counts[0] for c in counts[:-1]))
+        if side == "decode":
+            slots = [(p.name, p.num_slots) for p in side_pools(wl, side) if p.prepped_kv]
+    if all(uniform):
+        shown = ", ".join(f"{n} {c}" for n, c in slots)
+        out["uniform-slot-count"] = (f"every kv_data region has the same slot count ({shown} slots per layer), "
+                                     f"so a uniform slot count addresses them all correctly")
+    return out

@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from ..schema import EventKind as K
+from .inject import Injection
 from . import nixlio
 from .chunks import chunk_positions, prepped_indices
 from .geometry import pages_for, side_pools, used_tokens
@@ -44,6 +45,7 @@ class _Req:
     aborted: bool = False
     failed: bool = False
     stall: tuple | None = None           # (after chunk, until step): a slow prefill
+    acked: bool = False                  # free-on-received: decode acknowledged 'sent'
 
 
 class PrefillWorker:
@@ -51,7 +53,8 @@ class PrefillWorker:
 
     def __init__(self, wl, bugs=(), rec=None, device: str = "cpu", listen_port: int | None = None,
                  checksums: bool = True):
-        self.wl, self.bugs, self.rec = wl, set(bugs), rec
+        self.wl, self.rec = wl, rec
+        self.bugs = Injection(bugs, wl.engine.get("inject_after", 0))
         self.checksums = checksums   # kvh64 on write/read events (off: null checksums, cheaper)
         self.pools = {p.name: p for p in side_pools(wl, "prefill")}
         self.mem = Memory(self.pools.values(), device)
@@ -68,6 +71,7 @@ class PrefillWorker:
         self.waiting: list[_Req] = []
         self.queue: collections.deque = collections.deque()   # (ready_step, room, chunk)
         self.posted = 0                                         # notifications sent so far
+        self._xfer_thread = None                                # free-on-received: the polling thread
         local = {"kv": nixlio.describe(self.mem.kv_regions()),
                  "state": nixlio.describe(self.mem.regions["state"]), "aux": nixlio.describe(self.mem.regions["aux"])}
         self.local = local
@@ -93,6 +97,7 @@ class PrefillWorker:
             self.rec and self.rec.event(K.REQ_START, AGENT, r.key, detail={"tokens": r.tokens, "chunks": r.chunks})
         self.reqs[r.room] = r
         self.waiting.append(r)
+        self.bugs.start()
 
     def _on_abort(self, m: dict, k: int) -> None:
         r = self.reqs.get(m["room"])
@@ -100,6 +105,19 @@ class PrefillWorker:
             self.mail.send("abort_ack", m["room"])
             return
         r.abort_at = k + int(self.rng.integers(self.abort_delay[0], self.abort_delay[1] + 1))
+
+    def _on_received(self, m: dict) -> None:
+        """``free-on-received``: decode acknowledged the 'sent' status, so the source
+        pages go back now -- but the acknowledgement follows the status message, not
+        the bytes: nothing orders this free after the DMA (latent; see engine/__init__)."""
+        r = self.reqs.get(m["room"])
+        if r is None or r.aborted or r.failed:
+            return
+        r.acked = True
+        with self._req(r):
+            for pool, slots in r.src.items():
+                done = r.freed.get(pool, ())
+                self._free(r, pool, [s for s in slots if s not in done], "received")
 
     # ------------------------------------------------------------------ the step
     def step(self, k: int, msgs: list[dict]) -> tuple[list[dict], int]:
@@ -113,6 +131,8 @@ class PrefillWorker:
                 self._on_pages(m, k)
             elif m["type"] == "abort":
                 self._on_abort(m, k)
+            elif m["type"] == "received":
+                self._on_received(m)
         for r in list(self.reqs.values()):
             if r.abort_at is not None and r.abort_at <= k and not r.aborted:
                 r.aborted = True
@@ -221,6 +241,8 @@ class PrefillWorker:
                 if last:
                     self._xfer(r, "state", parts, f"{room}_state_0_0")
                     self._xfer(r, "aux", parts, f"{room}_aux")
+            if last and "free-on-received" in self.bugs and not r.failed:
+                self.mail.send("sent", room)     # status: handed to NIXL (not: arrived)
 
     def _xfer(self, r: _Req, group: str, parts: dict, tag: str) -> None:
         if group == "kv":
@@ -242,6 +264,17 @@ class PrefillWorker:
         self.posted += 1
         r.inflight.append(h)
 
+    def _call(self, fn, *args):
+        """Handle calls: with ``free-on-received`` on a transfer thread of their own, as
+        SGLang's transfer worker polls -- so the frees (scheduler thread) are ordered
+        after a completion only through what decode tells prefill."""
+        if "free-on-received" not in self.bugs:
+            return fn(*args)
+        if self._xfer_thread is None:
+            import concurrent.futures
+            self._xfer_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xfer-worker")
+        return self._xfer_thread.submit(fn, *args).result()
+
     def _poll(self) -> None:
         for r in list(self.reqs.values()):
             with self._req(r):
@@ -250,15 +283,21 @@ class PrefillWorker:
                     # from the initiator's progress, so leaving a handle PROC here would
                     # make what decode sees this step depend on timing
                     deadline = time.monotonic() + 30.0
-                    while (st := self.agent.check_xfer_state(h)) == "PROC":
+                    while (st := self._call(self.agent.check_xfer_state, h)) == "PROC":
                         if time.monotonic() > deadline:
                             break
                         self.progress()
                     if st == "ERR":
                         r.failed = True
-                    self.agent.release_xfer_handle(h)
+                    self._call(self.agent.release_xfer_handle, h)
             r.inflight = []
             if r.queued:
+                continue
+            if "free-on-received" in self.bugs:
+                if r.aborted or r.failed:      # given up: the transfer thread frees after DONE
+                    self._call(self._finish, r)
+                elif r.next_chunk == r.chunks and r.acked:
+                    self._finish(r)            # its pages went back on 'received'
                 continue
             if r.aborted or r.failed or r.next_chunk == r.chunks:
                 self._finish(r)

@@ -29,8 +29,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _recorder(trace_dir, shard, extra=None):
-    return None if trace_dir is None else Recorder(trace_dir, shard, manifest_extra=extra)
+def _recorder(trace_dir, shard, extra=None, ring=None):
+    if trace_dir is None:
+        return None
+    if ring:
+        from ..ring import RingRecorder
+        return RingRecorder(trace_dir, shard, ring=ring, manifest_extra=extra)
+    return Recorder(trace_dir, shard, manifest_extra=extra)
 
 
 def _result(decode, steps: int, t0: float) -> dict:
@@ -39,14 +44,14 @@ def _result(decode, steps: int, t0: float) -> dict:
     return out
 
 
-def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, checksums=True) -> dict:
+def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, checksums=True, ring=None) -> dict:
     """Prefill and decode agents in this process; shards 'prefill' and 'decode'."""
     from .decode import DecodeWorker
     from .prefill import PrefillWorker
     t0 = time.monotonic()
-    if trace_dir is not None:
+    if trace_dir is not None and not ring:
         manifest.expect_shards(trace_dir, ["prefill", "decode"])
-    rp, rd = _recorder(trace_dir, "prefill"), _recorder(trace_dir, "decode")
+    rp, rd = _recorder(trace_dir, "prefill", ring=ring), _recorder(trace_dir, "decode", ring=ring)
     try:
         p = PrefillWorker(wl, bugs, rp, device, checksums=checksums)
         d = DecodeWorker(wl, bugs, rd, device, checksums=checksums)
@@ -71,13 +76,13 @@ def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, check
                 r.close()
 
 
-def _prefill_main(wl, bugs, trace_dir, device, ports, ctl_addr, authkey, checksums=True) -> None:
+def _prefill_main(wl, bugs, trace_dir, device, ports, ctl_addr, authkey, checksums=True, ring=None) -> None:
     """The prefill process: its own agent (listener), recorder shard and control socket."""
     from multiprocessing.connection import Client
 
     from .prefill import PrefillWorker
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
-    rec = _recorder(trace_dir, "prefill")
+    rec = _recorder(trace_dir, "prefill", ring=ring)
     try:
         p = PrefillWorker(wl, bugs, rec, device, listen_port=ports["prefill"], checksums=checksums)
         with Client(ctl_addr, authkey=authkey) as conn:
@@ -105,23 +110,23 @@ def _wait_metadata(agent, peer: str, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def run_two_processes(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, checksums=True) -> dict:
+def run_two_processes(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, checksums=True, ring=None) -> dict:
     """Prefill in a spawned OS process, decode here; one shard each."""
     from multiprocessing.connection import Listener
 
     from .decode import DecodeWorker
     t0 = time.monotonic()
-    if trace_dir is not None:
+    if trace_dir is not None and not ring:
         manifest.expect_shards(trace_dir, ["prefill", "decode"])
     ports = {"prefill": free_port(), "decode": free_port()}
     authkey = os.urandom(16)
-    rd = _recorder(trace_dir, "decode")
+    rd = _recorder(trace_dir, "decode", ring=ring)
     child = None
     try:
         with Listener(("127.0.0.1", 0), authkey=authkey) as lst:
             ctx = mp.get_context("spawn")
             child = ctx.Process(target=_prefill_main, name="kvtrace-prefill",
-                                args=(wl, tuple(bugs), trace_dir, device, ports, lst.address, authkey, checksums))
+                                args=(wl, tuple(bugs), trace_dir, device, ports, lst.address, authkey, checksums, ring))
             child.start()
             d = DecodeWorker(wl, bugs, rd, device, listen_port=ports["decode"], checksums=checksums)
             with lst.accept() as conn:

@@ -29,6 +29,18 @@ class Corruption:
     page: int
     slot: int
     holds: str                # whose bytes it holds, in words
+    category: str = ""        # CATEGORIES: same request wrong layer/page, another request's, ...
+
+
+#: what a corrupted page holds instead: the first two are the same request misaddressed
+#: (a layout bug: deterministic, present at any load); the third is another request's
+#: bytes (a lifetime or addressing bug that crosses requests: grows with concurrency).
+SAME_WRONG_LAYER = "the same request's bytes of another layer or pool"
+SAME_WRONG_PAGE = "the same request's bytes of another page"
+OTHER_REQUEST = "another request's bytes"
+NEVER_WRITTEN = "never written (poison)"
+GARBAGE = "garbage"
+CATEGORIES = (SAME_WRONG_LAYER, SAME_WRONG_PAGE, OTHER_REQUEST, NEVER_WRITTEN, GARBAGE)
 
 
 class Verifier:
@@ -68,40 +80,34 @@ class Verifier:
         bad = np.nonzero(np.any((rows != expect) & mask, axis=1))[0]
         for i in bad:
             u = int(used[i])
-            self.corrupted.append(Corruption(key, pool, layer, int(pages[i]), int(slots[i]),
-                                             self._holds(rows[i, :u], writers[i], pool, layer, int(pages[i]))))
+            holds, cat = self._holds(rows[i, :u], writers[i], pool, layer, int(pages[i]))
+            self.corrupted.append(Corruption(key, pool, layer, int(pages[i]), int(slots[i]), holds, cat))
         if len(bad):
             self._bad_requests.add(key)
         return len(bad)
 
-    def _holds(self, b: np.ndarray, writer: str, pool: str, layer: int, page: int) -> str:
+    def _holds(self, b: np.ndarray, writer: str, pool: str, layer: int, page: int) -> tuple[str, str]:
+        """Whose bytes a bad page holds, in words, and its category (CATEGORIES)."""
         pv = decode(b)
         if pv.kind == "poison":
-            return "poison (never written)"
+            return "poison (never written)", NEVER_WRITTEN
         if pv.kind != "data":
-            return "garbage"
+            return "garbage", GARBAGE
         who = self._tags.get(pv.request_tag, f"tag {pv.request_tag:#x}")
-        where = f"{self._pools.get(pv.pool_tag, '?')} layer {pv.layer} page {pv.page}"
+        src_pool = self._pools.get(pv.pool_tag, "?")
+        where = f"{src_pool} layer {pv.layer} page {pv.page}"
         mixed = "" if pv.agree >= 0.999 else f" (mixed, {pv.agree:.0%})"
         if who == writer:
-            return f"its own {where}{mixed}"
-        return f"request {who}'s {where}{mixed}"
+            cat = SAME_WRONG_LAYER if (src_pool, pv.layer) != (pool, layer) else SAME_WRONG_PAGE
+            return f"its own {where}{mixed}", cat
+        return f"request {who}'s {where}{mixed}", OTHER_REQUEST
 
     def summary(self) -> dict:
         """Counts and attribution, JSON-friendly."""
         by_pool = collections.Counter(c.pool for c in self.corrupted)
-        kinds = collections.Counter(_category(c.holds) for c in self.corrupted)
+        kinds = collections.Counter(c.category for c in self.corrupted)
         return {"pages_read": self.pages_read, "requests_read": self.requests_read,
                 "corrupted_pages": len(self.corrupted), "corrupted_requests": len(self._bad_requests),
                 "corrupted_by_pool": dict(by_pool), "attribution": dict(kinds),
+                "other_request_pages": kinds.get(OTHER_REQUEST, 0),
                 "examples": [dataclasses.asdict(c) for c in self.corrupted[:8]]}
-
-
-def _category(holds: str) -> str:
-    if holds.startswith("poison"):
-        return "never written (poison)"
-    if holds.startswith("its own"):
-        return "own bytes of another layer/page"
-    if holds.startswith("request"):
-        return "another request's bytes"
-    return "garbage"

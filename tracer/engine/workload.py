@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import WorkloadError
 
 #: the injectable bugs (off by default); see engine/__init__.py
-BUGS = ("uniform-slot-count", "early-src-free", "abort-free-inflight", "notify-first-handle")
+BUGS = ("uniform-slot-count", "early-src-free", "abort-free-inflight", "notify-first-handle", "free-on-received")
 
 
 @dataclasses.dataclass
@@ -95,8 +95,8 @@ def load(spec: str, *, concurrency: int | None = None, index_k: str | None = Non
         raise WorkloadError(f"workload {spec}: index_k must be fp8 or bf16, got {wl.index_k!r}")
     if wl.concurrency < 1 or wl.requests < 1:
         raise WorkloadError(f"workload {spec}: concurrency and requests must be >= 1")
-    if wl.geometry["index_k_sizing"] not in ("tokens", "bytes"):
-        raise WorkloadError(f"workload {spec}: geometry.index_k_sizing must be tokens or bytes")
+    if wl.geometry["index_k_sizing"] not in ("tokens", "bytes", "fp8-bytes"):
+        raise WorkloadError(f"workload {spec}: geometry.index_k_sizing must be tokens, bytes or fp8-bytes")
     return wl
 
 

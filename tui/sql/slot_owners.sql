@@ -1,10 +1,9 @@
--- slot_owners: who holds each slot of one (agent, pool) at one moment of the timeline
--- (every alloc/free with ord <= the cursor, counted by reference).
+-- slot_owners: who holds each slot of one (agent, pool) at one moment of the timeline:
+-- the model's holdings whose alloc happened at or before the cursor and whose free did not.
 -- Parameters: agent, pool, ord
--- Columns: slot, request, refs (references held), shared
-SELECT slot, request, sum(delta)::BIGINT AS refs, bool_or(shared) AS shared
-FROM read_parquet('{slots}')
-WHERE agent = ?1 AND pool = ?2 AND ord <= ?3
+-- Columns: slot, request, refs (holdings the request has of the slot), shared
+SELECT slot, request, count(*)::BIGINT AS refs, bool_or(shared) AS shared
+FROM slot_history
+WHERE agent = ?1 AND pool = ?2 AND alloc_ord <= ?3 AND (free_ord IS NULL OR free_ord > ?3)
 GROUP BY slot, request
-HAVING sum(delta) > 0
 ORDER BY slot, request

@@ -12,7 +12,8 @@ def _kvtrace_start():
         from kvtrace.tracer.autotrace import install
         install()
     except Exception as e:  # e.g. an interpreter without kvtrace: run untraced, say so once
-        print(f"kvtrace: this process is not traced ({type(e).__name__}: {e})", file=sys.stderr)
+        print(f"kvtrace: this process ({sys.executable}) is not traced: it cannot load kvtrace's tracer "
+              f"({type(e).__name__}: {e}); run it with the Python kvtrace is installed in", file=sys.stderr)
     import importlib.machinery
     import importlib.util
     others = [p for p in sys.path if os.path.abspath(p or ".") != here]

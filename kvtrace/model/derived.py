@@ -1,0 +1,38 @@
+"""A derived object's declaration (name, what it requires, how it is built) and the
+registration of Python builders; registry.py collects these with the SQL files."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+
+class RegistryError(Exception):
+    """The derived objects' declarations are inconsistent (a programming error, not bad input)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """One derived object: its name, what it reads, and how it is built."""
+
+    name: str
+    requires: tuple[str, ...]
+    sql: str | None = None                      #: the file's text (SQL objects)
+    build: Callable | None = None               #: build(model) (Python objects)
+    #: built only when asked for by name (and so is whatever requires it), never by a
+    #: plain derive(): e.g. the timeline, which only a viewer needs
+    on_demand: bool = False
+
+
+#: the Python-built objects by name (builders.py registers them)
+PY_BUILDERS: dict[str, Derived] = {}
+
+
+def builder(name: str, requires: tuple[str, ...] = (), on_demand: bool = False):
+    """Register ``fn(model)`` as the builder of derived object ``name``; it must create
+    ``name`` in the model's database (a table or a registered Arrow table)."""
+    def deco(fn):
+        if name in PY_BUILDERS:
+            raise RegistryError(f"derived object {name!r} registered twice")
+        PY_BUILDERS[name] = Derived(name, tuple(requires), build=fn, on_demand=on_demand)
+        return fn
+    return deco

@@ -1,0 +1,69 @@
+-- desc_match: every descriptor with both ends side by side, and whether it copies the same
+-- (pool, layer, page) of its request from source to destination — the one rule of
+-- descriptor correctness, read by the layer_offset_mismatch check and the TUI inspector.
+-- The rule applies (checked) when both ends fall in a layout and one side's pool is
+-- allocator-managed. Then the ends must agree on pool, layer and K/V part, the request
+-- must hold both slots at the post (pages from end_hold), and the bytes must be the same
+-- tokens: with the same bytes per token on both sides (same geometry, or pages of other
+-- sizes) the same token position page * slot_bytes + offset; with heads split differently
+-- (heterogeneous TP: where a rank's share sits in the slot is the engine's choice)
+-- overlapping token ranges of the two pages. A descriptor that agrees but whose
+-- destination bytes another descriptor of the same transfer also covers is a duplicate.
+-- requires: end_hold, lay
+-- Columns:
+--   shard VARCHAR, xfer BIGINT, pos INTEGER, request VARCHAR, post_seq BIGINT, nbytes UBIGINT
+--   s_agent, s_addr, s_pool, s_layer, s_part, s_slot, s_off, s_slot_bytes, s_page, s_managed, s_dlist, s_idx
+--   d_agent, d_addr, d_pool, d_layer, d_part, d_slot, d_off, d_slot_bytes, d_page, d_managed, d_dlist, d_idx
+--                       -- the source / destination end, as end_hold resolves it
+--   checked BOOLEAN     -- the rule applies (see above)
+--   ok BOOLEAN          -- checked and both ends are the same (pool, layer, part, tokens)
+--   dup BOOLEAN         -- ok, but its destination bytes are covered twice within the transfer
+--   problem VARCHAR     -- why the descriptor is wrong (null: it is not, or the rule does not apply)
+CREATE OR REPLACE TABLE desc_match AS
+WITH pt AS (SELECT agent, pool, coalesce(any_value(page_tokens), 1) AS pt FROM lay GROUP BY ALL),
+b AS (
+    SELECT t.shard, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
+           s.agent AS s_agent, s.addr AS s_addr, s.pool AS s_pool, s.layer AS s_layer, s.part AS s_part,
+           s.slot AS s_slot, s.off AS s_off, s.slot_bytes AS s_slot_bytes, s.page AS s_page,
+           s.managed AS s_managed, s.dlist AS s_dlist, s.idx AS s_idx,
+           t.agent AS d_agent, t.addr AS d_addr, t.pool AS d_pool, t.layer AS d_layer, t.part AS d_part,
+           t.slot AS d_slot, t.off AS d_off, t.slot_bytes AS d_slot_bytes, t.page AS d_page,
+           t.managed AS d_managed, t.dlist AS d_dlist, t.idx AS d_idx,
+           -- a page that cannot be known (its holding unordered with the post, past a cut, or
+           -- of a transfer with no request) proves nothing, unless the other end is proven
+           -- outside the request's pages
+           coalesce(t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed)
+                    AND (NOT (t.h_unknown OR s.h_unknown)
+                         OR (s.managed AND s.page IS NULL AND NOT s.h_unknown)
+                         OR (t.managed AND t.page IS NULL AND NOT t.h_unknown)), false) AS checked,
+           s.slot_bytes * tp.pt = t.slot_bytes * sp.pt AS same_geometry,
+           coalesce(s.pool = t.pool AND s.layer = t.layer AND s.part IS NOT DISTINCT FROM t.part AND
+               CASE WHEN s.slot_bytes * tp.pt = t.slot_bytes * sp.pt
+                    THEN s.page * s.slot_bytes + s.off = t.page * t.slot_bytes + t.off
+                    ELSE s.page * sp.pt < (t.page + 1) * tp.pt AND t.page * tp.pt < (s.page + 1) * sp.pt END,
+               false) AS same
+    FROM end_hold t JOIN end_hold s ON s.shard = t.shard AND s.xfer = t.xfer AND s.pos = t.pos AND s.side = 'src'
+    LEFT JOIN pt sp ON sp.agent = s.agent AND sp.pool = s.pool
+    LEFT JOIN pt tp ON tp.agent = t.agent AND tp.pool = t.pool
+    WHERE t.side = 'dst'
+), dup AS (  -- destination bytes covered twice by one transfer (among the agreeing descriptors)
+    SELECT shard, xfer, pos FROM (
+        SELECT shard, xfer, pos, d_addr, nbytes,
+               max(d_addr + nbytes) OVER (PARTITION BY shard, xfer, d_agent ORDER BY d_addr, pos
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
+               lead(d_addr) OVER (PARTITION BY shard, xfer, d_agent ORDER BY d_addr, pos) AS next_start
+        FROM b WHERE checked AND same)
+    WHERE d_addr < prev_end OR next_start < d_addr + nbytes
+)
+SELECT b.* EXCLUDE (same, same_geometry), checked AND same AS ok, dup.pos IS NOT NULL AS dup,
+       CASE WHEN NOT checked THEN NULL
+            WHEN s_pool <> d_pool THEN 'pools differ'
+            WHEN s_layer <> d_layer THEN 'layers differ'
+            WHEN s_part IS DISTINCT FROM d_part THEN 'K/V parts differ'
+            WHEN s_page IS NULL THEN 'source slot not held by the request'
+            WHEN d_page IS NULL THEN 'destination slot not held by the request'
+            WHEN NOT same AND same_geometry THEN format('token positions differ (p{}+{} → p{}+{})', s_page, s_off, d_page, d_off)
+            WHEN NOT same THEN format('pages hold different tokens (p{} → p{})', s_page, d_page)
+            WHEN dup.pos IS NOT NULL THEN 'destination bytes covered twice by this transfer'
+       END AS problem
+FROM b LEFT JOIN dup USING (shard, xfer, pos);

@@ -1,0 +1,154 @@
+"""TraceModel: one trace (all shards) opened read-only in embedded DuckDB, with the
+derived facts every reader shares.
+
+    m = TraceModel("run.kvtrace")
+    m.derive(["sync_pairs"])              # build what you read (and what it requires)
+    m.ask("cross_pairs")                  # a named query of queries/*.sql -> pyarrow.Table
+    m.query("select kind, count(*) from events group by 1")
+    m.capabilities()                      # which facts the trace records
+
+Base views ``events``, ``descs``, ``dlists``, ``layouts`` (each with a leading ``shard``
+column) read the Parquet index under ``_index/`` (index.py). Derived objects (pairs,
+clocks, transfers, descriptor ends, holdings ...) are one ``sql/<name>.sql`` each or a
+Python builder (builders.py), built on demand in the order their ``requires`` give, so
+opening stays cheap. They are plain tables, so every cursor of the model sees them.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pyarrow as pa
+
+from ..tracer.reader import Trace
+from .index import ensure_index
+from .registry import build_order, registry
+from .sqltext import query_sql
+
+#: capability → whether a check that needs it can run (see capabilities())
+CAPABILITY_NAMES = ("descs", "layouts", "slots", "writes", "reads", "checksums", "closed")
+
+
+class TraceModel:
+    """A read-only DuckDB model of a trace directory.
+
+    Args:
+        path: the trace directory (or an already opened kvtrace.tracer.reader.Trace).
+        threads: DuckDB worker threads (None: DuckDB's default).
+        memory_limit: DuckDB memory cap (env KVTRACE_DUCKDB_MEMORY overrides); past it
+            derived tables spill to a temp folder.
+    Raises:
+        kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
+    """
+
+    def __init__(self, path: str, threads: int | None = None, memory_limit: str = "4GB"):
+        import duckdb  # ~0.1 s import; only models need it
+
+        self.trace, self.index_dir = ensure_index(path if isinstance(path, Trace) else os.fspath(path))
+        self.path = self.trace.path
+        self.notes: list[str] = list(self.trace.notes)
+        config = {
+            # derived tables are sets; keeping scan order only costs time
+            "preserve_insertion_order": False,
+            # bounded memory: DuckDB spills to disk past this instead of taking the machine
+            "memory_limit": os.environ.get("KVTRACE_DUCKDB_MEMORY", memory_limit),
+            "temp_directory": os.path.join(tempfile.gettempdir(), f"kvtrace-duckdb-{os.getpid()}"),
+        }
+        if threads:
+            config["threads"] = int(threads)
+        self.con = duckdb.connect(":memory:", config=config)
+        from ..tracer.schema import TABLES
+        for t in TABLES:
+            self.con.read_parquet(os.path.join(self.index_dir, t + ".parquet")).create_view(t)
+        self.shards: list[str] = [s.name for s in self.trace.shards]
+        self.clocks = None   #: hb.Clocks once "clocks" is built
+        self._built: set[str] = set()
+        self._caps: dict[str, bool] | None = None
+        # a partial trace is analysed up to its consistent cut (cut.py); unknowns say what lies beyond
+        from .cut import apply as apply_cut
+        self.cuts, self.unknowns = apply_cut(self)
+        self.notes += [u.note() for u in self.unknowns]
+
+    # ------------------------------------------------------------------ queries
+    def query(self, sql: str, params: list | None = None) -> pa.Table:
+        """Run SQL and return the result as an Arrow table (an empty one for statements)."""
+        if params:
+            return self.con.execute(sql, params).to_arrow_table()
+        rel = self.con.sql(sql)
+        return rel.to_arrow_table() if rel is not None else pa.table({})
+
+    def execute(self, sql: str, params: list | None = None):
+        """Run SQL and return the DuckDB cursor (for row-by-row or scalar use)."""
+        return self.con.execute(sql, params or [])
+
+    def ask(self, name: str, params: list | None = None, cursor=None) -> pa.Table:
+        """Run the named query ``queries/<name>.sql`` (parameters bind its ``?``s)."""
+        con = cursor if cursor is not None else self.con
+        return con.sql(query_sql(name), params=params or None).to_arrow_table()
+
+    def cursor(self):
+        """A new DuckDB cursor over the same database (one per thread)."""
+        return self.con.cursor()
+
+    # ------------------------------------------------------------------ derived objects
+    def derive(self, names: list[str] | tuple[str, ...] | None = None) -> None:
+        """Build the derived objects ``names`` (default: all) and what they require. Idempotent."""
+        objs = registry()
+        for name in build_order(objs, names):
+            if name in self._built:
+                continue
+            d = objs[name]
+            if d.build is not None:
+                d.build(self)
+            else:
+                self.con.execute(d.sql)
+            self._built.add(name)
+
+    def table(self, name: str) -> pa.Table:
+        """A derived object's rows as an Arrow table (built first if needed)."""
+        self.derive([name])
+        return self.con.table(name).to_arrow_table()
+
+    # ------------------------------------------------------------------ timeline
+    def timeline_ready(self) -> bool:
+        """Whether the timeline (order.py) is already written for this trace (opening it
+        is then quick; the first build takes ~30 s at 10M events)."""
+        from . import order
+        return order.is_current(self.index_dir)
+
+    def timeline_file(self) -> str:
+        """The timeline's Parquet file (sorted by ``ord``; one row group per 8,192 events),
+        built first if needed, for readers that page it by row group; SQL reads the
+        ``timeline`` view."""
+        from . import order
+        self.derive(["timeline"])
+        return order.ensure(self)
+
+    def release_streams(self) -> None:
+        """Drop the references to the raw Arrow streams once the index exists.
+
+        Opening maps every stream file; at 10M events ~280 MB of those pages stay
+        resident. Everything here reads the Parquet index through DuckDB, so the tables
+        can go (the manifest, shard info and notes stay)."""
+        for shard in getattr(self.trace, "shards", []):
+            for st in shard.streams.values():
+                st.table = st.table.schema.empty_table()
+
+    # ------------------------------------------------------------------ capabilities
+    def capabilities(self) -> dict[str, bool]:
+        """What the trace's raw facts allow: descriptors, layouts, slot events (alloc/free),
+        writes, reads, checksums, and whether every shard closed cleanly."""
+        if self._caps is None:
+            row = self.ask("capabilities").to_pylist()[0]
+            row["closed"] = not any(("missing" in n or "not closed" in n or "truncated" in n) for n in self.notes)
+            self._caps = {k: bool(row[k]) for k in CAPABILITY_NAMES}
+        return self._caps
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "TraceModel":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

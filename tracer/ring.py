@@ -1,0 +1,197 @@
+"""Flight recorder: record into a bounded in-memory ring, write the window out on a trigger.
+
+``kvtrace record --ring 30s|256MB`` (and ``RingRecorder`` from Python) keeps each
+process's events, descriptors and prepared lists in memory (``ring_store.RingStore``)
+instead of writing them. A *session directory* ``S`` (the ``-o`` path) holds only the
+control files under ``S/_ring/``; each trigger ``n`` makes every recorder of the session
+write its window into the trace ``S.dump<n>`` (``s.kvtrace`` -> ``s.dump1.kvtrace``), a
+complete trace in the normal format whose shards' ``shard.json`` carry a ``ring`` field
+(see docs/ring.md).
+
+Triggers (any of them reaches every process of the session, through
+``S/_ring/triggers.jsonl``, which every recorder polls at each flush):
+    * :func:`trigger` ``(reason)`` — the public hook for engine integrations, e.g. on a KV
+      checksum mismatch; a no-op when this process records no ring;
+    * SIGUSR1 to a recording process (``kvtrace dump PID``);
+    * ``kvtrace dump S`` (appends to the trigger file);
+    * a NIXL error state seen by the tap (``xfer_error``), at most once per ``min_gap_s``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+import weakref
+
+from . import ring_dump
+from .recorder import Recorder
+from .ring_store import RingStore
+
+ENV_RING = "KVTRACE_RING"
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+_SECONDS = {"ms": 1e-3, "s": 1, "sec": 1, "min": 60, "h": 3600}
+
+_recorders: "weakref.WeakSet[RingRecorder]" = weakref.WeakSet()
+_signal_pending = False
+_signal_lock = threading.Lock()     # one recorder turns a signal into one trigger
+
+
+def parse_ring(spec: str) -> tuple[int | None, float | None]:
+    """``"256MB"`` -> (bytes, None); ``"30s"``/``"2min"`` -> (None, seconds). ValueError if neither."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(spec))
+    if not m:
+        raise ValueError(f"--ring {spec}: expected a size (256MB) or a duration (30s)")
+    value, unit = float(m.group(1)), m.group(2).lower()
+    if unit == "m":
+        raise ValueError(f"--ring {spec}: say {m.group(1)}min (minutes) or {m.group(1)}MB (megabytes)")
+    if unit in _SECONDS:
+        seconds = value * _SECONDS[unit]
+        if seconds <= 0:
+            raise ValueError(f"--ring {spec}: the duration must be positive")
+        return None, seconds
+    if unit in _UNITS:
+        n = int(value * _UNITS[unit])
+        if n < 1 << 16:
+            raise ValueError(f"--ring {spec}: a ring smaller than 64KB cannot hold one flush")
+        return n, None
+    raise ValueError(f"--ring {spec}: unknown unit {m.group(2)!r} (sizes: KB, MB, GB; durations: ms, s, min, h)")
+
+
+class RingRecorder(Recorder):
+    """A Recorder that keeps the last SIZE bytes or DURATION of its shard in memory and
+    writes them as a trace when the session is triggered.
+
+    Args:
+        session_dir: the session directory (``-o``); dumps go beside it.
+        shard: shard name, unique within the session.
+        ring: ``"256MB"`` or ``"30s"`` (see :func:`parse_ring`).
+        slack_s: how long facts of a finished request stay beyond the window (ring_store);
+            default 5 s, or a quarter of a shorter duration (at least 1 s).
+        min_gap_s: automatic (NIXL error) triggers closer than this to the last one are ignored.
+        signals: install a SIGUSR1 handler (main thread, default handler only).
+    """
+
+    def __init__(self, session_dir: str, shard: str = "main", *, ring: str = "30s", slack_s: float | None = None,
+                 min_gap_s: float = 10.0, signals: bool = True, manifest_extra: dict | None = None, **kw):
+        max_bytes, seconds = parse_ring(ring)
+        self.session_dir = os.fspath(session_dir)
+        self.ring_spec = str(ring)
+        if slack_s is None:  # long enough for the shards' clocks and ends of a request to meet
+            slack_s = 5.0 if seconds is None else min(5.0, max(1.0, seconds / 4))
+        self.store = RingStore(max_bytes, None if seconds is None else int(seconds * 1e9), int(slack_s * 1e9))
+        self.store.on_error = self._on_xfer_error
+        self.min_gap_s = min_gap_s
+        self.dumps: list[str] = []
+        self._triggers = ring_dump.TriggerLog(self.session_dir)
+        self._triggers.skip_existing()            # a window is dumped for triggers after we started
+        self._auto_reason: str | None = None
+        self._live_cache: dict = {}               # other shard -> (mtime, its live.json)
+        self.remote_from_unix: float | None = None  # the latest start of the other shards' rings
+        # the Recorder writes only empty streams and shard.json under _ring/: that is the
+        # session's registry of live recorders (pid, closed), read by `kvtrace dump S`
+        super().__init__(ring_dump.staging_dir(self.session_dir), shard,
+                         manifest_extra={"ring": self.ring_spec, **(manifest_extra or {})}, **kw)
+        _recorders.add(self)
+        if signals:
+            _install_sigusr1()
+
+    def _write(self, name, batch) -> None:  # the Recorder's one sink: batches go to the ring
+        if batch is not None:
+            self.store.add(name, batch)
+
+    def flush(self) -> None:
+        """Move buffered rows into the ring, evict, and dump if the session was triggered."""
+        global _signal_pending
+        super().flush()
+        with self._io_lock:
+            now = time.monotonic_ns()
+            self._exchange_live(now)
+            self.store.evict(now)
+            with _signal_lock:
+                got_signal, _signal_pending = _signal_pending, False
+            if got_signal:
+                self._triggers.append("signal SIGUSR1", self.shard, self.session_dir)
+            if self._auto_reason is not None:
+                reason, self._auto_reason = self._auto_reason, None
+                self._triggers.append(reason, self.shard, self.session_dir, min_gap_s=self.min_gap_s)
+            for trig in self._triggers.poll():
+                self.dumps.append(ring_dump.dump(self, trig))
+
+    def _exchange_live(self, now: int) -> None:
+        """Publish this shard's live requests; take the other shards' (see ring_store)."""
+        try:
+            unix = time.time()
+            live, last = self.store.live_requests()
+            to_unix = {o: unix - (now - t) / 1e9 for o, t in last.items()}
+            ring_dump.publish_live(self.session_dir, self.shard, live, to_unix, self.from_unix)
+            remote, r_last, self.remote_from_unix = ring_dump.read_live(self.session_dir, self.shard, self._live_cache)
+            self.store.set_remote(remote, {o: now - int((unix - t) * 1e9) for o, t in r_last.items()}, now)
+        except OSError:  # a full disk or a removed session: the local rules still hold
+            pass
+
+    @property
+    def from_unix(self) -> float | None:
+        """Wall-clock time of the ring's oldest chunk (None: empty)."""
+        f = self.store.from_ns
+        return None if f is None else time.time() - (time.monotonic_ns() - f) / 1e9
+
+    def _on_xfer_error(self, row: dict) -> None:
+        self._auto_reason = f"NIXL error state on transfer {row['xfer']} of {row['agent']}"
+
+    def trigger(self, reason: str) -> None:
+        """Ask every recorder of this session to dump its window (this one at its next flush)."""
+        self._triggers.append(reason, self.shard, self.session_dir)
+        self._wake.set()
+
+    def dump_now(self, reason: str = "dump") -> str:
+        """Trigger and flush here; returns this shard's dump directory."""
+        self.trigger(reason)
+        self.flush()
+        return self.dumps[-1]
+
+
+def trigger(reason: str) -> list[str]:
+    """Dump the window of every ring recording in this process's sessions (all their
+    processes); returns the session directories triggered ([] when no ring is recording).
+
+    The hook for engine integrations: call it where the engine learns that KV data went
+    wrong (a checksum or digest mismatch, a transfer error, a timeout). Cheap and
+    thread-safe; the dump itself happens in the recorders' flush threads."""
+    done: list[str] = []
+    for rec in list(_recorders):
+        if rec.closed:
+            continue
+        if rec.session_dir not in done:
+            rec.trigger(reason)
+            done.append(rec.session_dir)
+        else:
+            rec._wake.set()
+    return done
+
+
+def _on_sigusr1(signum, frame) -> None:
+    # only a flag: the flush threads (polling every flush interval) do the file work, so the
+    # handler never takes a lock the interrupted thread may hold
+    global _signal_pending
+    _signal_pending = True
+
+
+def _install_sigusr1() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGUSR1) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGUSR1, _on_sigusr1)
+    except (ValueError, OSError):  # not the main interpreter thread, or no signals here
+        pass
+
+
+def open_recorder(trace_dir: str, shard: str, ring: str | None = None, **kw) -> Recorder:
+    """A RingRecorder when ``ring`` (or $KVTRACE_RING) is set, else a plain Recorder."""
+    ring = ring or os.environ.get(ENV_RING) or None
+    if ring:
+        return RingRecorder(trace_dir, shard, ring=ring, **kw)
+    return Recorder(trace_dir, shard, **kw)

@@ -1,0 +1,359 @@
+"""The flight recorder's memory: a bounded ring of flushed batches, plus what outlives it.
+
+A :class:`RingStore` receives every record batch a Recorder would have written (descs,
+dlists and layouts before the events that reference them). The batches of one flush form
+a *chunk*; chunks leave oldest first once the ring is over its byte size or older than
+its duration.
+
+Eviction must not leave a dumped window whose events point at facts that are gone, or
+``check`` would report false hazards at the window's start. So some facts are *pinned*
+(kept outside the ring's eviction):
+
+* layouts and prepared descriptor lists, always (small, referenced by index);
+* every event of an *owner* that is still live. An owner is a request, or, for NIXL
+  facts recorded without one, the transfer (its post, descriptors and completion) or the
+  registered region (register/deregister). An owner is live while
+    - it is between ``req_start`` and ``req_done``/``req_abort`` on this shard;
+    - it belongs to a generation of a slot this shard manages that is still held (it
+      allocated or shared the slot since the slot last came from free): its alloc, writes
+      and transfers say what the slot holds -- a prefix page shared by later turns keeps
+      the turn that filled it. A generation's members are released together when its
+      last holder frees the slot;
+    - it posted a transfer not yet completed;
+    - it is registered memory not yet deregistered;
+* and an owner stays ``slack_ns`` past the moment it stopped being live, so that two
+  shards evicting on their own keep both ends of what they share;
+* and a request another shard of the session keeps live (each shard publishes its live
+  requests beside its registration, ``ring.py``): a request is dumped with both its ends
+  or with neither.
+
+Owners are kept whole: every event of a request or none of them, never half a request.
+What pinning cannot keep (pinned facts over half the ring's size) is dropped and the
+loss is reported by :meth:`RingStore.window` (``state_complete: false``).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+
+import pyarrow as pa
+
+from .schema import EventKind as K
+
+_XFER_KINDS = frozenset({K.XFER_POST.value, K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
+_REG_KINDS = frozenset({K.REGISTER.value, K.DEREGISTER.value})
+_COLS = ("seq", "t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "addr", "detail")
+
+
+@dataclasses.dataclass
+class _Chunk:
+    """The batches of one flush: descriptors first, then the events referencing them."""
+    descs: list
+    events: pa.RecordBatch | None
+    owners: list          # per event row: its owner key (None: not pinnable)
+    desc_owners: list     # per descs batch: per-row owner keys
+    t_first: int
+    t_last: int
+    nbytes: int
+
+
+class RingStore:
+    """Bounded in-memory store of one shard's flushed batches.
+
+    Args:
+        max_bytes: keep at most this many bytes of batches (None: no size bound).
+        window_ns: keep chunks whose last event is at most this old (None: no time bound).
+        slack_ns: how long an owner stays pinned after it stopped being live.
+    """
+
+    def __init__(self, max_bytes: int | None = None, window_ns: int | None = None,
+                 slack_ns: int = 5_000_000_000):
+        if max_bytes is None and window_ns is None:
+            raise ValueError("a ring needs a size or a duration")
+        self.max_bytes, self.window_ns, self.slack_ns = max_bytes, window_ns, slack_ns
+        self.chunks: collections.deque[_Chunk] = collections.deque()
+        self._descs: list = []              # descs batches of the flush in progress
+        self._carried: list = []            # descs batches already carried over once
+        self.dlists: list = []
+        self.layouts: list = []
+        self.pinned: list = []              # (events batch, owners)
+        self.pinned_descs: list = []        # (descs batch, owners)
+        self.evicted_events = 0
+        self.state_complete = True
+        self.on_error = None                # called with the row of an xfer_error (auto trigger)
+        # liveness bookkeeping (see module docstring); sized by live slots/requests, not history
+        self._open: set = set()             # requests between start and done/abort
+        self._refs: collections.Counter = collections.Counter()
+        self._last_t: dict = {}             # owner -> last event time, or when it stopped being live
+        self._holders: dict = {}            # (agent, pool, slot) -> Counter(owner -> references)
+        self._gen: dict = {}                # (agent, pool, slot) -> owners of its latest generation
+        self._inflight: dict = {}           # xfer -> owner
+        self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
+        self._remote: frozenset = frozenset()  # requests other shards of the session hold live
+
+    # ------------------------------------------------------------ sizes
+    def _pinned_bytes(self) -> int:
+        return (sum(b.nbytes for b, _ in self.pinned) + sum(b.nbytes for b, _ in self.pinned_descs)
+                + sum(b.nbytes for b in self.dlists) + sum(b.nbytes for b in self.layouts))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: ring chunks, pinned facts and the flush in progress."""
+        return sum(c.nbytes for c in self.chunks) + self._pinned_bytes() + sum(b.nbytes for b in self._descs)
+
+    # ------------------------------------------------------------ ingest
+    def add(self, name: str, batch: pa.RecordBatch) -> None:
+        """Take one batch as the Recorder flushes it (events close the current chunk)."""
+        if name == "dlists":
+            self.dlists.append(batch)
+        elif name == "layouts":
+            self.layouts.append(batch)
+        elif name == "descs":
+            self._descs.append(batch)
+        elif name == "events":
+            self._close_chunk(batch)
+
+    def _close_chunk(self, events: pa.RecordBatch) -> None:
+        owners = self._ingest_events(events)        # registers transfer owners before their descs
+        # a posting's descriptors can be flushed one flush before its xfer_post: those wait
+        # (once) for the chunk that names their owner
+        waiting, descs, self._descs = self._descs, [], []
+        carried = {id(b) for b in self._carried}
+        for b in waiting:
+            if id(b) in carried or all(x in self._xfer_owner for x in b.column("xfer").to_pylist()):
+                descs.append(b)
+            else:
+                self._descs.append(b)
+        self._carried = list(self._descs)
+        desc_owners = [self._ingest_descs(b) for b in descs]
+        t = events.column("t_ns")
+        t_first, t_last = (t[0].as_py(), t[-1].as_py()) if len(t) else (0, 0)
+        nbytes = events.nbytes + sum(b.nbytes for b in descs)
+        self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes))
+
+    def _ref(self, owner) -> None:
+        self._refs[owner] += 1
+
+    def _unref(self, owner, t: int) -> None:
+        n = self._refs[owner] - 1
+        if n <= 0:
+            del self._refs[owner]
+        else:
+            self._refs[owner] = n
+        if t > self._last_t.get(owner, -1):
+            self._last_t[owner] = t
+
+    def _ingest_events(self, batch: pa.RecordBatch) -> list:
+        cols = [batch.column(c).to_pylist() for c in _COLS]
+        owners = []
+        for seq, t, agent, kind, req, pool, slots, xfer, addr, detail in zip(*cols):
+            if req is not None:
+                owner = req
+            elif kind in _XFER_KINDS and xfer is not None:
+                owner = ("xfer", xfer)
+            elif kind in _REG_KINDS:
+                owner = ("region", agent, addr)
+            else:
+                owner = None
+            owners.append(owner)
+            if owner is None:
+                continue
+            if t > self._last_t.get(owner, -1):
+                self._last_t[owner] = t
+            if kind == "alloc" and slots:
+                self._alloc(agent, pool, slots, owner, t, _shared(detail))
+            elif kind == "free" and slots:
+                self._free(agent, pool, slots, owner, t)
+            elif kind == "xfer_post":
+                if xfer in self._inflight:           # a re-post before completion: one reference
+                    self._unref(self._inflight.pop(xfer), t)
+                self._inflight[xfer] = owner
+                self._xfer_owner[xfer] = owner
+                self._ref(owner)
+            elif kind in ("xfer_done", "xfer_error", "xfer_release"):
+                if xfer in self._inflight:
+                    self._unref(self._inflight.pop(xfer), t)
+                if kind == "xfer_error" and self.on_error is not None:
+                    self.on_error({"seq": seq, "agent": agent, "request": req, "xfer": xfer})
+            elif kind == "req_start":
+                self._open.add(owner)
+            elif kind in ("req_done", "req_abort"):
+                self._open.discard(owner)
+            elif kind == "register":
+                self._ref(owner)
+            elif kind == "deregister" and self._refs.get(owner):
+                self._unref(owner, t)
+        return owners
+
+    def _alloc(self, agent, pool, slots, owner, t, shared: bool) -> None:
+        for s in slots:
+            key = (agent, pool, s)
+            held = self._holders.get(key)
+            gen = self._gen.get(key)
+            if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
+                gen = self._gen[key] = set()
+            if owner not in gen:
+                gen.add(owner)
+                self._ref(owner)
+            if held is None:
+                held = self._holders[key] = collections.Counter()
+            held[owner] += 1
+
+    def _free(self, agent, pool, slots, owner, t) -> None:
+        for s in slots:
+            key = (agent, pool, s)
+            held = self._holders.get(key)
+            if held and held.get(owner):
+                held[owner] -= 1
+                if held[owner] <= 0:
+                    del held[owner]
+                if not held:                   # the generation ends: its members go together
+                    del self._holders[key]
+                    for m in self._gen.pop(key, ()):
+                        self._unref(m, t)
+
+    def _ingest_descs(self, batch: pa.RecordBatch) -> list:
+        return [self._xfer_owner.get(x, ("xfer", x)) for x in batch.column("xfer").to_pylist()]
+
+    # ------------------------------------------------------------ eviction
+    def _live(self, owner, cut: int) -> bool:
+        return owner is not None and (owner in self._refs or owner in self._open or owner in self._remote
+                                      or self._last_t.get(owner, -1) >= cut)
+
+    def live_requests(self) -> tuple[list[str], dict[str, int]]:
+        """What this shard publishes to the session's other shards: the requests it keeps
+        live now, and for the other requests it still holds, when they stopped being live."""
+        live = {o for o in self._refs if isinstance(o, str)} | {o for o in self._open if isinstance(o, str)}
+        last = {o: t for o, t in self._last_t.items() if isinstance(o, str) and o not in live}
+        return sorted(live), last
+
+    def set_remote(self, requests, last: dict[str, int], now_ns: int) -> None:
+        """The other shards' view (times in this shard's clock): a request live elsewhere
+        is kept here too, and one that stopped being live elsewhere is kept as long as the
+        latest shard to let it go keeps it, so a request is dumped with both its ends."""
+        new = frozenset(requests)
+        for o in self._remote - new:
+            if o in self._last_t and now_ns > self._last_t[o]:
+                self._last_t[o] = now_ns
+        for o, t in last.items():
+            if o in self._last_t and t > self._last_t[o]:
+                self._last_t[o] = t
+        self._remote = new
+
+    @property
+    def from_ns(self) -> int | None:
+        """When the ring's oldest chunk starts (None: empty)."""
+        return self.chunks[0].t_first if self.chunks else None
+
+    def _evict_cut(self, now_ns: int) -> int:
+        # twice the slack: a dump cuts at its window start minus one slack, so whatever
+        # eviction dropped on any shard is older than every shard's dump cut (see dump())
+        return (self.chunks[0].t_first if self.chunks else now_ns) - 2 * self.slack_ns
+
+    def evict(self, now_ns: int) -> None:
+        """Drop chunks past the ring's bounds, keeping the facts of live owners."""
+        evicted = False
+        while self.chunks:
+            old = self.chunks[0]
+            over_time = self.window_ns is not None and old.t_last < now_ns - self.window_ns
+            over_size = self.max_bytes is not None and len(self.chunks) > 1 and self.nbytes > self.max_bytes
+            if not (over_time or over_size):
+                break
+            self.chunks.popleft()
+            self._pin(old, self._evict_cut(now_ns))
+            evicted = True
+        if evicted:
+            self._refilter(self._evict_cut(now_ns))
+            if self.max_bytes is not None and self._pinned_bytes() > self.max_bytes // 2:
+                self.evicted_events += sum(b.num_rows for b, _ in self.pinned)
+                self.pinned, self.pinned_descs = [], []  # over budget: the window start is cut
+                self.state_complete = False
+
+    def _pin(self, chunk: _Chunk, cut: int) -> None:
+        if chunk.events is not None and chunk.events.num_rows:
+            keep = [self._live(o, cut) for o in chunk.owners]
+            self.evicted_events += keep.count(False)
+            if any(keep):
+                self.pinned.append((chunk.events.filter(pa.array(keep)), [o for o, k in zip(chunk.owners, keep) if k]))
+        for b, owners in zip(chunk.descs, chunk.desc_owners):
+            keep = [self._live(o, cut) for o in owners]
+            if any(keep):
+                self.pinned_descs.append((b.filter(pa.array(keep)), [o for o, k in zip(owners, keep) if k]))
+
+    def _refilter(self, cut: int) -> None:
+        for store in (self.pinned, self.pinned_descs):
+            out = []
+            for b, owners in store:
+                keep = [self._live(o, cut) for o in owners]
+                if all(keep):
+                    out.append((b, owners))
+                elif any(keep):
+                    out.append((b.filter(pa.array(keep)), [o for o, k in zip(owners, keep) if k]))
+                if store is self.pinned:
+                    self.evicted_events += keep.count(False)
+            store[:] = out
+        gone = {o for o, t in self._last_t.items()
+                if t < cut and o not in self._refs and o not in self._open and o not in self._remote}
+        for o in gone:                   # no row of theirs is left in the ring: forget them
+            del self._last_t[o]
+        for x in [x for x, o in self._xfer_owner.items() if o in gone]:
+            del self._xfer_owner[x]
+
+    # ------------------------------------------------------------ dump
+    def snapshot(self, start_ns: int) -> tuple[dict[str, list], dict]:
+        """The batches of a dump of the window starting at ``start_ns`` (per table, in stream
+        order: events by seq), and its description for shard.json.
+
+        Chunks older than the window are filtered as eviction would, with the cut at
+        ``start_ns - slack``: every shard of a session dumping the same window keeps a
+        request exactly when the others do. Nothing here changes the ring."""
+        cut = start_ns - self.slack_ns
+        events, descs, dropped = [], [], 0
+        for b, owners in self.pinned:
+            kept, n = _keep(b, owners, lambda o: self._live(o, cut))
+            events += kept
+            dropped += n
+        for b, owners in self.pinned_descs:
+            descs += _keep(b, owners, lambda o: self._live(o, cut))[0]
+        from_seq = None
+        for c in self.chunks:
+            if c.t_last < start_ns:
+                if c.events is not None:
+                    kept, n = _keep(c.events, c.owners, lambda o: self._live(o, cut))
+                    events += kept
+                    dropped += n
+                for b, owners in zip(c.descs, c.desc_owners):
+                    descs += _keep(b, owners, lambda o: self._live(o, cut))[0]
+                continue
+            if c.events is not None:
+                if from_seq is None and c.events.num_rows:
+                    from_seq = c.events.column("seq")[0].as_py()
+                events.append(c.events)
+            descs += c.descs
+        descs += self._descs
+        pinned = sum(b.num_rows for b in events) - sum(c.events.num_rows for c in self.chunks
+                                                        if c.events is not None and c.t_last >= start_ns)
+        window = {"from_seq": from_seq, "from_t_ns": start_ns, "pinned_events": pinned,
+                  "evicted_events": self.evicted_events + dropped, "state_complete": self.state_complete}
+        return {"events": events, "descs": descs, "dlists": list(self.dlists), "layouts": list(self.layouts)}, window
+
+
+def _keep(batch: pa.RecordBatch, owners: list, live) -> tuple[list, int]:
+    """([the rows of live owners] or [], how many rows were dropped)."""
+    keep = [live(o) for o in owners]
+    n = keep.count(False)
+    if not n:
+        return [batch], 0
+    if n == len(keep):
+        return [], n
+    return [batch.filter(pa.array(keep))], n
+
+
+def _shared(detail) -> bool:
+    if not detail or "shared" not in detail:
+        return False
+    try:
+        return bool(json.loads(detail).get("shared"))
+    except (ValueError, AttributeError):
+        return False

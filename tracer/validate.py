@@ -1,0 +1,188 @@
+"""Conformance of a trace directory to trace format v1 (docs/format.md).
+
+``validate(path)`` returns the problems (the trace breaks the contract) and the notes
+(what the contract allows but a reader reports: a listed shard missing, a shard not
+closed, a stream cut mid-batch). It checks the contract only -- names, types and
+invariants -- never whether the recorded program was correct; that is ``kvtrace check``.
+
+It reads the files itself, independently of the reader, so a reader that tolerated
+something the contract forbids would not hide it. The column names and types come from
+schema.py, the one place the format is defined in code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from .schema import (FORMAT_NAME, MANIFEST, NOT_NULL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
+                     SHARD_INFO, SLOT_KINDS, EventKind)
+
+_KINDS = frozenset(k.value for k in EventKind)
+_SLOT_KINDS = frozenset(k.value for k in SLOT_KINDS)
+
+
+@dataclasses.dataclass
+class Validation:
+    """What :func:`validate` found; each entry is one line naming where."""
+    trace: str
+    problems: list[str]
+    notes: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def same_type(got: pa.DataType, want: pa.DataType) -> bool:
+    """Dictionary-encoded and large variants count as the same logical type."""
+    if pa.types.is_dictionary(got):
+        got = got.value_type
+    got = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(got, got)
+    if pa.types.is_list(got) or pa.types.is_large_list(got):
+        return pa.types.is_list(want) and same_type(got.value_type, want.value_type)
+    return got == want
+
+
+def _read(path: str, where: str, v: Validation) -> tuple[pa.Table | None, bool]:
+    """The complete batches of one stream, and whether it was cut mid-batch."""
+    try:
+        reader = ipc.open_stream(pa.memory_map(path))
+    except (OSError, pa.ArrowInvalid) as e:
+        v.problems.append(f"{where}: not an Arrow IPC stream ({str(e).strip().splitlines()[0]})")
+        return None, False
+    batches, cut = [], False
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            break
+        except (OSError, pa.ArrowInvalid):
+            v.notes.append(f"{where}: cut after {len(batches)} complete batches")
+            cut = True
+            break
+    return pa.Table.from_batches(batches, schema=reader.schema), cut
+
+
+def _manifest(trace: str, v: Validation) -> dict | None:
+    man_path = os.path.join(trace, MANIFEST)
+    if not os.path.isdir(trace):
+        v.problems.append(f"{trace}: no such trace directory")
+        return None
+    if not os.path.isfile(man_path):
+        v.problems.append(f"{trace}: no {MANIFEST}")
+        return None
+    try:
+        with open(man_path) as f:
+            man = json.load(f)
+    except (OSError, ValueError) as e:
+        v.problems.append(f"{man_path}: not JSON ({e})")
+        return None
+    if not isinstance(man, dict):
+        v.problems.append(f"{man_path}: not a JSON object")
+        return None
+    if man.get("format") != FORMAT_NAME or man.get("version") != SCHEMA_VERSION:
+        v.problems.append(f"{man_path}: format/version must be {FORMAT_NAME!r}/{SCHEMA_VERSION}, "
+                          f"got {man.get('format')!r}/{man.get('version')!r}")
+    return man
+
+
+def _columns(name: str, t: pa.Table, where: str, v: Validation) -> None:
+    for col in REQUIRED_COLUMNS[name]:
+        want = SCHEMAS[name].field(col).type
+        if col not in t.schema.names:
+            v.problems.append(f"{where}: missing column {col}")
+        elif not same_type(t.schema.field(col).type, want):
+            v.problems.append(f"{where}.{col}: type {t.schema.field(col).type}, want {want}")
+    for col in NOT_NULL_COLUMNS[name]:
+        if col in t.schema.names and t.column(col).null_count:
+            v.problems.append(f"{where}.{col}: {t.column(col).null_count} null value(s) in a column every row needs")
+
+
+def _events(ev: pa.Table, where: str, v: Validation) -> set:
+    """Event invariants; returns the transfers posted in this shard."""
+    names = set(ev.schema.names)
+    if not {"seq", "kind"} <= names:
+        return set()
+    seq = ev.column("seq").to_pylist()
+    if any(b is None or a is None or b <= a for a, b in zip(seq, seq[1:])):
+        v.problems.append(f"{where}: seq not strictly increasing")
+    kinds = ev.column("kind").to_pylist()
+    unknown = sorted({str(k) for k in kinds if k not in _KINDS})
+    if unknown:
+        v.problems.append(f"{where}: unknown event kinds {unknown}")
+    if {"slots", "checksums"} <= names:
+        pages = ev.column("pages").to_pylist() if "pages" in names else [None] * len(kinds)
+        if any(k == "alloc" and not pg for k, pg in zip(kinds, pages)):
+            v.notes.append(f"{where}: alloc events without pages")
+        for k, sl, cs in zip(kinds, ev.column("slots").to_pylist(), ev.column("checksums").to_pylist()):
+            if k in _SLOT_KINDS and not sl:
+                v.problems.append(f"{where}: a {k} event without slots")
+                break
+            if k in ("write", "read") and cs is not None and len(cs) != len(sl or []):
+                v.problems.append(f"{where}: {k} checksums not parallel to slots")
+                break
+    if "xfer" not in names:
+        return set()
+    return {x for k, x in zip(kinds, ev.column("xfer").to_pylist()) if k == EventKind.XFER_POST.value}
+
+
+def _layouts(lay: pa.Table, where: str, v: Validation) -> None:
+    cols = ["pool", "layer", "nbytes", "slot_bytes", "num_slots"]
+    if not lay.num_rows or not set(cols) <= set(lay.schema.names):
+        return
+    for r in lay.select(cols).to_pylist():
+        if None not in r.values() and r["nbytes"] < r["slot_bytes"] * r["num_slots"]:
+            v.problems.append(f"{where}: {r['pool']}/{r['layer']} nbytes {r['nbytes']} < slot_bytes * num_slots")
+            return
+
+
+def validate(trace: str) -> Validation:
+    """Check ``trace`` (a directory) against the format contract."""
+    trace = str(trace)
+    v = Validation(trace, [], [])
+    man = _manifest(trace, v)
+    if man is None:
+        return v
+    shards = sorted(d for d in os.listdir(trace)
+                    if os.path.isdir(os.path.join(trace, d)) and not d.startswith(("_", ".")))
+    if not shards:
+        v.problems.append(f"{trace}: no shard directories")
+    listed = man.get("shards")
+    if not isinstance(listed, list):
+        v.problems.append(f"{trace}/{MANIFEST}: 'shards' must list the shard names")
+    else:
+        v.notes.extend(f"{trace}: listed shard {n} is missing" for n in sorted(set(listed) - set(shards)))
+    for shard in shards:
+        try:
+            with open(os.path.join(trace, shard, SHARD_INFO)) as f:
+                if not json.load(f).get("closed"):
+                    v.notes.append(f"{shard}: not closed")
+        except (OSError, ValueError, AttributeError):
+            v.problems.append(f"{shard}: missing or unreadable {SHARD_INFO}")
+        tables, cut = {}, False
+        for name in SCHEMAS:
+            p = os.path.join(trace, shard, name + ".arrows")
+            if not os.path.isfile(p):
+                v.problems.append(f"{shard}: missing {name}.arrows")
+                continue
+            t, was_cut = _read(p, f"{shard}/{name}", v)
+            cut |= was_cut
+            if t is not None:
+                tables[name] = t
+                _columns(name, t, f"{shard}/{name}", v)
+        posted = _events(tables["events"], f"{shard}/events", v) if "events" in tables else None
+        if "layouts" in tables:
+            _layouts(tables["layouts"], f"{shard}/layouts", v)
+        ds = tables.get("descs")
+        if ds is not None and posted is not None and "xfer" in ds.schema.names:
+            orphan = set(ds.column("xfer").to_pylist()) - posted
+            if orphan and cut:
+                v.notes.append(f"{shard}/descs: descriptors of unposted transfers in a cut shard")
+            elif orphan:
+                v.problems.append(f"{shard}/descs: descriptors of transfers never posted in this shard: "
+                                  f"{sorted(orphan)[:5]}")
+    return v
