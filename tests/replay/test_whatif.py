@@ -132,3 +132,23 @@ def test_seeds_geometry_production_dsv4(tmp_path):
     assert {b.pool for b in w.before.verdict.corrupted} == {"index_k"}
     twin = replay_whatif(clean, "per-pool-slot-count")
     assert not twin.after.verdict.failed and "nothing changes" in twin.fix.lines[0]
+
+
+SGLANG = os.path.join(os.path.dirname(__file__), "..", "..", "traces")
+
+
+def test_real_sglang_driver_traces():
+    """SGLang's own NIXL connector (tests/engines/sglang_pd.py, recorded with
+    ``kvtrace record --hooks sglang``; bf16 index-K sized by bytes, the seeds' geometry):
+    0.5.21 misaddresses index-K and per-pool-slot-count replays it clean; 0.5.23, which
+    fixed the line, is already indexed per region and the what-if changes nothing."""
+    old = os.path.join(SGLANG, "sglang-0.5.21-bf16-index-k.kvtrace")
+    new = os.path.join(SGLANG, "sglang-0.5.23-bf16-index-k.kvtrace")
+    if not (os.path.isdir(old) and os.path.isdir(new)):
+        pytest.skip("SGLang traces not in traces/")
+    w = replay_whatif(old, "per-pool-slot-count")
+    assert w.before.verdict.failed and not w.after.verdict.failed
+    assert "re-indexed" in w.fix.lines[0]
+    twin = replay_whatif(new, "per-pool-slot-count")
+    assert not twin.before.verdict.failed and not twin.after.verdict.failed
+    assert "nothing changes" in twin.fix.lines[0]
