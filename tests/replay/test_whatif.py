@@ -134,7 +134,7 @@ def test_seeds_geometry_production_dsv4(tmp_path):
     assert not twin.after.verdict.failed and "nothing changes" in twin.fix.lines[0]
 
 
-SGLANG = os.path.join(os.path.dirname(__file__), "..", "..", "traces")
+SGLANG = os.path.join(os.path.dirname(__file__), "data")
 
 
 def test_real_sglang_driver_traces():
@@ -145,7 +145,7 @@ def test_real_sglang_driver_traces():
     old = os.path.join(SGLANG, "sglang-0.5.21-bf16-index-k.kvtrace")
     new = os.path.join(SGLANG, "sglang-0.5.23-bf16-index-k.kvtrace")
     if not (os.path.isdir(old) and os.path.isdir(new)):
-        pytest.skip("SGLang traces not in traces/")
+        pytest.skip("SGLang traces not in tests/replay/data/")
     w = replay_whatif(old, "per-pool-slot-count")
     assert w.before.verdict.failed and not w.after.verdict.failed
     assert "re-indexed" in w.fix.lines[0]
