@@ -16,6 +16,7 @@ COMMANDS = [
     ("info", "kvtrace.tracer.cli_info", "summarize a trace: shards, events, requests, transfers, truncation"),
     ("validate", "kvtrace.tracer.cli_validate", "check a trace against the trace format contract (docs/format.md)"),
     ("check", "kvtrace.analysis.cli_check", "run the hazard checks and print findings and a verdict"),
+    ("diff", "kvtrace.analysis.cli_diff", "compare two traces: layouts, configuration, findings per check"),
     ("sql", "kvtrace.analysis.cli_sql", "query a trace with DuckDB SQL (interactive without a query)"),
     ("replay", "kvtrace.replay.cli_replay", "re-execute a trace's transfers under a seeded schedule"),
     ("explore", "kvtrace.replay.cli_explore", "replay many seeds and summarize the failing schedules"),
