@@ -67,11 +67,13 @@ def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3,
 
 def _table(session, findings, verdict, examples, file, attribution=(), extra_sections=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     con = Console(file=file, width=160 if not file.isatty() else None)
-    for n in session.notes:
-        con.print(f"[yellow]note:[/] {n}", markup=True, highlight=False)
+    for n in session.notes:  # notes quote names from the trace: escaped, never markup
+        con.print(f"[yellow]note:[/] {escape(n)}", markup=True, highlight=False)
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         groups.setdefault(f.check, []).append(f)
@@ -87,7 +89,7 @@ def _table(session, findings, verdict, examples, file, attribution=(), extra_sec
                 who = f.extra.get("attribution") or []
                 t.add_row(name if i == 0 else "", f.severity if i == 0 else "",
                           str(len(fs)) if i == 0 else "", str(sum(x.count for x in fs)) if i == 0 else "",
-                          where, f.message + _folded(f) + (f"\nwho wrote these bytes: {who[0]}" if who else ""))
+                          Text(where), Text(f.message + _folded(f) + (f"\nwho wrote these bytes: {who[0]}" if who else "")))
             if len(fs) > examples:
                 t.add_row("", "", "", "", f"… {len(fs) - examples} more", "")
         con.print(t)
@@ -104,7 +106,7 @@ def _table(session, findings, verdict, examples, file, attribution=(), extra_sec
             for line in lines:
                 con.print(f"  {line}", markup=False, highlight=False)
     for c, why in session.checks_skipped:
-        con.print(f"[dim]skipped {c}: {why}[/]")
+        con.print(Text(f"skipped {c}: {why}", style="dim"))
     if verdict is not None:
         for line in verdict.lines():
             con.print(line, markup=False, highlight=False)

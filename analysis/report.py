@@ -22,9 +22,10 @@ MAX_ROWS = 500
 
 
 def _row(cells, cls: str = "") -> str:
-    tds = "".join(f'<td class="num">{c}</td>' if isinstance(c, (int, float)) else f"<td>{html.escape(str(c))}</td>"
+    tds = "".join(f'<td class="num">{c}</td>' if isinstance(c, (int, float)) and not isinstance(c, bool)
+                  else f"<td>{html.escape(str(c))}</td>"
                   for c in cells)
-    return f'<tr class="{cls}">{tds}</tr>' if cls else f"<tr>{tds}</tr>"
+    return f'<tr class="{html.escape(cls)}">{tds}</tr>' if cls else f"<tr>{tds}</tr>"
 
 
 def _kv_rows(pairs) -> str:
@@ -130,7 +131,7 @@ def render_report(data: dict, title: str, trace_arg: str) -> str:
                                                  f"{max(data['sizes'], default='-')}")]
     rows = []
     for f in data["findings"][:MAX_ROWS]:
-        evs = " ".join(f"{s}:{q}" for s, q in f["events"][:8]) + (" …" if len(f["events"]) > 8 else "")
+        evs = " ".join(f"{s}:{q}" for s, q in f["events"][:8])  # escaped with the other cells by _row + (" …" if len(f["events"]) > 8 else "")
         rows.append(_row([f["severity"] or "", f["check"] or "", f["agent"] or "", f["request"] or "",
                           f["pool"] or "", "" if f["layer"] is None else f["layer"],
                           "" if f["slot"] is None else f["slot"], f["count"] or 1, f["message"] or "", evs],

@@ -148,9 +148,7 @@ class KvtraceApp(App):
         session = self.source.session
         try:
             found = session.findings()
-            from ..analysis.attribution import attach, attribute
-            who = attribute(session)     # who wrote the bytes of each corrupted read
-            attach(found, who)
+            who = session.attribute(found)     # who wrote the bytes of each corrupted read
             self.carried = {}
             for a in who:
                 if a.carrier:

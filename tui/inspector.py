@@ -22,6 +22,10 @@ def _end(agent, pool, layer, slot, off, page=None) -> str:
     return f"{agent}:{pool}/L{layer}/s{slot}" + (f"+{off}" if off else "") + (f" p{page}" if page is not None else "")
 
 
+def _plain(v):
+    return Text(v) if isinstance(v, str) else v
+
+
 def render_transfer(view, carried=None) -> Group:
     """The inspector's content for a facts.TransferView (None: nothing selected);
     ``carried``: sentences on corrupted reads whose bytes this transfer carried."""
@@ -49,15 +53,17 @@ def render_transfer(view, carried=None) -> Group:
     ev.add_column("kind", no_wrap=True)
     ev.add_column("what", ratio=1, no_wrap=True, overflow="ellipsis")
     for e in view.events:
-        ev.add_row(str(e["ord"]), f"{e['shard']}:{e['seq']}", Text(e["kind"], KIND_STYLE.get(e["kind"], "")), what(e))
+        # names and messages come from the trace: Text, so "[...]" is never read as markup
+        ev.add_row(str(e["ord"]), Text(f"{e['shard']}:{e['seq']}"), Text(str(e["kind"]), KIND_STYLE.get(e["kind"], "")),
+                   _plain(what(e)))
     ds = Table(box=None, expand=True, header_style="bold", pad_edge=False)
     for c in ("#", "source (pool/layer/slot+off page)", "destination", "bytes", "check"):
         ds.add_column(c, no_wrap=True, overflow="ellipsis")
     for d in view.descs:
         prob = desc_problem(d)
         ds.add_row(str(d["pos"]),
-                   _end(d["src_agent"], d["src_pool"], d["src_layer"], d["src_slot"], d["src_off"], d.get("src_page")),
-                   _end(d["dst_agent"], d["dst_pool"], d["dst_layer"], d["dst_slot"], d["dst_off"], d.get("dst_page")),
+                   Text(_end(d["src_agent"], d["src_pool"], d["src_layer"], d["src_slot"], d["src_off"], d.get("src_page"))),
+                   Text(_end(d["dst_agent"], d["dst_pool"], d["dst_layer"], d["dst_slot"], d["dst_off"], d.get("dst_page"))),
                    str(d["nbytes"]), Text(prob or "ok", "bold red" if prob else "green"),
                    style="on dark_red" if prob else None)
     if not carried:
