@@ -8,17 +8,23 @@ desc_end, end_hold, reads, writes, dl_region, inflight_pairs.
 examples:
   kvtrace sql run.kvtrace "select kind, count(*) from events group by 1 order by 2 desc"
   kvtrace sql run.kvtrace "select request, pool, layer, slot, page from end_hold where side='dst' limit 20"
-  kvtrace sql run.kvtrace --format csv "select * from xfers" > xfers.csv
+  kvtrace sql run.kvtrace "select * from xfers" --format csv > xfers.csv
   kvtrace sql run.kvtrace            # interactive; .tables lists views, .quit leaves
+
+The session is read-only and sandboxed: one SELECT-like statement at a time, no file
+access beyond the trace's own index (no read_csv('/etc/...'), COPY, ATTACH or INSTALL),
+memory bounded (KVTRACE_DUCKDB_MEMORY, default 4GB). List columns (slots, checksums)
+print as JSON arrays in csv.
 """
 from __future__ import annotations
 
 import argparse
-import re
+import json
 import sys
 
-#: statements allowed at the prompt / on the command line (the session is read-only)
-_READ_ONLY = re.compile(r"^\s*(select|with|from|describe|show|summarize|pivot|unpivot|explain|values|table)\b", re.I)
+#: DuckDB statement types allowed at the prompt / on the command line (read-only; PIVOT
+#: parses as MULTI: it creates an enum type first, so it is not among them)
+_READ_ONLY_TYPES = frozenset({"SELECT", "EXPLAIN"})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,13 +33,52 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--limit", type=int, default=200, help="rows printed in table format (default 200)")
     p.add_argument("--no-derived", action="store_true", help="only the raw views (faster to open)")
+    p.set_defaults(_extra=_query_after_options)
+
+
+def _query_after_options(args, extra: list[str]) -> bool:
+    """``kvtrace sql TRACE --format csv "select ..."``: the query may follow the options."""
+    if args.query is None and len(extra) == 1 and not extra[0].startswith("-"):
+        args.query = extra[0]
+        return True
+    return False
 
 
 def _check(sql: str) -> None:
+    """One read-only statement, judged by DuckDB's own parser (not by its first word:
+    ``select 1; drop view events`` is two statements)."""
+    import duckdb
+
     from kvtrace.errors import UsageError
 
-    if not _READ_ONLY.match(sql):
-        raise UsageError("read-only: only SELECT/WITH/DESCRIBE/SHOW/SUMMARIZE/EXPLAIN queries are allowed")
+    try:
+        stmts = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise UsageError(_one_line(e)) from None
+    if len(stmts) != 1:
+        raise UsageError(f"read-only: give one query at a time (got {len(stmts)} statements)")
+    if stmts[0].type.name not in _READ_ONLY_TYPES:
+        raise UsageError("read-only: only SELECT/WITH/FROM/DESCRIBE/SHOW/SUMMARIZE/EXPLAIN queries are allowed")
+
+
+def _one_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _csv_cell(v):
+    """A csv cell: lists and structs as JSON (csv has no nested values), bytes as text."""
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=_json_default)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    return v
+
+
+def _json_default(v):
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    return str(v)
 
 
 def run_query(session, sql: str, fmt: str = "table", limit: int = 200, file=None) -> int:
@@ -46,26 +91,28 @@ def run_query(session, sql: str, fmt: str = "table", limit: int = 200, file=None
     try:
         t = session.query(sql)
     except duckdb.Error as e:
-        raise UsageError(str(e).strip().splitlines()[0]) from None
+        raise UsageError(_one_line(e)) from None
     file = file or sys.stdout
     if fmt == "csv":
-        import pyarrow.csv as pacsv
-        buf = __import__("io").BytesIO()
-        pacsv.write_csv(t, buf)
-        file.write(buf.getvalue().decode())
+        import csv
+        w = csv.writer(file, lineterminator="\n")
+        w.writerow(t.column_names)
+        for batch in t.to_batches(max_chunksize=65536):
+            cols = [c.to_pylist() for c in batch.columns]
+            w.writerows([_csv_cell(v) for v in row] for row in zip(*cols))
     elif fmt == "json":
-        import json
-        json.dump(t.to_pylist(), file, default=str)
+        json.dump(t.to_pylist(), file, default=_json_default)
         file.write("\n")
     else:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         tbl = Table(show_header=True, header_style="bold")
         for name in t.column_names:
-            tbl.add_column(name, overflow="fold")
+            tbl.add_column(Text(name), overflow="fold")
         for row in t.slice(0, limit).to_pylist():
-            tbl.add_row(*("" if v is None else str(v) for v in row.values()))
+            tbl.add_row(*(Text("" if v is None else str(v)) for v in row.values()))  # trace text, never markup
         con = Console(file=file)
         con.print(tbl)
         more = f" (first {limit} shown)" if t.num_rows > limit else ""
@@ -105,11 +152,13 @@ def _prompt(session, fmt: str, limit: int) -> int:
 
 
 def run(args) -> int:
+    from ..model.sandbox import sandbox
     from .session import TraceSession
 
     with TraceSession(args.trace) as s:
         if not args.no_derived:
             s.derive()
+        sandbox(s.con, s.index_dir)
         if args.query:
             run_query(s, args.query, args.format, args.limit)
             return 0

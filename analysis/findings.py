@@ -140,6 +140,8 @@ FOLDS = {
     "read_undelivered": (("write_after_free", "request"),),
     "post_before_write": (("checksum_mismatch", "request"),),
     "write_after_free": (("overlapping_inflight_writes", "victim"), ("checksum_mismatch", "victim")),
+    # the freed source's next owner wrote before the bytes moved: the read sees its bytes
+    "src_free_before_done": (("checksum_mismatch", "request"),),
 }
 
 

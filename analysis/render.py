@@ -38,13 +38,20 @@ def explain(name: str, cat: dict[str, Check]) -> int:
     return 0
 
 
-def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3, file=None) -> None:
-    """Write findings (and the verdict, in table form) in ``fmt``."""
+def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3, file=None,
+         attribution=None, extra_sections=None) -> None:
+    """Write findings (and the verdict, in table form) in ``fmt``. ``attribution``: the
+    corrupted reads with whose bytes they hold (analysis.attribution); ``extra_sections``:
+    name → (JSON value, text lines) of further answers (e.g. liveness, layout diff)."""
     file = file or sys.stdout
+    attribution = attribution or []
+    extra_sections = extra_sections or {}
     if fmt == "json":
         json.dump({"trace": session.path, "notes": session.notes,
                    "skipped": [{"check": c, "why": w} for c, w in session.checks_skipped],
                    "findings": [f.to_dict() for f in findings],
+                   "attribution": [a.to_dict() for a in attribution],
+                   **{k: v[0] for k, v in extra_sections.items()},
                    "verdict": verdict.to_dict() if verdict else None}, file, indent=1, default=str)
         file.write("\n")
         return
@@ -55,16 +62,18 @@ def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3,
             w.writerow([f.check, f.severity, f.agent, f.request, f.pool, f.layer, f.slot,
                         " ".join(map(str, f.slots)), f.count, _ev(f.events, 99), f.message])
         return
-    _table(session, findings, verdict, examples, file)
+    _table(session, findings, verdict, examples, file, attribution, extra_sections)
 
 
-def _table(session, findings, verdict, examples, file) -> None:
+def _table(session, findings, verdict, examples, file, attribution=(), extra_sections=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     con = Console(file=file, width=160 if not file.isatty() else None)
-    for n in session.notes:
-        con.print(f"[yellow]note:[/] {n}", markup=True, highlight=False)
+    for n in session.notes:  # notes quote names from the trace: escaped, never markup
+        con.print(f"[yellow]note:[/] {escape(n)}", markup=True, highlight=False)
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         groups.setdefault(f.check, []).append(f)
@@ -77,14 +86,27 @@ def _table(session, findings, verdict, examples, file) -> None:
         for name, fs in groups.items():
             for i, f in enumerate(fs[:examples]):
                 where = f"{f.request} · {f.agent} · {f.pool}/{f.layer}/{f.slot} · {_ev(f.events)}"
+                who = f.extra.get("attribution") or []
                 t.add_row(name if i == 0 else "", f.severity if i == 0 else "",
                           str(len(fs)) if i == 0 else "", str(sum(x.count for x in fs)) if i == 0 else "",
-                          where, f.message + _folded(f))
+                          Text(where), Text(f.message + _folded(f) + (f"\nwho wrote these bytes: {who[0]}" if who else "")))
             if len(fs) > examples:
                 t.add_row("", "", "", "", f"… {len(fs) - examples} more", "")
         con.print(t)
+    if attribution:
+        from .attribution import summary
+
+        con.print(f"[bold]Who wrote these bytes[/] ({len(attribution)} corrupted read(s), grouped; "
+                  "--format json lists each):", markup=True, highlight=False)
+        for n, line in summary(attribution):
+            con.print(f"  {n:5d} × {line}", markup=False, highlight=False)
+    for title, (_value, lines) in (extra_sections or {}).items():
+        if lines:
+            con.print(f"[bold]{title}[/]:", markup=True, highlight=False)
+            for line in lines:
+                con.print(f"  {line}", markup=False, highlight=False)
     for c, why in session.checks_skipped:
-        con.print(f"[dim]skipped {c}: {why}[/]")
+        con.print(Text(f"skipped {c}: {why}", style="dim"))
     if verdict is not None:
         for line in verdict.lines():
             con.print(line, markup=False, highlight=False)

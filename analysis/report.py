@@ -22,9 +22,10 @@ MAX_ROWS = 500
 
 
 def _row(cells, cls: str = "") -> str:
-    tds = "".join(f'<td class="num">{c}</td>' if isinstance(c, (int, float)) else f"<td>{html.escape(str(c))}</td>"
+    tds = "".join(f'<td class="num">{c}</td>' if isinstance(c, (int, float)) and not isinstance(c, bool)
+                  else f"<td>{html.escape(str(c))}</td>"
                   for c in cells)
-    return f'<tr class="{cls}">{tds}</tr>' if cls else f"<tr>{tds}</tr>"
+    return f'<tr class="{html.escape(cls)}">{tds}</tr>' if cls else f"<tr>{tds}</tr>"
 
 
 def _kv_rows(pairs) -> str:
@@ -68,6 +69,7 @@ def report_data(session, with_findings: bool = True) -> dict:
             bins[k] = bins.get(k, 0) + nb
         thr[agent] = [(k * bin_s, bins.get(k, 0)) for k in range(0, max(bins) + 1)]
     findings, verdict = findings_and_verdict(session) if with_findings else ([], "not checked")
+    answers = _answers(session) if with_findings else {}
     keys = {tuple(e) for f in findings for e in f["events"]}
     times = {}
     if keys:
@@ -93,7 +95,30 @@ def report_data(session, with_findings: bool = True) -> dict:
     ]
     return {"occupancy": occ, "capacity": cap, "latency_us": lat, "sizes": sizes, "throughput": thr,
             "bin_s": bin_s, "findings": findings, "finding_times": frows, "verdict": verdict,
-            "summary": summary, "notes": list(session.notes)}
+            "summary": summary, "notes": list(session.notes), "answers": answers}
+
+
+def _answers(session) -> dict:
+    """title -> text lines of the answers beside the findings: who wrote the bytes of
+    each corrupted read (grouped), and the further sections of analysis.answers."""
+    from .answers import sections
+    from .attribution import attribute, summary
+
+    out = {}
+    who = attribute(session)
+    if who:
+        out[f"Who wrote these bytes ({len(who)} corrupted read(s))"] = [
+            f"{n} × {line}" for n, line in summary(who, limit=50)]
+    for title, (_value, lines) in sections(session).items():
+        if lines:
+            out[title] = lines
+    return out
+
+
+def _answers_html(answers: dict) -> str:
+    return "".join(f'<h2>{html.escape(t)}</h2><ul class="answers">'
+                   + "".join(f"<li>{html.escape(x)}</li>" for x in lines) + "</ul>"
+                   for t, lines in answers.items())
 
 
 def render_report(data: dict, title: str, trace_arg: str) -> str:
@@ -106,7 +131,7 @@ def render_report(data: dict, title: str, trace_arg: str) -> str:
                                                  f"{max(data['sizes'], default='-')}")]
     rows = []
     for f in data["findings"][:MAX_ROWS]:
-        evs = " ".join(f"{s}:{q}" for s, q in f["events"][:8]) + (" …" if len(f["events"]) > 8 else "")
+        evs = " ".join(f"{s}:{q}" for s, q in f["events"][:8])  # escaped with the other cells by _row + (" …" if len(f["events"]) > 8 else "")
         rows.append(_row([f["severity"] or "", f["check"] or "", f["agent"] or "", f["request"] or "",
                           f["pool"] or "", "" if f["layer"] is None else f["layer"],
                           "" if f["slot"] is None else f["slot"], f["count"] or 1, f["message"] or "", evs],
@@ -127,7 +152,7 @@ def render_report(data: dict, title: str, trace_arg: str) -> str:
         findings_png=plots.findings_timeline_png(data["finding_times"]),
         n_findings=len(data["findings"]),
         findings_rows="\n".join(rows) or '<tr><td colspan="10">no findings</td></tr>',
-        trace_arg=html.escape(trace_arg))
+        answers=_answers_html(data.get("answers") or {}), trace_arg=html.escape(trace_arg))
 
 
 def write_report(session, out: str, trace_arg: str | None = None, with_findings: bool = True) -> dict:

@@ -12,6 +12,8 @@ def _plt():
     import matplotlib  # ~0.4 s import; only the report and sweep need it
 
     matplotlib.use("Agg", force=True)
+    # agent and pool names come from the trace: plain text, never mathtext ("$...$")
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
     return plt
 

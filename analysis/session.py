@@ -15,6 +15,8 @@ check SQL of ``sql/*.sql`` over them.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..model import TraceModel
 from .findings import CAPABILITIES, Finding, catalog, fold, rows_to_findings
 
@@ -53,11 +55,20 @@ class TraceSession(TraceModel):
                 continue
             if n not in self._findings:
                 self._findings[n] = rows_to_findings(n, self.query(c.sql))
-            out.extend(self._findings[n])
+            # copies: callers annotate findings (attribution, folding); the cache stays as run
+            out.extend(dataclasses.replace(f, extra=dict(f.extra)) for f in self._findings[n])
         self.checks_skipped = skipped
         out = fold(out)
         out.sort(key=lambda f: (f.severity != "error", f.check, -f.count, f.request or ""))
         return out
+
+    def attribute(self, findings: list[Finding]) -> list:
+        """Who wrote the bytes of each corrupted read (attribution.py); each finding of
+        ``findings`` gets its requests' attributions in ``extra``. Returns them all."""
+        from .attribution import attach, attribute
+        who = attribute(self)
+        attach(findings, who)
+        return who
 
     def verdict(self, findings: list[Finding] | None = None, hypotheses: list[str] | None = None):
         """The root causes found and, for the hypothesis files that apply (``hypotheses``:

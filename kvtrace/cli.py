@@ -8,14 +8,16 @@ import importlib
 import importlib.util
 import sys
 
-from .errors import KvtraceError, UsageError
+from .errors import KvtraceError
 
 #: (command, module, one-line help) in the order a user meets them
 COMMANDS = [
     ("record", "kvtrace.tracer.cli_record", "record a PD session (reference engine) or any NIXL program: record -- CMD"),
+    ("dump", "kvtrace.tracer.cli_dump", "write a flight recorder's window now: dump SESSION | dump PID"),
     ("info", "kvtrace.tracer.cli_info", "summarize a trace: shards, events, requests, transfers, truncation"),
     ("validate", "kvtrace.tracer.cli_validate", "check a trace against the trace format contract (docs/format.md)"),
     ("check", "kvtrace.analysis.cli_check", "run the hazard checks and print findings and a verdict"),
+    ("watch", "kvtrace.analysis.cli_watch", "follow a trace being written and print each new finding as it lands"),
     ("sql", "kvtrace.analysis.cli_sql", "query a trace with DuckDB SQL (interactive without a query)"),
     ("replay", "kvtrace.replay.cli_replay", "re-execute a trace's transfers under a seeded schedule"),
     ("explore", "kvtrace.replay.cli_explore", "replay many seeds and summarize the failing schedules"),
@@ -25,10 +27,6 @@ COMMANDS = [
     ("report", "kvtrace.analysis.cli_report", "write a self-contained HTML report with plots"),
     ("sweep", "kvtrace.analysis.cli_sweep", "record and check a workload across concurrencies"),
 ]
-
-
-#: kept for code written before kvtrace.errors existed; library code raises kvtrace.errors.*
-UserError = UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # a command may take positionals given after its options (argparse binds an optional
+    # positional before the options): it sets _extra to claim them
+    if extra and not (getattr(args, "_extra", None) and args._extra(args, extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

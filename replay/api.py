@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import UsageError
 from .engine import RunResult, execute
 from .graph import Graph, load
 from .schedulers import NAMES, make_scheduler
@@ -24,7 +25,7 @@ def make_executor(name: str = "symbolic", device: str = "cpu"):
     if name == "nixl":
         from .nixl_exec import NixlExecutor
         return NixlExecutor()
-    raise ValueError(f"unknown executor {name!r} (one of {', '.join(EXECUTORS)})")
+    raise UsageError(f"unknown executor {name!r} (one of {', '.join(EXECUTORS)})")
 
 
 @dataclasses.dataclass

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ..errors import UsageError
 from ..kernels.checksum import kvh64_rows
 from ..kernels.provenance import decode as decode_page
 from ..kernels.provenance import fill_pages, poison, pool_tag, request_tag
@@ -93,9 +94,9 @@ class ByteExecutor:
             return host
         import torch  # ~1 s import; only for --device cuda
         if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise RuntimeError("--device cuda: no CUDA device available")
+            raise UsageError("--device cuda: no CUDA device available")
         if self.api is None:
-            raise RuntimeError(f"--device {self.device}: kvtrace.kernels.api is not available")
+            raise UsageError(f"--device {self.device}: kvtrace.kernels.api is not available")
         # "torch-cpu": the tensor/kernel path on CPU tensors (tests it without a GPU)
         dev = "cpu" if self.device == "torch-cpu" else self.device
         return [torch.from_numpy(h).to(dev) for h in host]

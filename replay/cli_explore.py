@@ -35,15 +35,10 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from kvtrace.errors import UsageError
-
     from .exploration import explore, parse_seeds
     from .graph import load
 
-    try:
-        seeds = parse_seeds(args.seeds)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    seeds = parse_seeds(args.seeds)
     g = load(args.trace, args.chunks, args.fault)
     if args.what_if:
         return _what_if(args, g, seeds)

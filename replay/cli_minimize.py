@@ -34,16 +34,21 @@ def run(args) -> int:
                         f"this one has {g.n_prog} and {len(g.move_xfer)}")
     try:
         m = minimize(g, sch.decisions, sch.chunks, sch.fault)
-    except (ScheduleError, ValueError) as e:
+    except ScheduleError as e:
         raise UsageError(str(e)) from None
+    except ValueError as e:       # it fails, but not through reorderings of conflicting events
+        print(f"the schedule corrupts a read, but it cannot be shrunk: {e}")
+        print(f"schedule: {args.schedule.strip()}")
+        return 1
     if m is None:
         print("the schedule does not corrupt any read: nothing to minimize")
-        return 1
-    print(f"minimized {m.original} reordering(s) to {len(m.flips)} in {m.runs} replays")
+        return 0
+    print(f"minimized {m.original} reordering(s) to {len(m.flips)} in {m.runs} replays"
+          + (f" (fault {sch.fault} kept)" if sch.fault else ""))
     if not m.flips:
         print("it fails with no reordering at all: a deterministic bug (eager fails too)")
     for line in m.lines(g):
         print("  " + line)
     print(f"schedule: {m.schedule}")
     print("replay it: kvtrace replay " + shlex.quote(args.trace) + f" --schedule {m.schedule} -o replay.kvtrace")
-    return 0
+    return 1

@@ -43,7 +43,6 @@ def run(args) -> int:
     from kvtrace.errors import UsageError
 
     from .api import replay
-    from .schedule import ScheduleError
 
     if args.chunks < 1:
         raise UsageError("--chunks must be at least 1")
@@ -51,13 +50,9 @@ def run(args) -> int:
         raise UsageError("--device cuda applies to --executor bytes")
     if args.what_if:
         return _what_if(args)
-    try:
-        o = replay(args.trace, args.scheduler, args.seed, args.depth, args.executor, args.device,
-                   args.schedule, args.fault, args.chunks, args.output)
-    except ScheduleError as e:
-        raise UsageError(str(e)) from None
-    except RuntimeError as e:  # missing optional capability (CUDA, nixl)
-        raise UsageError(str(e)) from None
+    # a bad schedule string, a missing capability (CUDA, nixl): kvtrace.errors, one line
+    o = replay(args.trace, args.scheduler, args.seed, args.depth, args.executor, args.device,
+               args.schedule, args.fault, args.chunks, args.output)
     g, v = o.graph, o.verdict
     who = "schedule" if args.schedule else f"{args.scheduler} seed {args.seed}"
     print(f"replayed {g.path}: {g.n_prog} events, {len(g.transfers)} transfers, {len(g.move_xfer)} moves "
@@ -74,19 +69,11 @@ def run(args) -> int:
 
 
 def _what_if(args) -> int:
-    from kvtrace.errors import UsageError
-
-    from .schedule import ScheduleError
     from .whatif.run import replay_whatif
 
-    try:
-        w = replay_whatif(args.trace, args.what_if, args.scheduler, args.seed, args.depth, args.executor,
-                          args.device, args.schedule, args.fault, args.chunks,
-                          observe_writes=bool(args.output))
-    except ScheduleError as e:
-        raise UsageError(str(e)) from None
-    except RuntimeError as e:
-        raise UsageError(str(e)) from None
+    w = replay_whatif(args.trace, args.what_if, args.scheduler, args.seed, args.depth, args.executor,
+                      args.device, args.schedule, args.fault, args.chunks,
+                      observe_writes=bool(args.output))
     g, before, after = w.before.graph, w.before.verdict, w.after.verdict
     who = "schedule" if args.schedule else f"{args.scheduler} seed {args.seed}"
     print(f"replayed {g.path}: {g.n_prog} events, {len(g.transfers)} transfers, {len(g.move_xfer)} moves "

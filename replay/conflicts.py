@@ -34,6 +34,17 @@ def move_cells(graph, m: int) -> list[tuple[int, bool]]:
     return list(out.items())
 
 
+def _bound_observers(g) -> list[list[int]]:
+    """Per transfer, the completion observations that wait for its bytes. Under a fault
+    (``notify-before-data``) a notification observes nothing: the bytes may land after
+    it, so it does not close the transfer's window."""
+    out = []
+    for t in g.transfers:
+        chunks = set(t.chunks)
+        out.append([o for o in t.observers if chunks.issubset(g.waits[o])] if chunks else list(t.observers))
+    return out
+
+
 def conflict_index(graph) -> ConflictIndex:
     """Conflicts of ``graph`` (computed once, cached on the graph)."""
     cached = getattr(graph, "_conflicts", None)
@@ -51,9 +62,11 @@ def conflict_index(graph) -> ConflictIndex:
                 if c is not None:
                     touch[c].append((tns[op] or 0, op, w))
     window = {}
+    bound = _bound_observers(g)
     for m in range(g.n_prog, g.n_ops):
         t = g.transfers[g.move_xfer[m - g.n_prog]]
-        window[m] = (t.t_post, t.deadline_t if t.deadline_t is not None else inf)
+        obs_t = [tns[o] for o in bound[g.move_xfer[m - g.n_prog]] if tns[o] is not None]
+        window[m] = (t.t_post, min(obs_t) if obs_t else inf)
         for c, w in move_cells(g, m):
             touch[c].append((t.t_post, m, w))
     for lst in touch.values():
@@ -73,7 +86,7 @@ def conflict_index(graph) -> ConflictIndex:
                     if hb is None:
                         from .hb import happens_before
                         hb = happens_before(g)
-                    obs = g.transfers[g.move_xfer[m - g.n_prog]].observers
+                    obs = bound[g.move_xfer[m - g.n_prog]]
                     if not obs or hb.any_before(obs, o):
                         break           # later touches of the cell follow this one
                 if o == m or not (mw or w):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from ..errors import UsageError
 from .api import make_scheduler, run_graph
 from .graph import Graph
 from .symbolic import SymbolicExecutor
@@ -33,9 +34,9 @@ def parse_seeds(text: str) -> range:
         else:
             r = range(int(text), int(text) + 1)
     except ValueError:
-        raise ValueError(f"--seeds {text!r}: expected START:STOP or N") from None
+        raise UsageError(f"--seeds {text!r}: expected START:STOP or N") from None
     if len(r) == 0:
-        raise ValueError(f"--seeds {text!r}: empty range")
+        raise UsageError(f"--seeds {text!r}: empty range")
     return r
 
 

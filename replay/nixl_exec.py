@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 
+from ..errors import UsageError
 from .bytes_exec import ByteExecutor
 
 _ids = itertools.count()
@@ -28,7 +29,7 @@ class NixlExecutor(ByteExecutor):
         try:
             from nixl._api import nixl_agent, nixl_agent_config  # ~0.3 s; only for --executor nixl
         except ImportError:
-            raise RuntimeError("--executor nixl needs the nixl package (pip install nixl)") from None
+            raise UsageError("--executor nixl needs the nixl package (pip install nixl)") from None
         cfg = nixl_agent_config(backends=["UCX"])
         run = f"{os.getpid()}-{next(_ids)}"
         self.agents = [nixl_agent(f"kvr{ai}-{run}", cfg) for ai in range(len(self.arenas))]

@@ -45,6 +45,7 @@ ROOM_OF = {
     "kvtrace.replay": "replay",
     "kvtrace.tui": "tui",
     "kvtrace.cli": "cli",
+    "kvtrace.pytest_plugin": "cli",           # pytest --kvtrace: records, checks (an entry point like cli)
     "kvtrace.__main__": "cli",
 }
 

@@ -45,7 +45,9 @@ def run(args) -> int:
     import json
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from .reader import open_trace
 
@@ -54,16 +56,17 @@ def run(args) -> int:
         print(json.dumps(info, indent=1))
         return 0
     con = Console()
-    con.print(f"[bold]{info['path']}[/]  {'complete' if info['complete'] else '[yellow]incomplete[/]'}"
-              + (f"  workload={info['workload']}" if info['workload'] else ""))
+    # every name below comes from the trace: escaped, so "[...]" in it prints as itself
+    con.print(f"[bold]{escape(info['path'])}[/]  {'complete' if info['complete'] else '[yellow]incomplete[/]'}"
+              + (f"  workload={escape(str(info['workload']))}" if info['workload'] else ""), highlight=False)
     t = Table("shard", "pid", "host", "closed", "events", "descs", "span ms", box=None)
     for s in info["shards"]:
-        t.add_row(s["name"], str(s["pid"]), str(s["host"]), "yes" if s["closed"] else "[red]no[/]",
+        t.add_row(Text(s["name"]), Text(str(s["pid"])), Text(str(s["host"])), "yes" if s["closed"] else "[red]no[/]",
                   f"{s['events']:,}", f"{s['descs']:,}", f"{s['span_ms']:.1f}")
     con.print(t)
     con.print(f"events {info['events']:,}  requests {info['requests']:,}  transfers {info['transfers']:,}  "
               f"descriptors {info['descriptors']:,}  bytes {info['bytes']:,}  layouts {info['layouts']}")
-    con.print("kinds: " + "  ".join(f"{k}={v:,}" for k, v in info["kinds"].items()))
+    con.print(Text("kinds: " + "  ".join(f"{k}={v:,}" for k, v in info["kinds"].items())))
     for n in info["notes"]:
-        con.print(f"[yellow]note:[/] {n}")
+        con.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     return 0

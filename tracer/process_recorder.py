@@ -7,6 +7,7 @@ Environment (set by the launcher, inherited by children):
     KVTRACE_TRACE_DIR    the trace directory; unset = tracing off
     KVTRACE_REQUEST_TAG  notification tag parser: sglang | vllm | auto | a regex
     KVTRACE_PROG         the program name used in shard names
+    KVTRACE_RING         flight recorder: SIZE or DURATION kept in memory (ring.py); unset = write all
 """
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ ENV_PROG = "KVTRACE_PROG"
 _lock = threading.Lock()
 _recorder = None
 _pid = None
+_override = None        # (recorder, pid): set by use_recorder
+
+
+def use_recorder(rec) -> None:
+    """Route the agents this process creates from now on to ``rec`` (None: back to the
+    environment). kvtrace's pytest plugin records one test this way; a forked child
+    does not inherit it."""
+    global _override
+    _override = None if rec is None else (rec, os.getpid())
 
 
 def default_request_tags() -> str:
@@ -29,8 +39,11 @@ def default_request_tags() -> str:
 
 
 def default_recorder():
-    """This process's Recorder when run under ``kvtrace record -- CMD``, else None."""
+    """This process's Recorder when run under ``kvtrace record -- CMD`` (or set by
+    ``use_recorder``), else None."""
     global _recorder, _pid
+    if _override is not None and _override[1] == os.getpid():
+        return _override[0]
     trace_dir = os.environ.get(ENV_DIR)
     if not trace_dir:
         return None
@@ -38,9 +51,9 @@ def default_recorder():
         if _recorder is None or _pid != os.getpid():  # a forked child gets its own shard
             import atexit
 
-            from .recorder import Recorder
+            from .ring import open_recorder
             prog = os.environ.get(ENV_PROG) or "proc"
-            _recorder = Recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
+            _recorder = open_recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
             _pid = os.getpid()
             atexit.register(_close, _recorder)
             mp_util = sys.modules.get("multiprocessing.util")

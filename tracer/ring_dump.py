@@ -187,8 +187,9 @@ def dump(rec, trig: dict) -> str:
     else:
         start_unix = max(rec.remote_from_unix or 0.0, rec.from_unix or 0.0)
     start_ns = mono - int((unix - start_unix) * 1e9)
-    tables, window = rec.store.snapshot(start_ns)
-    window["from_unix"] = start_unix
+    end_ns = mono - int((unix - float(trig["unix"])) * 1e9)
+    tables, window = rec.store.snapshot(start_ns, end_ns)
+    window.update(from_unix=start_unix, to_unix=float(trig["unix"]), to_t_ns=end_ns)
     for name in TABLES:
         batches = [b for b in tables[name] if b.num_rows]
         schema = batches[0].schema if batches else SCHEMAS[name]

@@ -301,9 +301,14 @@ class RingStore:
             del self._xfer_owner[x]
 
     # ------------------------------------------------------------ dump
-    def snapshot(self, start_ns: int) -> tuple[dict[str, list], dict]:
-        """The batches of a dump of the window starting at ``start_ns`` (per table, in stream
+    def snapshot(self, start_ns: int, end_ns: int | None = None) -> tuple[dict[str, list], dict]:
+        """The batches of a dump of the window ``[start_ns, end_ns]`` (per table, in stream
         order: events by seq), and its description for shard.json.
+
+        Events after ``end_ns`` (the trigger) are left out, and the descriptors of postings
+        left out with them: shards that dump at different moments still end at one instant,
+        a consistent cut on one host's clock (a message's send is recorded before its
+        receipt).
 
         Chunks older than the window are filtered as eviction would, with the cut at
         ``start_ns - slack``: every shard of a session dumping the same window keeps a
@@ -332,11 +337,37 @@ class RingStore:
                 events.append(c.events)
             descs += c.descs
         descs += self._descs
-        pinned = sum(b.num_rows for b in events) - sum(c.events.num_rows for c in self.chunks
-                                                        if c.events is not None and c.t_last >= start_ns)
+        window_rows = sum(c.events.num_rows for c in self.chunks if c.events is not None and c.t_last >= start_ns)
+        pinned = sum(b.num_rows for b in events) - window_rows
+        if end_ns is not None:
+            events, descs = _until(events, descs, end_ns)
         window = {"from_seq": from_seq, "from_t_ns": start_ns, "pinned_events": pinned,
                   "evicted_events": self.evicted_events + dropped, "state_complete": self.state_complete}
         return {"events": events, "descs": descs, "dlists": list(self.dlists), "layouts": list(self.layouts)}, window
+
+
+def _until(events: list, descs: list, end_ns: int) -> tuple[list, list]:
+    """Events at or before ``end_ns``; descriptors of the postings among them."""
+    import pyarrow.compute as pc
+    out = []
+    for b in events:
+        if b.num_rows and pc.max(b.column("t_ns")).as_py() > end_ns:
+            b = b.filter(pc.less_equal(b.column("t_ns"), end_ns))
+        if b.num_rows:
+            out.append(b)
+    posts = set()
+    for b in out:
+        mask = pc.equal(b.column("kind"), "xfer_post")
+        posts.update(x for x in b.column("xfer").filter(mask).to_pylist())
+    keep = pa.array(sorted(posts), pa.int64())
+    kept = []
+    for b in descs:
+        m = pc.is_in(b.column("xfer"), value_set=keep)
+        if pc.all(m).as_py():
+            kept.append(b)
+        elif pc.any(m).as_py():
+            kept.append(b.filter(m))
+    return out, kept
 
 
 def _keep(batch: pa.RecordBatch, owners: list, live) -> tuple[list, int]:

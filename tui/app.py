@@ -51,6 +51,7 @@ class KvtraceApp(App):
         self.run_findings = run_findings
         self.follow = Follow.REQUEST
         self.findings: list | None = None
+        self.carried: dict = {}   # (shard, xfer) -> attributions of corrupted reads it carried
         self.finding_ords: list[int] = []
         self.hazards: dict[tuple[str, str], dict[int, str]] = {}
         self.pool_choice: tuple[str, str] | None = None
@@ -137,7 +138,7 @@ class KvtraceApp(App):
     def _show_panels(self, row, pool, view, cells) -> None:
         if not self.query(TransferInspector):
             return
-        self.query_one(TransferInspector).show(view)
+        self.query_one(TransferInspector).show(view, self.carried.get((view.shard, view.xfer)) if view else None)
         if pool is not None:
             self.query_one(SlotMap).show(pool[0], pool[1], cells, f"@row {row['ord']}")
         self.panel_generation += 1
@@ -147,6 +148,11 @@ class KvtraceApp(App):
         session = self.source.session
         try:
             found = session.findings()
+            who = session.attribute(found)     # who wrote the bytes of each corrupted read
+            self.carried = {}
+            for a in who:
+                if a.carrier:
+                    self.carried.setdefault((a.carrier["shard"], a.carrier["xfer"]), []).append(a.message)
         except Exception as e:  # a check's SQL failing must not take the timeline down
             self.call_from_thread(self.query_one(FindingsPanel).show_error, str(e).splitlines()[0] if str(e) else type(e).__name__)
             return

@@ -69,6 +69,6 @@ class SqlConsole(Vertical):
         table.clear(columns=True)
         table.add_columns(*cols)
         for r in rows:
-            table.add_row(*("NULL" if v is None else str(v) for v in r))
+            table.add_row(*(Text("NULL" if v is None else str(v)) for v in r))  # trace text, never markup
         more = f" (first {MAX_ROWS} shown)" if n > MAX_ROWS else ""
         status.update(Text(f"{min(n, MAX_ROWS)} row{'s' * (n != 1)}{more}", style="green"))

@@ -64,13 +64,17 @@ class FindingsPanel(Vertical):
         for i, f in enumerate(findings):
             where = "/".join(str(x) for x in (f.agent, f.pool, f"L{f.layer}" if f.layer is not None else None,
                                               f"s{f.slot}" if f.slot is not None else None) if x)
-            t.add_row(Text(f.severity, "bold red" if f.severity == "error" else "yellow"), f.check,
-                      str(f.count), f.request or "-", where, key=str(i))
+            # request and agent names come from the trace: Text, never markup
+            t.add_row(Text(f.severity, "bold red" if f.severity == "error" else "yellow"), Text(f.check),
+                      str(f.count), Text(f.request or "-"), Text(where), key=str(i))
         self._describe(0)
 
     def _describe(self, i: int) -> None:
         msg = self.findings[i].message if self.findings and 0 <= i < len(self.findings) else ""
-        self.query_one("#findings-message", Static).update(msg)
+        who = self.findings[i].extra.get("attribution") if msg else None
+        if who:   # who wrote the bytes its corrupted reads hold
+            msg += "\nWho wrote these bytes: " + "\n  ".join(who[:3])
+        self.query_one("#findings-message", Static).update(Text(msg))  # trace names: never markup
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()

@@ -22,8 +22,13 @@ def _end(agent, pool, layer, slot, off, page=None) -> str:
     return f"{agent}:{pool}/L{layer}/s{slot}" + (f"+{off}" if off else "") + (f" p{page}" if page is not None else "")
 
 
-def render_transfer(view) -> Group:
-    """The inspector's content for a facts.TransferView (None: nothing selected)."""
+def _plain(v):
+    return Text(v) if isinstance(v, str) else v
+
+
+def render_transfer(view, carried=None) -> Group:
+    """The inspector's content for a facts.TransferView (None: nothing selected);
+    ``carried``: sentences on corrupted reads whose bytes this transfer carried."""
     if view is None:
         return Group(Text("No transfer under the cursor: put it on an xfer_* event or a "
                           "notification that a post delivered.", style="dim"))
@@ -48,18 +53,26 @@ def render_transfer(view) -> Group:
     ev.add_column("kind", no_wrap=True)
     ev.add_column("what", ratio=1, no_wrap=True, overflow="ellipsis")
     for e in view.events:
-        ev.add_row(str(e["ord"]), f"{e['shard']}:{e['seq']}", Text(e["kind"], KIND_STYLE.get(e["kind"], "")), what(e))
+        # names and messages come from the trace: Text, so "[...]" is never read as markup
+        ev.add_row(str(e["ord"]), Text(f"{e['shard']}:{e['seq']}"), Text(str(e["kind"]), KIND_STYLE.get(e["kind"], "")),
+                   _plain(what(e)))
     ds = Table(box=None, expand=True, header_style="bold", pad_edge=False)
     for c in ("#", "source (pool/layer/slot+off page)", "destination", "bytes", "check"):
         ds.add_column(c, no_wrap=True, overflow="ellipsis")
     for d in view.descs:
         prob = desc_problem(d)
         ds.add_row(str(d["pos"]),
-                   _end(d["src_agent"], d["src_pool"], d["src_layer"], d["src_slot"], d["src_off"], d.get("src_page")),
-                   _end(d["dst_agent"], d["dst_pool"], d["dst_layer"], d["dst_slot"], d["dst_off"], d.get("dst_page")),
+                   Text(_end(d["src_agent"], d["src_pool"], d["src_layer"], d["src_slot"], d["src_off"], d.get("src_page"))),
+                   Text(_end(d["dst_agent"], d["dst_pool"], d["dst_layer"], d["dst_slot"], d["dst_off"], d.get("dst_page"))),
                    str(d["nbytes"]), Text(prob or "ok", "bold red" if prob else "green"),
                    style="on dark_red" if prob else None)
-    return Group(head, ev, ds)
+    if not carried:
+        return Group(head, ev, ds)
+    who = Text(f"\nWho wrote these bytes — {len(carried)} corrupted read(s) got their bytes through this transfer:\n",
+               "bold red")
+    for m in carried[:8]:
+        who.append(f"  {m}\n", "")
+    return Group(head, who, ev, ds)
 
 
 class TransferInspector(VerticalScroll, can_focus=True):
@@ -72,7 +85,7 @@ class TransferInspector(VerticalScroll, can_focus=True):
     def compose(self):
         yield Static(render_transfer(None), id="inspector-body")
 
-    def show(self, view) -> None:
-        """Display a facts.TransferView (or None)."""
+    def show(self, view, carried=None) -> None:
+        """Display a facts.TransferView (or None), with the corrupted reads it carried."""
         self.view = view
-        self.query_one("#inspector-body", Static).update(render_transfer(view))
+        self.query_one("#inspector-body", Static).update(render_transfer(view, carried))

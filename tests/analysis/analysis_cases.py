@@ -14,6 +14,7 @@ from __future__ import annotations
 import cases_layout  # noqa: F401  (registers its scenarios)
 import cases_lifetime  # noqa: F401
 import cases_ordering  # noqa: F401
+import cases_answers  # noqa: F401  (issue 16: attribution, owner overwrite, layouts, liveness)
 from cases_helpers import CASES, XFAIL, case, finish, handshake, pd, push
 
 __all__ = ["CASES", "XFAIL", "case", "finish", "handshake", "pd", "push"]

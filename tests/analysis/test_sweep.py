@@ -2,7 +2,6 @@
 outputs it writes, and a real sweep of the small preset through the reference engine."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -79,9 +78,6 @@ def test_sweep_unwritable_output(tmp_path, capsys):
     assert "cannot create" in err and len(err.splitlines()) == 1
 
 
-ENGINE = importlib.util.find_spec("kvtrace.tracer.engine.cli") is not None
-
-
 def _sweep(tmp_path, name, workload, argv):
     out = tmp_path / name
     assert main(["sweep", "--workload", workload, "-o", str(out), "--no-progress"] + argv) == 0
@@ -98,7 +94,6 @@ def _sweep(tmp_path, name, workload, argv):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.skipif(not ENGINE, reason="engine not present")
 def test_small_preset_sweep_end_to_end(tmp_path):
     pts = _sweep(tmp_path, "small", "small", ["--concurrency", "1,4", "--index-k", "fp8,bf16"])
     assert [(p["index_k"], p["concurrency"]) for p in pts] == [("fp8", 1), ("fp8", 4), ("bf16", 1), ("bf16", 4)]
@@ -107,7 +102,6 @@ def test_small_preset_sweep_end_to_end(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.skipif(not ENGINE, reason="engine not present")
 def test_sweep_finds_injected_uniform_slot_count_and_clean_twin_is_clean(tmp_path):
     # small-mixed: index_k on its own page size, so its slot count differs from kv's —
     # the geometry a uniform slot count misaddresses

@@ -21,7 +21,8 @@ def record(tmp, *inject):
         args += ["--inject", bug]
     r = subprocess.run(args, capture_output=True, text=True, timeout=240)
     if r.returncode != 0 and not os.path.isdir(out):
-        pytest.skip(f"reference engine unavailable: {r.stderr.strip().splitlines()[-1:]}")
+        pytest.importorskip("nixl._api")          # the engine needs NIXL; without it, skip
+        pytest.fail(f"the reference engine failed: {r.stderr.strip().splitlines()[-1:]}")
     return out
 
 
@@ -66,10 +67,12 @@ def test_engine_early_src_free_corrupts_and_executors_agree(engine_traces):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", COMMITTED or [None], ids=[os.path.basename(p) for p in COMMITTED] or ["none"])
+def test_example_traces_are_committed():
+    assert COMMITTED, "traces/*.kvtrace"
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[os.path.basename(p) for p in COMMITTED])
 def test_committed_example_traces_replay_deterministically(path):
-    if path is None:
-        pytest.skip("no example traces under traces/ yet")
     a = replay(path, "pct", 7)
     b = replay(path, "pct", 7)
     assert a.schedule == b.schedule and a.verdict.signature() == b.verdict.signature()

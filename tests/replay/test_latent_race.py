@@ -29,7 +29,8 @@ def _record(tmp, bug=None):
         args += ["--inject", bug]
     r = subprocess.run(args, capture_output=True, text=True, timeout=240)
     if r.returncode != 0 and not os.path.isdir(out):
-        pytest.skip(f"reference engine unavailable: {r.stderr.strip().splitlines()[-1:]}")
+        pytest.importorskip("nixl._api")          # the engine needs NIXL; without it, skip
+        pytest.fail(f"the reference engine failed: {r.stderr.strip().splitlines()[-1:]}")
     return out
 
 
@@ -45,8 +46,7 @@ def race(tmp_path_factory):
 @pytest.mark.parametrize("which", ["fresh", "committed"])
 def test_latent_race_found_minimized_and_fixed(race, which):
     path = race["fresh"] if which == "fresh" else COMMITTED
-    if not os.path.isdir(path):
-        pytest.skip("no committed trace")
+    assert os.path.isdir(path), path
     g = load(path)
     assert g.manifest["engine"]["corrupted_pages"] == 0          # the engine's own verifier: clean
     for sched in ("recorded", "eager"):                           # and no schedule without reordering fails

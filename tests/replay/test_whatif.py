@@ -27,7 +27,8 @@ def _record(tmp, workload, bug):
         args += ["--inject", bug]
     r = subprocess.run(args, capture_output=True, text=True, timeout=240)
     if r.returncode != 0 and not os.path.isdir(out):
-        pytest.skip(f"reference engine unavailable: {r.stderr.strip().splitlines()[-1:]}")
+        pytest.importorskip("nixl._api")          # the engine needs NIXL; without it, skip
+        pytest.fail(f"the reference engine failed: {r.stderr.strip().splitlines()[-1:]}")
     return out
 
 
@@ -48,11 +49,9 @@ def test_fix_removes_the_corruption_and_keeps_the_clean_twin_clean(traces, bug, 
     assert not twin.before.verdict.failed and not twin.after.verdict.failed
 
 
-@pytest.mark.parametrize("fix", list(BUILTIN))
+@pytest.mark.parametrize("fix", [f for f in BUILTIN if f != "per-pool-slot-count"])
 def test_a_fix_for_another_bug_leaves_the_corruption(traces, fix):
     """A fix is not a blanket 'clean': the what-ifs unrelated to the slot-count bug keep it."""
-    if fix == "per-pool-slot-count":
-        pytest.skip("the fix for this bug")
     w = replay_whatif(traces("small-mixed", "uniform-slot-count"), fix)
     assert w.before.verdict.failed and w.after.verdict.failed
 

@@ -204,3 +204,36 @@ def test_failure_reported_by_check_xfer_state_is_an_xfer_error(tmp_path, validat
     else:
         assert lines[1] == "failed nixlRemoteDisconnectError"
         assert ev[:2] == [("xfer_post", 0, None, "11"), ("xfer_error", 0, "ERR", "11")]
+
+
+@pytest.mark.timeout(120)
+def test_bare_python_runs_in_the_recording_environment(tmp_path):
+    """`.venv/bin/kvtrace record -- python prog.py` with the venv not activated (PATH
+    without its bin): the child is the recording interpreter, and is traced."""
+    kvtrace = os.path.join(os.path.dirname(sys.executable), "kvtrace")
+    env = _env()
+    env["PATH"] = "/usr/bin:/bin"
+    env.pop("VIRTUAL_ENV", None)
+    r = subprocess.run([kvtrace, "record", "-o", str(tmp_path / "b.kvtrace"), "--", "python",
+                        os.path.join(PROGRAMS, "two_agents.py")], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "not traced" not in r.stderr and "warning" not in r.stderr
+    assert len(open_trace(str(tmp_path / "b.kvtrace")).shards) == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["isolated", "other-python"])
+def test_a_child_that_cannot_be_traced_is_named(tmp_path, how):
+    if how == "isolated":
+        cmd = [sys.executable, "-I", os.path.join(PROGRAMS, "two_agents.py")]
+        expect = "-I ignores PYTHONPATH or sitecustomize"
+    else:
+        other = "/usr/bin/python3"
+        if not os.path.exists(other) or subprocess.run([other, "-c", "import kvtrace"], capture_output=True).returncode == 0:
+            pytest.skip("needs a Python without kvtrace at /usr/bin/python3")
+        cmd = [other, "-c", "print('hello')"]
+        expect = "is not the Python kvtrace runs in"
+    r = subprocess.run([sys.executable, "-m", "kvtrace", "record", "-o", str(tmp_path / "u.kvtrace"), "--", *cmd],
+                       capture_output=True, text=True, env=_env(), timeout=120)
+    assert "warning: this program will not be traced" in r.stderr and expect in r.stderr, r.stderr
+    assert "no NIXL agent was traced" in r.stderr

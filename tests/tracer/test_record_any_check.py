@@ -15,7 +15,6 @@ import sys
 import pytest
 
 pytest.importorskip("nixl._api")
-pytest.importorskip("kvtrace.analysis.cli_check")
 
 PROGRAMS = os.path.join(os.path.dirname(__file__), "programs")
 

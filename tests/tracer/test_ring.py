@@ -121,3 +121,90 @@ def test_sigusr1_dumps_every_recorder(tmp_path):
     man = json.load(open(os.path.join(dump, "manifest.json")))
     assert sorted(man["shards"]) == ["a", "b"] and man["complete"]
     assert man["trigger"]["reason"] == "signal SIGUSR1"
+
+
+PROGRAMS = os.path.join(os.path.dirname(__file__), "programs")
+
+
+def _env():
+    env = dict(os.environ)
+    for k in ("KVTRACE_TRACE_DIR", "KVTRACE_RING"):
+        env.pop(k, None)
+    env["NIXL_LOG_LEVEL"] = "WARN"
+    return env
+
+
+@pytest.mark.timeout(120)
+def test_record_cmd_ring_dumps_on_nixl_error(tmp_path, validate_trace):
+    """`record --ring -- CMD`: nothing is written while the program runs clean; a transfer
+    ending in ERR (peer destroyed mid-transfer) triggers a dump holding the failed transfer.
+    If the transfer beats the teardown (DONE), there is no trigger and no dump."""
+    import subprocess
+    import sys
+    env = _env()
+    env["UCX_TLS"] = "tcp"
+    out = tmp_path / "err.kvtrace"
+    r = subprocess.run([sys.executable, "-m", "kvtrace", "record", "--ring", "8MB", "-o", str(out), "--",
+                        sys.executable, os.path.join(PROGRAMS, "err_inflight.py")],
+                       capture_output=True, text=True, env=env, timeout=100)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if " UCX " not in ln]
+    dump = dump_path(str(out), 1)
+    assert not [d for d in os.listdir(out) if (out / d).is_dir() and not d.startswith(("_", "."))]  # no shard
+    if lines[1] == "state DONE":
+        assert not os.path.exists(dump)
+        return
+    validate_trace(dump)
+    from kvtrace.tracer import open_trace
+    kinds = [e["kind"] for e in open_trace(dump).table("events").to_pylist()]
+    assert "xfer_post" in kinds and "xfer_error" in kinds
+    man = json.load(open(os.path.join(dump, "manifest.json")))
+    assert man["trigger"]["reason"].startswith("NIXL error state")
+
+
+def test_dump_cli_bad_input(tmp_path):
+    import subprocess
+    import sys
+    for target in (str(tmp_path), "999999999"):
+        r = subprocess.run([sys.executable, "-m", "kvtrace", "dump", target], capture_output=True, text=True,
+                           timeout=60, env=_env())
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_dump_session_reaches_both_processes(tmp_path, validate_trace):
+    """`kvtrace dump SESSION` while the engine runs prefill and decode as two OS processes:
+    both write the same window (same from_unix) and the dump checks clean."""
+    import subprocess
+    import sys
+    import time
+    from kvtrace.tracer.ring_dump import live_shards
+    toml = tmp_path / "long.toml"
+    toml.write_text('name = "long"\nrequests = 400\nconcurrency = 4\n')
+    session = tmp_path / "s.kvtrace"
+    proc = subprocess.Popen([sys.executable, "-m", "kvtrace", "record", "--ring", "2s", "--processes", "2",
+                             "--workload", str(toml), "--no-progress", "-o", str(session)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+    try:
+        deadline = time.monotonic() + 120
+        decode_live = session / "_ring" / "decode" / "live.json"
+        while time.monotonic() < deadline:   # both processes recording, and requests under way
+            if len(live_shards(str(session))) == 2 and decode_live.exists() and \
+                    json.loads(decode_live.read_text())["live"]:
+                break
+            assert proc.poll() is None, "the engine ended before it could be dumped"
+            time.sleep(0.1)
+        r = subprocess.run([sys.executable, "-m", "kvtrace", "dump", str(session)], capture_output=True,
+                           text=True, timeout=60, env=_env())
+        assert r.returncode == 0, r.stderr
+        dump = r.stdout.strip()
+        assert dump == dump_path(str(session), 1)
+    finally:
+        proc.wait(timeout=240)
+    validate_trace(dump)
+    man = json.load(open(os.path.join(dump, "manifest.json")))
+    assert sorted(man["shards"]) == ["decode", "prefill"] and man["complete"]
+    starts = {json.load(open(os.path.join(dump, s, "shard.json")))["ring"]["window"]["from_unix"] for s in man["shards"]}
+    assert len(starts) == 1
+    assert _findings(dump) == set()

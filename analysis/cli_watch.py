@@ -1,0 +1,56 @@
+"""Follow a trace while it is being written and print each new finding as it lands.
+
+Works on a recording in progress (`kvtrace record -o s.kvtrace` in another terminal) and
+on a flight recorder's dump being written (s.dump1.kvtrace). The checks re-run only when
+a shard's streams grew. A recording in progress ends mid-run, so `leak` waits for the
+trace to be complete.
+
+Exit status: 0 when the trace is complete (or --timeout passed) without --fail-fast
+tripping, 1 at the first error finding with --fail-fast, 2 bad input.
+
+examples:
+  kvtrace watch s.kvtrace
+  kvtrace watch s.kvtrace --fail-fast
+  kvtrace watch s.dump1.kvtrace --timeout 60
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="trace directory (NAME.kvtrace), possibly still being written")
+    p.add_argument("--fail-fast", action="store_true", help="exit 1 at the first error finding")
+    p.add_argument("--interval", type=float, default=0.2, help="seconds between polls (default 0.2)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="stop after this many seconds (default: when the trace is complete)")
+
+
+def run(args) -> int:
+    import sys
+    import time
+
+    from kvtrace.errors import UsageError
+
+    from .watch import Watcher
+    import os
+    if args.interval <= 0:
+        raise UsageError("--interval must be positive")
+    if os.path.exists(args.trace) and not os.path.isdir(args.trace):
+        raise UsageError(f"{args.trace}: not a trace directory")
+    w = Watcher(args.trace, time.monotonic)
+    start = time.monotonic()
+    while True:
+        done = w.complete()          # read before the poll: a complete trace gets one last poll
+        for r in w.poll():
+            f = r.finding
+            where = "/".join(str(x) for x in (f.pool, f.layer, f.slot) if x is not None)
+            print(f"[{r.seen_at - start:7.2f}s] {f.severity.upper():7s} {f.check}: {f.message}"
+                  + (f" ({where})" if where else ""), flush=True)
+            if args.fail_fast and f.severity == "error":
+                return 1
+        if done or (args.timeout is not None and time.monotonic() - start > args.timeout):
+            print(f"kvtrace watch: {'trace complete' if done else 'timeout'}; checks ran {w.checks_run} time(s)",
+                  file=sys.stderr)
+            return 0
+        time.sleep(args.interval)
