@@ -64,6 +64,10 @@ class TraceModel:
         self.clocks = None   #: hb.Clocks once "clocks" is built
         self._built: set[str] = set()
         self._caps: dict[str, bool] | None = None
+        # a partial trace is analysed up to its consistent cut (cut.py); unknowns say what lies beyond
+        from .cut import apply as apply_cut
+        self.cuts, self.unknowns = apply_cut(self)
+        self.notes += [u.note() for u in self.unknowns]
 
     # ------------------------------------------------------------------ queries
     def query(self, sql: str, params: list | None = None) -> pa.Table:

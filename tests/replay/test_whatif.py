@@ -82,6 +82,10 @@ def notif_after_data(edit, args):
                     edit.drop_wait(m, o)
                     edit.add_wait(o, m)
     edit.note("notifications after data" + (" " + args if args else ""))
+
+
+def broken(edit, args):
+    return edit.graph.transfers[10 ** 9]
 '''
 
 
@@ -98,7 +102,8 @@ def test_user_what_if_from_a_file_and_the_cli(traces, tmp_path):
     assert r.stdout.rstrip().splitlines()[-2].strip() == "verdict: clean"
     r = run("--scheduler", "lazy", "--fault", "notify-before-data", "--what-if", "free-after-done")
     assert r.returncode == 1                               # the wrong fix: still corrupted
-    for bad in ("no-such-fix", "myfix:nope", "nomodule_xyz:f", "free-after-done:pools", "status-after-data:x"):
+    for bad in ("no-such-fix", "myfix:nope", "nomodule_xyz:f", "free-after-done:pools", "status-after-data:x",
+                "myfix:broken"):
         r = run("--what-if", bad)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, bad
 
@@ -107,3 +112,23 @@ def test_resolve_lists_every_builtin_once():
     assert len(BUILTIN) == len(set(BUILTIN)) == 3
     for name in BUILTIN:
         assert resolve(name).name == name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_seeds_geometry_production_dsv4(tmp_path):
+    """The seeds' geometry (production-dsv4: bf16 index_k with its own slot count), fewer
+    requests: uniform-slot-count corrupts index_k, per-pool-slot-count replays clean, and
+    the same workload without the bug is left exactly as recorded."""
+    pytest.importorskip("nixl._api")
+    from kvtrace.tracer.engine import load as workload
+    from kvtrace.tracer.engine import record
+    wl = workload("production-dsv4", requests=40, concurrency=16)
+    bug, clean = str(tmp_path / "bug.kvtrace"), str(tmp_path / "clean.kvtrace")
+    assert record(wl, ["uniform-slot-count"], bug)["corrupted_pages"] > 0
+    assert record(wl, [], clean)["corrupted_pages"] == 0
+    w = replay_whatif(bug, "per-pool-slot-count")
+    assert w.before.verdict.failed and not w.after.verdict.failed
+    assert {b.pool for b in w.before.verdict.corrupted} == {"index_k"}
+    twin = replay_whatif(clean, "per-pool-slot-count")
+    assert not twin.after.verdict.failed and "nothing changes" in twin.fix.lines[0]
