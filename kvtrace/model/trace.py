@@ -144,6 +144,12 @@ class TraceModel:
             self._caps = {k: bool(row[k]) for k in CAPABILITY_NAMES}
         return self._caps
 
+    def sandbox(self) -> None:
+        """Bound what SQL typed by a user can reach from now on: files under the trace's
+        index only, settings locked (see sandbox.py). Build what you need first."""
+        from .sandbox import sandbox
+        sandbox(self.con, self.index_dir)
+
     def close(self) -> None:
         self.con.close()
 
