@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real engines' NIXL connectors into .venv-engines (separate from .venv):
-#   SGLang 0.5.21 (the seeds' uniform-slot-count line) and vLLM 0.34.0, --no-deps, plus the
+#   SGLang 0.5.21 (the release with the uniform-slot-count line) and vLLM 0.34.0, --no-deps, plus the
 #   light packages their connector modules import; SGLang 0.5.23 (fixed) side by side under
 #   .venv-engines/sglang-0.5.23 (put it first on PYTHONPATH to use it).
 # The heavy packages (torch, nixl, numpy, duckdb) are not installed twice: .venv-engines sees
