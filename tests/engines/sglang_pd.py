@@ -2,7 +2,7 @@
 processes over real NIXL (UCX, DRAM), SGLang's own bootstrap server, ZMQ and transfer
 workers. No kvtrace code here: record it with ``kvtrace record --hooks sglang -- ...``.
 
-Geometry as in the seeds (DeepSeek-V4-shaped, MLA): ``--kv-layers`` MLA kv regions, then
+Geometry DeepSeek-V4-shaped (MLA): ``--kv-layers`` MLA kv regions, then
 ``--index-layers`` index-K regions appended after them (the order SGLang's
 ``get_contiguous_buf_infos`` gives). Index-K is sized either by tokens (``tokens``: the
 same slot count as kv) or by bytes (``bytes``: the same bytes per region as a kv region,
