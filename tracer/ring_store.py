@@ -44,6 +44,9 @@ from .schema import EventKind as K
 _XFER_KINDS = frozenset({K.XFER_POST.value, K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
 _REG_KINDS = frozenset({K.REGISTER.value, K.DEREGISTER.value})
 _COLS = ("seq", "t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "addr", "detail")
+#: kinds that change what is live (the bookkeeping looks at these rows only)
+_STATE_KINDS = _XFER_KINDS | _REG_KINDS | frozenset({K.ALLOC.value, K.FREE.value, K.REQ_START.value,
+                                                     K.REQ_DONE.value, K.REQ_ABORT.value})
 
 
 @dataclasses.dataclass
@@ -77,8 +80,8 @@ class RingStore:
         self._carried: list = []            # descs batches already carried over once
         self.dlists: list = []
         self.layouts: list = []
-        self.pinned: list = []              # (events batch, owners)
-        self.pinned_descs: list = []        # (descs batch, owners)
+        self.pinned: list = []              # (events batch, its rows' owners, their set)
+        self.pinned_descs: list = []        # (descs batch, its rows' owners, their set)
         self.evicted_events = 0
         self.state_complete = True
         self.on_error = None                # called with the row of an xfer_error (auto trigger)
@@ -94,7 +97,7 @@ class RingStore:
 
     # ------------------------------------------------------------ sizes
     def _pinned_bytes(self) -> int:
-        return (sum(b.nbytes for b, _ in self.pinned) + sum(b.nbytes for b, _ in self.pinned_descs)
+        return (sum(e[0].nbytes for e in self.pinned) + sum(e[0].nbytes for e in self.pinned_descs)
                 + sum(b.nbytes for b in self.dlists) + sum(b.nbytes for b in self.layouts))
 
     @property
@@ -145,46 +148,60 @@ class RingStore:
             self._last_t[owner] = t
 
     def _ingest_events(self, batch: pa.RecordBatch) -> list:
-        cols = [batch.column(c).to_pylist() for c in _COLS]
-        owners = []
-        for seq, t, agent, kind, req, pool, slots, xfer, addr, detail in zip(*cols):
-            if req is not None:
-                owner = req
-            elif kind in _XFER_KINDS and xfer is not None:
-                owner = ("xfer", xfer)
-            elif kind in _REG_KINDS:
-                owner = ("region", agent, addr)
-            else:
-                owner = None
-            owners.append(owner)
-            if owner is None:
-                continue
-            if t > self._last_t.get(owner, -1):
-                self._last_t[owner] = t
-            if kind == "alloc" and slots:
-                self._alloc(agent, pool, slots, owner, t, _shared(detail))
-            elif kind == "free" and slots:
-                self._free(agent, pool, slots, owner, t)
-            elif kind == "xfer_post":
-                if xfer in self._inflight:           # a re-post before completion: one reference
-                    self._unref(self._inflight.pop(xfer), t)
-                self._inflight[xfer] = owner
-                self._xfer_owner[xfer] = owner
-                self._ref(owner)
-            elif kind in ("xfer_done", "xfer_error", "xfer_release"):
-                if xfer in self._inflight:
-                    self._unref(self._inflight.pop(xfer), t)
-                if kind == "xfer_error" and self.on_error is not None:
-                    self.on_error({"seq": seq, "agent": agent, "request": req, "xfer": xfer})
-            elif kind == "req_start":
-                self._open.add(owner)
-            elif kind in ("req_done", "req_abort"):
-                self._open.discard(owner)
-            elif kind == "register":
-                self._ref(owner)
-            elif kind == "deregister" and self._refs.get(owner):
-                self._unref(owner, t)
+        # Cost: the per-row Python work is the owner of each row and its time; the columns
+        # the bookkeeping reads (slots, detail...) are converted only for the few rows whose
+        # kind changes liveness (allocs, frees, transfer and lifecycle events), not for the
+        # writes and reads that make most of a trace.
+        kinds = batch.column("kind").to_pylist()
+        reqs = batch.column("request").to_pylist()
+        ts = batch.column("t_ns").to_pylist()
+        owners = reqs
+        idx = [i for i, k in enumerate(kinds) if k in _STATE_KINDS]
+        if idx:
+            sub = batch.take(pa.array(idx, pa.int64()))
+            cols = [sub.column(c).to_pylist() for c in _COLS]
+            if any(r is None for r in cols[4]):
+                owners = list(reqs)
+            for i, (seq, t, agent, kind, req, pool, slots, xfer, addr, detail) in zip(idx, zip(*cols)):
+                if req is not None:
+                    owner = req
+                elif kind in _XFER_KINDS and xfer is not None:
+                    owner = owners[i] = ("xfer", xfer)
+                elif kind in _REG_KINDS:
+                    owner = owners[i] = ("region", agent, addr)
+                else:
+                    continue
+                self._state(seq, t, agent, kind, req, pool, slots, xfer, detail, owner)
+        last = self._last_t
+        for o, t in zip(owners, ts):
+            if o is not None and t > last.get(o, -1):
+                last[o] = t
         return owners
+
+    def _state(self, seq, t, agent, kind, req, pool, slots, xfer, detail, owner) -> None:
+        if kind == "alloc" and slots:
+            self._alloc(agent, pool, slots, owner, t, _shared(detail))
+        elif kind == "free" and slots:
+            self._free(agent, pool, slots, owner, t)
+        elif kind == "xfer_post":
+            if xfer in self._inflight:           # a re-post before completion: one reference
+                self._unref(self._inflight.pop(xfer), t)
+            self._inflight[xfer] = owner
+            self._xfer_owner[xfer] = owner
+            self._ref(owner)
+        elif kind in ("xfer_done", "xfer_error", "xfer_release"):
+            if xfer in self._inflight:
+                self._unref(self._inflight.pop(xfer), t)
+            if kind == "xfer_error" and self.on_error is not None:
+                self.on_error({"seq": seq, "agent": agent, "request": req, "xfer": xfer})
+        elif kind == "req_start":
+            self._open.add(owner)
+        elif kind in ("req_done", "req_abort"):
+            self._open.discard(owner)
+        elif kind == "register":
+            self._ref(owner)
+        elif kind == "deregister" and self._refs.get(owner):
+            self._unref(owner, t)
 
     def _alloc(self, agent, pool, slots, owner, t, shared: bool) -> None:
         for s in slots:
@@ -266,32 +283,31 @@ class RingStore:
         if evicted:
             self._refilter(self._evict_cut(now_ns))
             if self.max_bytes is not None and self._pinned_bytes() > self.max_bytes // 2:
-                self.evicted_events += sum(b.num_rows for b, _ in self.pinned)
+                self.evicted_events += sum(e[0].num_rows for e in self.pinned)
                 self.pinned, self.pinned_descs = [], []  # over budget: the window start is cut
                 self.state_complete = False
 
     def _pin(self, chunk: _Chunk, cut: int) -> None:
+        live = _Liveness(self, cut)
         if chunk.events is not None and chunk.events.num_rows:
-            keep = [self._live(o, cut) for o in chunk.owners]
-            self.evicted_events += keep.count(False)
-            if any(keep):
-                self.pinned.append((chunk.events.filter(pa.array(keep)), [o for o, k in zip(chunk.owners, keep) if k]))
+            kept, n = _keep(chunk.events, chunk.owners, live)
+            self.evicted_events += n
+            self.pinned += kept
         for b, owners in zip(chunk.descs, chunk.desc_owners):
-            keep = [self._live(o, cut) for o in owners]
-            if any(keep):
-                self.pinned_descs.append((b.filter(pa.array(keep)), [o for o, k in zip(owners, keep) if k]))
+            self.pinned_descs += _keep(b, owners, live)[0]
 
     def _refilter(self, cut: int) -> None:
+        live = _Liveness(self, cut)
         for store in (self.pinned, self.pinned_descs):
             out = []
-            for b, owners in store:
-                keep = [self._live(o, cut) for o in owners]
-                if all(keep):
-                    out.append((b, owners))
-                elif any(keep):
-                    out.append((b.filter(pa.array(keep)), [o for o, k in zip(owners, keep) if k]))
+            for b, owners, oset in store:
+                if all(live(o) for o in oset):     # per distinct owner, not per row
+                    out.append((b, owners, oset))
+                    continue
+                kept, n = _keep(b, owners, live)
+                out += kept
                 if store is self.pinned:
-                    self.evicted_events += keep.count(False)
+                    self.evicted_events += n
             store[:] = out
         gone = {o for o, t in self._last_t.items()
                 if t < cut and o not in self._refs and o not in self._open and o not in self._remote}
@@ -313,23 +329,23 @@ class RingStore:
         Chunks older than the window are filtered as eviction would, with the cut at
         ``start_ns - slack``: every shard of a session dumping the same window keeps a
         request exactly when the others do. Nothing here changes the ring."""
-        cut = start_ns - self.slack_ns
+        live = _Liveness(self, start_ns - self.slack_ns)
         events, descs, dropped = [], [], 0
-        for b, owners in self.pinned:
-            kept, n = _keep(b, owners, lambda o: self._live(o, cut))
-            events += kept
+        for b, owners, _ in self.pinned:
+            kept, n = _keep(b, owners, live)
+            events += [k[0] for k in kept]
             dropped += n
-        for b, owners in self.pinned_descs:
-            descs += _keep(b, owners, lambda o: self._live(o, cut))[0]
+        for b, owners, _ in self.pinned_descs:
+            descs += [k[0] for k in _keep(b, owners, live)[0]]
         from_seq = None
         for c in self.chunks:
             if c.t_last < start_ns:
                 if c.events is not None:
-                    kept, n = _keep(c.events, c.owners, lambda o: self._live(o, cut))
-                    events += kept
+                    kept, n = _keep(c.events, c.owners, live)
+                    events += [k[0] for k in kept]
                     dropped += n
                 for b, owners in zip(c.descs, c.desc_owners):
-                    descs += _keep(b, owners, lambda o: self._live(o, cut))[0]
+                    descs += [k[0] for k in _keep(b, owners, live)[0]]
                 continue
             if c.events is not None:
                 if from_seq is None and c.events.num_rows:
@@ -370,15 +386,31 @@ def _until(events: list, descs: list, end_ns: int) -> tuple[list, list]:
     return out, kept
 
 
+class _Liveness:
+    """``live(owner)`` at one cut, computed once per distinct owner."""
+
+    def __init__(self, store: RingStore, cut: int):
+        self._store, self._cut, self._memo = store, cut, {}
+
+    def __call__(self, owner) -> bool:
+        v = self._memo.get(owner)
+        if v is None:
+            v = self._memo[owner] = self._store._live(owner, self._cut)
+        return v
+
+
 def _keep(batch: pa.RecordBatch, owners: list, live) -> tuple[list, int]:
-    """([the rows of live owners] or [], how many rows were dropped)."""
-    keep = [live(o) for o in owners]
+    """([(rows of live owners, their owners, owner set)] or [], how many rows were dropped)."""
+    oset = set(owners)
+    dead = {o for o in oset if not live(o)}
+    if not dead:
+        return [(batch, owners, oset)], 0
+    keep = [o not in dead for o in owners]
     n = keep.count(False)
-    if not n:
-        return [batch], 0
     if n == len(keep):
         return [], n
-    return [batch.filter(pa.array(keep))], n
+    kept = [o for o in owners if o not in dead]
+    return [(batch.filter(pa.array(keep)), kept, oset - dead)], n
 
 
 def _shared(detail) -> bool:
