@@ -84,6 +84,9 @@ class RingStore:
         self.pinned_descs: list = []        # (descs batch, its rows' owners, their set)
         self.evicted_events = 0
         self.state_complete = True
+        self._chunk_bytes = 0               # running totals behind nbytes
+        self._pinned_total = 0
+        self._pending_bytes = 0
         self.on_error = None                # called with the row of an xfer_error (auto trigger)
         # liveness bookkeeping (see module docstring); sized by live slots/requests, not history
         self._open: set = set()             # requests between start and done/abort
@@ -102,18 +105,22 @@ class RingStore:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: ring chunks, pinned facts and the flush in progress."""
-        return sum(c.nbytes for c in self.chunks) + self._pinned_bytes() + sum(b.nbytes for b in self._descs)
+        """Bytes held: ring chunks, pinned facts and the flush in progress (kept as running
+        totals, so any thread may read it while the flush thread works)."""
+        return self._chunk_bytes + self._pinned_total + self._pending_bytes
 
     # ------------------------------------------------------------ ingest
     def add(self, name: str, batch: pa.RecordBatch) -> None:
         """Take one batch as the Recorder flushes it (events close the current chunk)."""
         if name == "dlists":
             self.dlists.append(batch)
+            self._pinned_total += batch.nbytes
         elif name == "layouts":
             self.layouts.append(batch)
+            self._pinned_total += batch.nbytes
         elif name == "descs":
             self._descs.append(batch)
+            self._pending_bytes += batch.nbytes
         elif name == "events":
             self._close_chunk(batch)
 
@@ -134,6 +141,8 @@ class RingStore:
         t_first, t_last = (t[0].as_py(), t[-1].as_py()) if len(t) else (0, 0)
         nbytes = events.nbytes + sum(b.nbytes for b in descs)
         self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes))
+        self._chunk_bytes += nbytes
+        self._pending_bytes = sum(b.nbytes for b in self._descs)
 
     def _ref(self, owner) -> None:
         self._refs[owner] += 1
@@ -278,14 +287,17 @@ class RingStore:
             if not (over_time or over_size):
                 break
             self.chunks.popleft()
+            self._chunk_bytes -= old.nbytes
             self._pin(old, self._evict_cut(now_ns))
             evicted = True
         if evicted:
             self._refilter(self._evict_cut(now_ns))
+            self._pinned_total = self._pinned_bytes()
             if self.max_bytes is not None and self._pinned_bytes() > self.max_bytes // 2:
                 self.evicted_events += sum(e[0].num_rows for e in self.pinned)
                 self.pinned, self.pinned_descs = [], []  # over budget: the window start is cut
                 self.state_complete = False
+                self._pinned_total = self._pinned_bytes()
 
     def _pin(self, chunk: _Chunk, cut: int) -> None:
         live = _Liveness(self, cut)
@@ -293,8 +305,11 @@ class RingStore:
             kept, n = _keep(chunk.events, chunk.owners, live)
             self.evicted_events += n
             self.pinned += kept
+            self._pinned_total += sum(k[0].nbytes for k in kept)
         for b, owners in zip(chunk.descs, chunk.desc_owners):
-            self.pinned_descs += _keep(b, owners, live)[0]
+            kept = _keep(b, owners, live)[0]
+            self.pinned_descs += kept
+            self._pinned_total += sum(k[0].nbytes for k in kept)
 
     def _refilter(self, cut: int) -> None:
         live = _Liveness(self, cut)
