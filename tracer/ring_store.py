@@ -140,6 +140,8 @@ class RingStore:
         t = events.column("t_ns")
         t_first, t_last = (t[0].as_py(), t[-1].as_py()) if len(t) else (0, 0)
         nbytes = events.nbytes + sum(b.nbytes for b in descs)
+        if self.max_bytes is not None:     # make room first: the bound holds at every instant
+            self._evict_while(lambda: self.nbytes + nbytes > self.max_bytes, t_first)
         self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes))
         self._chunk_bytes += nbytes
         self._pending_bytes = sum(b.nbytes for b in self._descs)
@@ -279,21 +281,23 @@ class RingStore:
 
     def evict(self, now_ns: int) -> None:
         """Drop chunks past the ring's bounds, keeping the facts of live owners."""
-        evicted = False
-        while self.chunks:
+        def over() -> bool:
             old = self.chunks[0]
-            over_time = self.window_ns is not None and old.t_last < now_ns - self.window_ns
-            over_size = self.max_bytes is not None and len(self.chunks) > 1 and self.nbytes > self.max_bytes
-            if not (over_time or over_size):
-                break
-            self.chunks.popleft()
+            return ((self.window_ns is not None and old.t_last < now_ns - self.window_ns)
+                    or (self.max_bytes is not None and len(self.chunks) > 1 and self.nbytes > self.max_bytes))
+        self._evict_while(over, now_ns)
+
+    def _evict_while(self, over, now_ns: int) -> None:
+        evicted = False
+        while self.chunks and over():
+            old = self.chunks.popleft()
             self._chunk_bytes -= old.nbytes
             self._pin(old, self._evict_cut(now_ns))
             evicted = True
         if evicted:
             self._refilter(self._evict_cut(now_ns))
             self._pinned_total = self._pinned_bytes()
-            if self.max_bytes is not None and self._pinned_bytes() > self.max_bytes // 2:
+            if self.max_bytes is not None and self._pinned_total > self.max_bytes // 2:
                 self.evicted_events += sum(e[0].num_rows for e in self.pinned)
                 self.pinned, self.pinned_descs = [], []  # over budget: the window start is cut
                 self.state_complete = False
