@@ -27,7 +27,9 @@ Eviction must not leave a dumped window whose events point at facts that are gon
   requests beside its registration, ``ring.py``): a request is dumped with both its ends
   or with neither.
 
-Owners are kept whole: every event of a request or none of them, never half a request.
+Owners are kept whole: every event of a request or none of them, never half a request; and
+owners that shared a slot generation (the turns of one session whose prefix pages the cache
+passed on) are kept or dropped together.
 What pinning cannot keep (pinned facts over half the ring's size) is dropped and the
 loss is reported by :meth:`RingStore.window` (``state_complete: false``).
 """
@@ -97,6 +99,7 @@ class RingStore:
         self._inflight: dict = {}           # xfer -> owner
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
+        self._partners: dict = {}           # owner -> owners it shared a slot generation with
 
     # ------------------------------------------------------------ sizes
     def _pinned_bytes(self) -> int:
@@ -222,6 +225,9 @@ class RingStore:
             if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
                 gen = self._gen[key] = set()
             if owner not in gen:
+                for m in gen:                # shared a generation: kept and dropped together
+                    self._partners.setdefault(m, set()).add(owner)
+                    self._partners.setdefault(owner, set()).add(m)
                 gen.add(owner)
                 self._ref(owner)
             if held is None:
@@ -245,15 +251,39 @@ class RingStore:
         return [self._xfer_owner.get(x, ("xfer", x)) for x in batch.column("xfer").to_pylist()]
 
     # ------------------------------------------------------------ eviction
-    def _live(self, owner, cut: int) -> bool:
-        return owner is not None and (owner in self._refs or owner in self._open or owner in self._remote
-                                      or self._last_t.get(owner, -1) >= cut)
+    def _component(self, owner) -> list:
+        """``owner`` and every owner linked to it through shared slot generations (a prefix
+        page's turns share one): a request is kept only with the turns whose pages it read."""
+        seen, todo = {owner}, [owner]
+        while todo:
+            for m in self._partners.get(todo.pop(), ()):
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return list(seen)
+
+    def _group_state(self, comp: list) -> tuple[bool, int]:
+        """(some member is live now, the latest time a member stopped being live)."""
+        live = any(o in self._refs or o in self._open or o in self._remote for o in comp)
+        return live, max(self._last_t.get(o, -1) for o in comp)
 
     def live_requests(self) -> tuple[list[str], dict[str, int]]:
         """What this shard publishes to the session's other shards: the requests it keeps
-        live now, and for the other requests it still holds, when they stopped being live."""
-        live = {o for o in self._refs if isinstance(o, str)} | {o for o in self._open if isinstance(o, str)}
-        last = {o: t for o, t in self._last_t.items() if isinstance(o, str) and o not in live}
+        live now, and for the other requests it still holds, when they stopped being live
+        (both per group of requests that shared slot generations)."""
+        live, last, done = [], {}, set()
+        for o in list(self._last_t):
+            if o in done or not isinstance(o, str):
+                continue
+            comp = self._component(o)
+            done.update(comp)
+            alive, t = self._group_state(comp)
+            for m in comp:
+                if isinstance(m, str):
+                    if alive:
+                        live.append(m)
+                    else:
+                        last[m] = t
         return sorted(live), last
 
     def set_remote(self, requests, last: dict[str, int], now_ns: int) -> None:
@@ -328,10 +358,13 @@ class RingStore:
                 if store is self.pinned:
                     self.evicted_events += n
             store[:] = out
-        gone = {o for o, t in self._last_t.items()
-                if t < cut and o not in self._refs and o not in self._open and o not in self._remote}
+        gone = {o for o in self._last_t if not live(o)}
         for o in gone:                   # no row of theirs is left in the ring: forget them
             del self._last_t[o]
+            for m in self._partners.pop(o, ()):
+                p = self._partners.get(m)
+                if p is not None:
+                    p.discard(o)
         for x in [x for x, o in self._xfer_owner.items() if o in gone]:
             del self._xfer_owner[x]
 
@@ -406,7 +439,8 @@ def _until(events: list, descs: list, end_ns: int) -> tuple[list, list]:
 
 
 class _Liveness:
-    """``live(owner)`` at one cut, computed once per distinct owner."""
+    """``live(owner)`` at one cut, computed once per group of owners that shared slot
+    generations (all kept or all dropped)."""
 
     def __init__(self, store: RingStore, cut: int):
         self._store, self._cut, self._memo = store, cut, {}
@@ -414,7 +448,13 @@ class _Liveness:
     def __call__(self, owner) -> bool:
         v = self._memo.get(owner)
         if v is None:
-            v = self._memo[owner] = self._store._live(owner, self._cut)
+            if owner is None:
+                return False
+            comp = self._store._component(owner)
+            alive, t = self._store._group_state(comp)
+            v = alive or t >= self._cut
+            for m in comp:
+                self._memo[m] = v
         return v
 
 
