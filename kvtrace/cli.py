@@ -8,7 +8,7 @@ import importlib
 import importlib.util
 import sys
 
-from .errors import KvtraceError, UsageError
+from .errors import KvtraceError
 
 #: (command, module, one-line help) in the order a user meets them
 COMMANDS = [
@@ -18,6 +18,7 @@ COMMANDS = [
     ("validate", "kvtrace.tracer.cli_validate", "check a trace against the trace format contract (docs/format.md)"),
     ("check", "kvtrace.analysis.cli_check", "run the hazard checks and print findings and a verdict"),
     ("watch", "kvtrace.analysis.cli_watch", "follow a trace being written and print each new finding as it lands"),
+    ("diff", "kvtrace.analysis.cli_diff", "compare two traces: layouts, configuration, findings per check"),
     ("sql", "kvtrace.analysis.cli_sql", "query a trace with DuckDB SQL (interactive without a query)"),
     ("replay", "kvtrace.replay.cli_replay", "re-execute a trace's transfers under a seeded schedule"),
     ("explore", "kvtrace.replay.cli_explore", "replay many seeds and summarize the failing schedules"),
@@ -27,10 +28,6 @@ COMMANDS = [
     ("report", "kvtrace.analysis.cli_report", "write a self-contained HTML report with plots"),
     ("sweep", "kvtrace.analysis.cli_sweep", "record and check a workload across concurrencies"),
 ]
-
-
-#: kept for code written before kvtrace.errors existed; library code raises kvtrace.errors.*
-UserError = UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:

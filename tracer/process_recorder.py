@@ -22,6 +22,15 @@ ENV_PROG = "KVTRACE_PROG"
 _lock = threading.Lock()
 _recorder = None
 _pid = None
+_override = None        # (recorder, pid): set by use_recorder
+
+
+def use_recorder(rec) -> None:
+    """Route the agents this process creates from now on to ``rec`` (None: back to the
+    environment). kvtrace's pytest plugin records one test this way; a forked child
+    does not inherit it."""
+    global _override
+    _override = None if rec is None else (rec, os.getpid())
 
 
 def default_request_tags() -> str:
@@ -30,8 +39,11 @@ def default_request_tags() -> str:
 
 
 def default_recorder():
-    """This process's Recorder when run under ``kvtrace record -- CMD``, else None."""
+    """This process's Recorder when run under ``kvtrace record -- CMD`` (or set by
+    ``use_recorder``), else None."""
     global _recorder, _pid
+    if _override is not None and _override[1] == os.getpid():
+        return _override[0]
     trace_dir = os.environ.get(ENV_DIR)
     if not trace_dir:
         return None

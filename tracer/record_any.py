@@ -89,7 +89,7 @@ def untraceable(cmd: list[str], env: dict) -> str | None:
 
 
 def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | None = None,
-              ring: str | None = None) -> dict:
+              ring: str | None = None, hooks: str | None = None) -> dict:
     """The environment that makes a Python process trace its NIXL agents into ``trace_dir``:
     the recording interpreter's ``bin`` first on PATH, PYTHONPATH with the tracer's site."""
     from . import autotrace
@@ -108,6 +108,11 @@ def child_env(trace_dir: str, request_tag: str | None, prog: str, base: dict | N
     if ring:
         from .ring import ENV_RING
         env[ENV_RING] = ring
+    if hooks:
+        from .integrations import ENV_HOOKS
+        from .integrations._patch import ENV_LAUNCHED
+        env[ENV_HOOKS] = hooks
+        env[ENV_LAUNCHED] = "1"
     return env
 
 
@@ -120,12 +125,19 @@ def run_program(args, cmd: list[str]) -> int:
         make_parser(args.request_tag)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    hooks = getattr(args, "hooks", None)
+    if hooks:
+        from .integrations import HookSpecError, parse
+        try:
+            parse(hooks)
+        except HookSpecError as e:
+            raise UsageError(str(e)) from None
     out = args.output
     _prepare_dir(out, bool(getattr(args, "force", False)))
     cmd = resolve_command(cmd)
     prog = _prog_name(cmd)
     ring = getattr(args, "ring", None)
-    env = child_env(out, args.request_tag, prog, ring=ring)
+    env = child_env(out, args.request_tag, prog, ring=ring, hooks=hooks)
     why = untraceable(cmd, env)
     if why:
         print(f"kvtrace record: warning: this program will not be traced: {why}", file=sys.stderr)
@@ -155,15 +167,21 @@ def run_program(args, cmd: list[str]) -> int:
             signal.signal(sig, old)
     man = manifest.read(out)
     manifest.finish(out, exit_code=rc)
+    lines = []
+    if hooks:
+        from .integrations.summary import hook_lines
+        lines = hook_lines(out, hooks)
     if ring:
         dumps = man.get("dumps") or []
         print(f"kvtrace record: ring {ring}: {len(dumps)} dump(s)" + "".join(f"\n  {d}" for d in dumps), file=sys.stderr)
-    else:
-        _summary(out, man.get("shards", []))
+    else:  # a program that never imported the engine's connector gets that line, not a second one
+        _summary(out, man.get("shards", []), say_empty=not lines)
+    for line in lines:
+        print(f"kvtrace record: {line}", file=sys.stderr)
     return rc if rc >= 0 else 128 - rc
 
 
-def _summary(out: str, shards: list[str]) -> None:
+def _summary(out: str, shards: list[str], say_empty: bool = True) -> None:
     import json
     events, unclosed = 0, []
     for s in shards:
@@ -178,7 +196,7 @@ def _summary(out: str, shards: list[str]) -> None:
             unclosed.append(s)
     note = f"; not closed: {', '.join(unclosed)}" if unclosed else ""
     print(f"kvtrace record: {len(shards)} shard(s), {events} events -> {out}{note}", file=sys.stderr)
-    if not shards:
+    if not shards and say_empty:
         print("kvtrace record: no NIXL agent was traced: the program created none, or its Python could "
               "not load kvtrace (see any 'not traced' message above)", file=sys.stderr)
 

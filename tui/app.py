@@ -34,14 +34,17 @@ class KvtraceApp(App):
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
         Binding("slash", "open_bar('filter')", "Filter"),
-        Binding("colon", "open_bar('jump')", "Jump"),
-        Binding("n", "follow(1)", "Next"),
-        Binding("p", "follow(-1)", "Prev"),
-        Binding("m", "cycle_follow", "Follow"),
-        Binding("f", "panel('findings')", "Findings", show=False),
-        Binding("t", "panel('transfer')", "Transfer", show=False),
-        Binding("s", "panel('slots')", "Slots", show=False),
-        Binding("e", "panel('sql')", "SQL", show=False),
+        Binding("colon", "open_bar('jump')", "Jump", show=False),   # in the help page and the palette
+        # n/p/m are taught by the status line ("n/p: request r1") and the help page; the
+        # footer keeps room for the panel keys at 80 columns
+        Binding("n", "follow(1)", "Next", show=False),
+        Binding("p", "follow(-1)", "Prev", show=False),
+        Binding("m", "cycle_follow", "Follow", show=False),
+        # the panel keys are shown in the footer: a new user's first question is how to reach them
+        Binding("f", "panel('findings')", "Findings"),
+        Binding("t", "panel('transfer')", "Transfer"),
+        Binding("s", "panel('slots')", "Slots"),
+        Binding("e", "panel('sql')", "SQL"),
         Binding("escape", "escape", "Clear", show=False),
     ]
 
@@ -55,6 +58,8 @@ class KvtraceApp(App):
         self.finding_ords: list[int] = []
         self.hazards: dict[tuple[str, str], dict[int, str]] = {}
         self.pool_choice: tuple[str, str] | None = None
+        self.pool_chosen = False        # the user picked a pool ([ ]): the findings do not move it
+        self.finding_pool: tuple[str, str] | None = None   # the followed finding's pool
         self.slot_choice: tuple[str, str, int] | None = None
         self.panel_generation = 0       # bumps on every refresh: tests wait on it
         self.sub_title = os.path.basename(source.session.path.rstrip("/"))
@@ -119,7 +124,9 @@ class KvtraceApp(App):
         row = self.timeline.row
         if row is None:
             return
-        if row.get("pool") is not None and row.get("agent") is not None:
+        if self.follow is Follow.FINDING and self.finding_pool is not None:
+            self.pool_choice = self.finding_pool   # stay on the finding's pool while walking it
+        elif row.get("pool") is not None and row.get("agent") is not None:
             self.pool_choice = (row["agent"], row["pool"])
         elif self.pool_choice is None and self.facts.pools():
             self.pool_choice = self.facts.pools()[0][:2]
@@ -168,6 +175,12 @@ class KvtraceApp(App):
                 for s in (f.slots or ([f.slot] if f.slot is not None else [])):
                     d.setdefault(s, f"{f.check}: {f.message}")
         self.query_one(FindingsPanel).show(found, skipped)
+        first = next((f for f in found if f.agent and f.pool), None)
+        if first is not None and not self.pool_chosen:   # open the slot map where the first finding is
+            self.pool_choice = (first.agent, first.pool)
+            if self.timeline.row is not None:
+                self._load_panels(self.timeline.row, self.pool_choice)
+            return
         self.refresh_panels()
 
     # -- messages from panels ---------------------------------------------------
@@ -178,8 +191,9 @@ class KvtraceApp(App):
             self.notify("this finding names no events", severity="warning")
             return
         self.finding_ords, self.follow = ords, Follow.FINDING
-        if f.agent and f.pool:
-            self.pool_choice = (f.agent, f.pool)
+        self.finding_pool = (f.agent, f.pool) if f.agent and f.pool else None
+        if self.finding_pool:
+            self.pool_choice = self.finding_pool
         self.set_filter(Filter())
         self.timeline.move_to_ord(ords[0])
         self.timeline.focus()
@@ -195,6 +209,7 @@ class KvtraceApp(App):
         if pools:
             i = pools.index(self.pool_choice) if self.pool_choice in pools else 0
             self.pool_choice = pools[(i + msg.step) % len(pools)]
+            self.pool_chosen, self.finding_pool = True, None
             self._load_panels(self.timeline.row, self.pool_choice)
 
     # -- filter and jump bars ---------------------------------------------------

@@ -75,6 +75,23 @@ def render_transfer(view, carried=None) -> Group:
     return Group(head, who, ev, ds)
 
 
+def first_mismatch_line(body: Group, view, width: int = 80) -> int | None:
+    """The line of ``render_transfer``'s output, rendered ``width`` columns wide, that holds
+    the first mismatched descriptor: the parts above the descriptor table as they wrap,
+    the table's header, then one line per row (its cells do not wrap)."""
+    from rich.console import Console
+
+    if view is None:
+        return None
+    bad = next((i for i, d in enumerate(view.descs) if desc_problem(d)), None)
+    if bad is None:
+        return None
+    *above, _ds = body.renderables
+    con = Console(width=max(20, width), file=None, color_system=None)
+    lines = sum(len(con.render_lines(part, con.options, pad=False)) for part in above)
+    return lines + 1 + bad
+
+
 class TransferInspector(VerticalScroll, can_focus=True):
     """Scrollable view of one transfer (see render_transfer)."""
 
@@ -86,6 +103,26 @@ class TransferInspector(VerticalScroll, can_focus=True):
         yield Static(render_transfer(None), id="inspector-body")
 
     def show(self, view, carried=None) -> None:
-        """Display a facts.TransferView (or None), with the corrupted reads it carried."""
+        """Display a facts.TransferView (or None), with the corrupted reads it carried,
+        scrolled so the first mismatched descriptor is in view (not the ok rows above it)."""
+        changed = view is None or self.view is None or (view.shard, view.xfer) != (self.view.shard, self.view.xfer)
         self.view = view
-        self.query_one("#inspector-body", Static).update(render_transfer(view, carried))
+        body = render_transfer(view, carried)
+        self.query_one("#inspector-body", Static).update(body)
+        if changed:
+            line = first_mismatch_line(body, view, self.content_size.width or self.app.size.width)
+            self._scroll_target, self._scroll_tries = (max(0, line - 2) if line is not None else 0), 0
+            self.call_after_refresh(self._apply_scroll)
+
+    def _apply_scroll(self) -> None:
+        """Scroll to the pending target once the new content is laid out (the scroll range
+        grows a refresh or two after the update)."""
+        target = getattr(self, "_scroll_target", None)
+        if target is None:
+            return
+        if self.max_scroll_y < target and self._scroll_tries < 10:
+            self._scroll_tries += 1
+            self.call_after_refresh(self._apply_scroll)
+            return
+        self.scroll_to(y=target, animate=False)
+        self._scroll_target = None

@@ -1,0 +1,319 @@
+"""Play SGLang's scheduler around its real NIXL connector: prefill and decode as two OS
+processes over real NIXL (UCX, DRAM), SGLang's own bootstrap server, ZMQ and transfer
+workers. No kvtrace code here: record it with ``kvtrace record --hooks sglang -- ...``.
+
+Geometry as in the seeds (DeepSeek-V4-shaped, MLA): ``--kv-layers`` MLA kv regions, then
+``--index-layers`` index-K regions appended after them (the order SGLang's
+``get_contiguous_buf_infos`` gives). Index-K is sized either by tokens (``tokens``: the
+same slot count as kv) or by bytes (``bytes``: the same bytes per region as a kv region,
+so its slot count depends on the index-K dtype: bf16 256 B/token, fp8 132 B/token).
+
+Every slot of every region holds a stamp (who wrote it: request, region, page; or "never
+written" with its region and slot), so the verifier on decode says which destination
+pages hold whose bytes. Exit code 0 whatever the verifier finds (SGLang reports Success
+either way); ``--report FILE`` gets the verifier's findings as JSON.
+
+    python tests/engines/sglang_pd.py --index-k bytes --index-dtype bf16 --report out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+KV_TOKEN_BYTES = 576 * 2                     # MLA: kv_lora_rank 512 + rope 64, bf16
+INDEX_TOKEN_BYTES = {"bf16": 128 * 2, "fp8": 128 + 4}  # 128 dims (+ fp32 scale for fp8)
+AUX_ITEM = 64
+STAMP = np.dtype([("magic", "<u4"), ("room", "<i4"), ("region", "<i4"), ("page", "<i4")])
+MAGIC_WRITTEN, MAGIC_UNWRITTEN = 0x4B565752, 0x4B56554E
+
+
+def geometry(a) -> dict:
+    """Regions (item_len, slots) in SGLang's kv_data order, plus aux."""
+    kv_item = a.page_tokens * KV_TOKEN_BYTES
+    idx_item = a.page_tokens * INDEX_TOKEN_BYTES[a.index_dtype]
+    idx_slots = a.slots if a.index_k == "tokens" else (a.slots * kv_item) // idx_item
+    regions = [(kv_item, a.slots)] * a.kv_layers + [(idx_item, idx_slots)] * a.index_layers
+    return {"regions": regions, "aux": (AUX_ITEM, a.requests)}
+
+
+def workload(a) -> list[dict]:
+    """Requests: room, pages on each side, chunks. Prefill and decode take pages from
+    their own free lists (different orders), so the page maps differ per side."""
+    rng = np.random.default_rng(a.seed)
+    reqs, room0 = [], 1000
+    for i in range(a.requests):
+        n = int(rng.integers(2, a.max_pages + 1))
+        reqs.append({"room": room0 + i, "pages": n, "aux": i,
+                     "chunks": 2 if (i % 2 and n > 2) else 1})
+    return reqs
+
+
+def allocator(slots: int, seed: int):
+    free = list(np.random.default_rng(seed).permutation(slots))
+
+    def alloc(n):
+        out = [int(free.pop(0)) for _ in range(n)]
+        return np.asarray(out, dtype=np.int32)
+
+    def release(pages):
+        free.extend(int(p) for p in pages)
+    return alloc, release
+
+
+# ----------------------------------------------------------------- memory and stamps
+def make_regions(geom) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    kv = [np.zeros(item * n, dtype=np.uint8) for item, n in geom["regions"]]
+    aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
+    for r, (buf, (item, n)) in enumerate(zip(kv, geom["regions"])):
+        for s in range(n):
+            stamp(buf, item, s, MAGIC_UNWRITTEN, -1, r, s)
+    return kv, aux
+
+
+def stamp(buf, item, slot, magic, room, region, page) -> None:
+    """Fill one slot with a repeated 16-byte stamp (a real producer fills it whole)."""
+    row = np.array([(magic, room, region, page)], dtype=STAMP).view(np.uint8)
+    buf[slot * item:(slot + 1) * item] = np.resize(row, item)
+
+
+def read_stamp(buf, item, slot) -> tuple:
+    s = buf[slot * item: slot * item + STAMP.itemsize].view(STAMP)[0]
+    return int(s["magic"]), int(s["room"]), int(s["region"]), int(s["page"])
+
+
+# ----------------------------------------------------------------- SGLang set-up
+def sglang_version() -> str:
+    from sglang.version import __version__
+    return __version__
+
+
+def configure(mode: str, port: int):
+    """What a launcher publishes: server args (CPU, NIXL, loopback) and parallel ranks."""
+    from sglang.srt.runtime_context import get_context, get_parallel
+    get_context().override_server_args(
+        device="cpu", host="127.0.0.1", disaggregation_bootstrap_port=port,
+        disaggregation_transfer_backend="nixl", disaggregation_mode=mode).install()
+    ranks = dict(attn_tp_rank=0, attn_cp_rank=0, attn_dcp_rank=0, attn_dp_rank=0, dp_rank=0,
+                 pp_rank=0, tp_rank=0, pp_group=None)
+    par = get_parallel()
+    from sglang.srt import runtime_context as rc
+    fields = rc._parallel_fields()
+    par.override_permanently(**{k: v for k, v in ranks.items() if k in fields})
+    return get_context().server_args
+
+
+def kv_args(kv, aux, geom, page_tokens):
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    a = KVArgs()
+    a.engine_rank = 0
+    a.pp_rank = 0
+    a.system_dp_rank = 0
+    a.rust_http_port = None
+    a.kv_data_ptrs = [b.ctypes.data for b in kv]
+    a.kv_data_lens = [b.nbytes for b in kv]
+    a.kv_item_lens = [item for item, _ in geom["regions"]]
+    a.kv_layer_ids = list(range(len(kv)))
+    a.kv_data_mem_kinds = ["DRAM"] * len(kv)
+    a.kv_cache_dtype_str = "bfloat16"
+    a.num_draft_entries = 0
+    a.prefill_start_layer = 0
+    a.prefill_end_layer = len(kv)
+    a.aux_data_ptrs = [b.ctypes.data for b in aux]
+    a.aux_data_lens = [b.nbytes for b in aux]
+    a.aux_item_lens = [geom["aux"][0]]
+    a.state_types, a.state_data_ptrs, a.state_data_lens, a.state_item_lens = [], [], [], []
+    a.state_layer_ids, a.state_dim_per_tensor, a.state_slice_outer_counts = [], [], []
+    a.state_conv_shard_groups = []
+    a.is_hybrid_mla_backend = False
+    a.ib_device = None
+    a.gpu_id = 0
+    a.kv_head_num = 1
+    a.total_kv_head_num = 1
+    a.page_size = page_tokens
+    return a
+
+
+def call_kw(fn, *args, **kw):
+    """Call with the keywords this release's signature takes (they drift between releases)."""
+    import inspect
+    params = inspect.signature(fn).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        kw = {k: v for k, v in kw.items() if k in params}
+    return fn(*args, **kw)
+
+
+def wait(objs, want, timeout, what):
+    from sglang.srt.disaggregation.base.conn import KVPoll
+    t_end = time.monotonic() + timeout
+    pending = dict(objs)
+    while pending:
+        for k in list(pending):
+            st = pending[k].poll()
+            if st == getattr(KVPoll, want) or (want == "WaitingForInput" and st > KVPoll.WaitingForInput):
+                pending.pop(k)
+            elif st == KVPoll.Failed:
+                raise RuntimeError(f"{what}: room {k} failed")
+        if time.monotonic() > t_end:
+            raise TimeoutError(f"{what}: rooms {sorted(pending)} still waiting")
+        time.sleep(0.002)
+
+
+# ----------------------------------------------------------------- the two sides
+def run_prefill(a) -> int:
+    geom = geometry(a)
+    configure("prefill", a.port)
+    from sglang.srt.disaggregation.base.conn import KVPoll
+    from sglang.srt.disaggregation.nixl.conn import NixlKVBootstrapServer, NixlKVManager, NixlKVSender
+    from sglang.srt.disaggregation.utils import DisaggregationMode
+    from sglang.srt.runtime_context import get_context
+    kv, aux = make_regions(geom)
+    call_kw(NixlKVBootstrapServer, host="127.0.0.1", port=a.port)
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens), DisaggregationMode.PREFILL,
+                        get_context().server_args, True)
+    alloc, release = allocator(geom["regions"][0][1], a.seed + 1)
+    addr = f"127.0.0.1:{a.port}"
+    for wave in waves(workload(a), a.wave):
+        senders, pages = {}, {}
+        for r in wave:
+            senders[r["room"]] = call_kw(NixlKVSender, mgr=mgr, bootstrap_addr=addr, bootstrap_room=r["room"],
+                                         dest_tp_ranks=[0], pp_rank=0)
+        wait(senders, "WaitingForInput", a.timeout, "prefill bootstrap")
+        for r in wave:
+            s = senders[r["room"]]
+            p = pages[r["room"]] = alloc(r["pages"])
+            for reg, (buf, (item, _)) in enumerate(zip(kv, geom["regions"])):
+                for g, slot in enumerate(p):  # the forward pass fills the request's pages
+                    stamp(buf, item, slot, MAGIC_WRITTEN, r["room"], reg, g)
+            aux[0][r["aux"] * AUX_ITEM:(r["aux"] + 1) * AUX_ITEM] = r["room"] % 251
+            s.init(len(p), r["aux"])
+            for chunk in np.array_split(p, r["chunks"]):
+                s.send(chunk)
+        wait(senders, "Success", a.timeout, "prefill transfer")
+        for r in wave:
+            senders[r["room"]].clear()
+            release(pages[r["room"]])
+    print(f"prefill: {len(workload(a))} requests sent", flush=True)
+    # the bootstrap thread is not a daemon: leave as a killed scheduler would, after the
+    # interpreter's exit handlers (atexit) have run
+    import atexit
+    sys.stdout.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)
+
+
+def run_decode(a) -> int:
+    geom = geometry(a)
+    configure("decode", a.port)
+    from sglang.srt.disaggregation.nixl.conn import NixlKVManager, NixlKVReceiver
+    from sglang.srt.disaggregation.utils import DisaggregationMode
+    from sglang.srt.runtime_context import get_context
+    kv, aux = make_regions(geom)
+    for buf, (item, n) in zip(kv, geom["regions"]):  # decode's own memory: zeros until written
+        buf[:] = 0
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens), DisaggregationMode.DECODE,
+                        get_context().server_args, True)
+    addr = f"127.0.0.1:{a.port}"
+    t_end = time.monotonic() + a.timeout
+    while not mgr.try_ensure_parallel_info(addr):
+        if time.monotonic() > t_end:
+            raise TimeoutError("decode: prefill bootstrap server never answered")
+        time.sleep(0.05)
+    alloc, release = allocator(geom["regions"][0][1], a.seed + 2)
+    report = {"version": sglang_version(), "geometry": geom, "requests": [], "misaddressed": []}
+    for wave in waves(workload(a), a.wave):
+        recvs, pages = {}, {}
+        for r in wave:
+            rv = recvs[r["room"]] = call_kw(NixlKVReceiver, mgr=mgr, bootstrap_addr=addr,
+                                            bootstrap_room=r["room"])
+            if hasattr(rv, "init"):
+                rv.init(0)
+            p = pages[r["room"]] = alloc(r["pages"])
+            rv.send_metadata(p, r["aux"], None)
+        wait(recvs, "Success", a.timeout, "decode transfer")
+        for r in wave:  # the verifier: whose bytes does each destination page hold?
+            p = pages[r["room"]]
+            report["requests"].append({"room": r["room"], "pages": [int(x) for x in p]})
+            for reg, (buf, (item, _)) in enumerate(zip(kv, geom["regions"])):
+                for g, slot in enumerate(p):
+                    got = read_stamp(buf, item, int(slot))
+                    if got != (MAGIC_WRITTEN, r["room"], reg, g):
+                        report["misaddressed"].append({
+                            "room": r["room"], "region": reg, "page": g, "slot": int(slot),
+                            "holds": describe(got)})
+            recvs[r["room"]].clear()
+            release(p)
+    bad = report["misaddressed"]
+    print(f"decode: {len(report['requests'])} requests received, {len(bad)} misaddressed page(s)", flush=True)
+    for m in bad[:8]:
+        print(f"  room {m['room']} region {m['region']} page {m['page']} (slot {m['slot']}) holds {m['holds']}")
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(report, f)
+    import atexit
+    sys.stdout.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)
+
+
+def describe(st) -> str:
+    magic, room, region, page = st
+    if magic == MAGIC_WRITTEN:
+        return f"room {room} region {region} page {page}"
+    if magic == MAGIC_UNWRITTEN:
+        return f"never-written region {region} slot {page}"
+    return "zeros (nothing arrived)" if st == (0, 0, 0, 0) else f"unknown bytes {st}"
+
+
+def waves(reqs, n):
+    return [reqs[i:i + n] for i in range(0, len(reqs), n)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--role", choices=("both", "prefill", "decode"), default="both")
+    p.add_argument("--index-k", choices=("tokens", "bytes"), default="bytes")
+    p.add_argument("--index-dtype", choices=tuple(INDEX_TOKEN_BYTES), default="bf16")
+    p.add_argument("--kv-layers", type=int, default=2)
+    p.add_argument("--index-layers", type=int, default=2)
+    p.add_argument("--slots", type=int, default=32, help="kv pages per region")
+    p.add_argument("--page-tokens", type=int, default=4)
+    p.add_argument("--requests", type=int, default=6)
+    p.add_argument("--max-pages", type=int, default=5)
+    p.add_argument("--wave", type=int, default=3, help="requests in flight together")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--report", help="write the verifier's findings (JSON) here")
+    return p
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    os.environ.setdefault("SGLANG_HOST_IP", "127.0.0.1")
+    if a.role == "prefill":
+        return run_prefill(a)
+    if a.role == "decode":
+        return run_decode(a)
+    port = a.port or free_port()
+    base = [sys.executable, os.path.abspath(__file__)] + [x for x in (argv or sys.argv[1:])
+                                                          if x not in ("--role", "both")]
+    procs = [subprocess.Popen(base + ["--role", role, "--port", str(port)]) for role in ("prefill", "decode")]
+    rcs = [p.wait() for p in procs]
+    return max(rcs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

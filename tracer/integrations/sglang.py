@@ -1,0 +1,306 @@
+"""Handlers for SGLang's NIXL connector (``sglang/srt/disaggregation/nixl/conn.py``).
+
+What each hook point says (rows in table.py):
+
+- ``NixlKVManager.register_buffer_to_engine``: every ``kv_data`` entry is a region of
+  ``kv_data_lens[i] // kv_item_lens[i]`` slots of ``kv_item_lens[i]`` bytes (one page of
+  one layer). SGLang does not name pools, so entries are grouped by (item_len, slot
+  count) in order: pool ``kv0`` holds the first group's entries as layers 0..n-1,
+  ``kv1`` the next, and a ``mark`` event in the trace says which entries each holds.
+  ``KVTRACE_SGLANG_POOLS="kv:2,index_k:2"`` names them instead (entry counts in order).
+  ``aux`` entries are pool ``aux``, one layer per entry.
+- ``NixlKVSender.send`` (prefill, before the chunk is queued): the chunk's pages are the
+  request's next page ordinals (continuing across chunks) in every pool, and the
+  producer has written them: checksums of each (pool, layer) slot.
+- ``NixlKVSender.clear``: prefill frees the request's pages.
+- ``NixlKVReceiver.send_metadata`` (decode): the destination pages (alloc in every
+  pool) and the destination-pages control message (msg_send); ``TransferInfo.from_zmq``
+  is its receiving end on prefill (msg_recv), paired by ``detail.id``.
+- ``NixlKVReceiver.poll`` first returning Success: decode reads its pages (checksums).
+- ``send_kv_status_message`` / ``apply_prefill_status``: the completion-status message.
+- ``FastQueue.get`` in a transfer worker: the room of the chunk it took is the request
+  of every posting the worker makes until its next chunk (0.5.22+ sends no tag).
+
+Request key: the bootstrap room, as text (what SGLang's notification tags carry).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from ..autotrace import default_recorder
+from ..recorder import current_request
+from ..schema import EventKind as K
+from ._memory import slot_checksums
+from ._patch import enabled
+
+ENGINE = "sglang"
+ENV_POOLS = "KVTRACE_SGLANG_POOLS"
+_lock = threading.Lock()
+_prefill_mgrs: list = []   # managers in PREFILL mode in this process (bootstrap thread's owner)
+_msg_counts: dict[str, int] = {}
+
+
+class _Region:
+    __slots__ = ("pool", "layer", "ptr", "item", "slots", "mem", "device")
+
+    def __init__(self, pool, layer, ptr, item, slots, mem, device):
+        self.pool, self.layer, self.ptr, self.item = pool, layer, int(ptr), int(item)
+        self.slots, self.mem, self.device = int(slots), mem, int(device)
+
+
+class _State:
+    """What the hooks know about one NixlKVManager."""
+
+    def __init__(self, mgr):
+        self.agent = _agent_name(mgr)
+        self.mode = str(getattr(mgr.disaggregation_mode, "name", mgr.disaggregation_mode)).lower()
+        self.kv: list[_Region] = []
+        self.aux: list[_Region] = []
+        self.pools: list[str] = []
+
+
+def _agent_name(mgr) -> str:
+    name = mgr.agent.name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _state(mgr) -> _State | None:
+    return mgr.__dict__.get("_kvtrace")
+
+
+def _on(group: str) -> bool:
+    return enabled(ENGINE, group)
+
+
+# ------------------------------------------------------------------ set-up and regions
+def manager_init(call, self, *args, **kwargs):
+    try:
+        out = call(self, *args, **kwargs)
+    except Exception as e:
+        from ._patch import say
+        say(f"SGLang's NixlKVManager raised during set-up ({type(e).__name__}: {e}); "
+            "what was recorded so far is kept")
+        raise
+    return out
+
+
+def _pool_names(entries: list[tuple[int, int]]) -> tuple[list[tuple[str, int]], str | None]:
+    """(pool, layer) of each kv_data entry, and a note when the names were inferred."""
+    spec = os.environ.get(ENV_POOLS)
+    if spec:
+        out = []
+        for part in spec.split(","):
+            name, _, count = part.partition(":")
+            out += [(name.strip(), i) for i in range(int(count))]
+        if len(out) == len(entries):
+            return out, None
+    groups: dict[tuple[int, int], str] = {}
+    layer_of: dict[str, int] = {}
+    out, members = [], {}
+    for i, key in enumerate(entries):
+        pool = groups.setdefault(key, f"kv{len(groups)}")
+        out.append((pool, layer_of.get(pool, 0)))
+        layer_of[pool] = layer_of.get(pool, 0) + 1
+        members.setdefault(pool, []).append(i)
+    note = ("SGLang names no pools: kv_data entries grouped by (item_len, slot count): " + "; ".join(
+        f"{p} = entries {_ranges(m)} ({entries[m[0]][0]} B x {entries[m[0]][1]} slots)" for p, m in members.items()))
+    return out, note
+
+
+def _ranges(ix: list[int]) -> str:
+    return f"{ix[0]}-{ix[-1]}" if len(ix) > 1 and ix[-1] - ix[0] == len(ix) - 1 else ",".join(map(str, ix))
+
+
+def regions(_out, self) -> None:
+    rec = default_recorder()
+    if rec is None:
+        return
+    st = _State(self)
+    self.__dict__["_kvtrace"] = st
+    a = self.kv_args
+    kinds = list(getattr(a, "kv_data_mem_kinds", None) or ["VRAM"] * len(a.kv_data_ptrs))
+    entries = [(int(item), int(n) // int(item)) for n, item in zip(a.kv_data_lens, a.kv_item_lens)]
+    names, note = _pool_names(entries)
+    page_tokens = int(getattr(a, "page_size", 1) or 1)
+    for (pool, layer), ptr, (item, slots), mem in zip(names, a.kv_data_ptrs, entries, kinds):
+        dev = int(a.gpu_id) if mem == "VRAM" else 0
+        st.kv.append(_Region(pool, layer, ptr, item, slots, mem, dev))
+        if pool not in st.pools:
+            st.pools.append(pool)
+        rec.layout(st.agent, pool, layer, int(ptr), item, slots, page_tokens=page_tokens,
+                   mem_type=mem, device=dev)
+    for i, (ptr, n, item) in enumerate(zip(a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens)):
+        r = _Region("aux", i, ptr, item, int(n) // int(item), "DRAM", 0)
+        st.aux.append(r)
+        rec.layout(st.agent, "aux", i, r.ptr, r.item, r.slots, mem_type="DRAM")
+    if st.mode == "prefill":  # before __init__ starts the bootstrap thread that receives messages
+        with _lock:
+            _prefill_mgrs.append(self)
+    if note:
+        rec.mark(note, st.agent, pools={p: [r.layer for r in st.kv if r.pool == p] for p in st.pools})
+
+
+# ------------------------------------------------------------------ prefill: pages and writes
+def _room(obj) -> str:
+    return str(obj.bootstrap_room)
+
+
+def sender_init(_out, self, num_kv_indices=None, aux_index=None, *a, **kw) -> None:
+    st, rec = _state(self.kv_mgr), default_recorder()
+    if st is None or rec is None:
+        return
+    self.__dict__["_kvtrace_pages"] = 0
+    self.__dict__["_kvtrace_held"] = {}
+    rec.event(K.REQ_START, st.agent, _room(self), detail={"pages": num_kv_indices})
+    if aux_index is not None and st.aux and _on("pages"):
+        rec.alloc(st.agent, _room(self), "aux", [int(aux_index)], [0])
+        self.__dict__["_kvtrace_held"]["aux"] = [int(aux_index)]
+
+
+def sender_send(self, kv_indices, *a, **kw) -> None:
+    st, rec = _state(self.kv_mgr), default_recorder()
+    if st is None or rec is None or kv_indices is None:
+        return
+    slots = np.asarray(kv_indices, dtype=np.int64).ravel()
+    if len(slots) == 0:
+        return
+    first = self.__dict__.get("_kvtrace_pages", 0)
+    pages = list(range(first, first + len(slots)))
+    self.__dict__["_kvtrace_pages"] = first + len(slots)
+    room, sl = _room(self), slots.tolist()
+    if _on("pages"):
+        held = self.__dict__.setdefault("_kvtrace_held", {})
+        for pool in st.pools:
+            rec.alloc(st.agent, room, pool, sl, pages)
+            held.setdefault(pool, []).extend(sl)
+    if _on("content"):
+        for r in st.kv:
+            rec.write(st.agent, room, r.pool, r.layer, sl,
+                      slot_checksums(r.ptr, r.item, r.slots, slots, r.mem, r.device), pages)
+
+
+def sender_clear(_out, self, *a, **kw) -> None:
+    st, rec = _state(self.kv_mgr), default_recorder()
+    held = self.__dict__.pop("_kvtrace_held", None)
+    if st is None or rec is None or not held:
+        return
+    for pool, slots in held.items():
+        rec.free(st.agent, _room(self), pool, slots, reason="finish")
+    rec.event(K.REQ_DONE, st.agent, _room(self))
+
+
+# ------------------------------------------------------------------ decode: pages, message, reads
+def receiver_metadata(self, kv_indices, aux_index=None, *a, **kw) -> None:
+    st, rec = _state(self.kv_mgr), default_recorder()
+    if st is None or rec is None or kv_indices is None:
+        return
+    room = _room(self)
+    slots = np.asarray(kv_indices, dtype=np.int64).ravel()
+    sl = slots.tolist()
+    held = {}
+    rec.event(K.REQ_START, st.agent, room, detail={"pages": len(sl)})
+    if _on("pages"):
+        for pool in st.pools:
+            rec.alloc(st.agent, room, pool, sl, list(range(len(sl))))
+            held[pool] = sl
+        if aux_index is not None and st.aux:
+            rec.alloc(st.agent, room, "aux", [int(aux_index)], [0])
+            held["aux"] = [int(aux_index)]
+    self.__dict__["_kvtrace_held"] = held
+    self.__dict__["_kvtrace_slots"] = slots
+    if _on("messages"):
+        body = np.asarray(kv_indices, dtype=np.int32).tobytes()
+        for info in (getattr(self, "bootstrap_infos", None) or [None]):
+            peer = f"{info.get('rank_ip')}:{info.get('rank_port')}" if isinstance(info, dict) else None
+            rec.event(K.MSG_SEND, st.agent, room, peer=peer, msg=body,
+                      detail={"id": f"pages:{room}:{st.agent}", "what": "destination pages"})
+
+
+def transfer_info(out, cls, msg, *a, **kw) -> None:
+    rec = default_recorder()
+    if rec is None or out is None or not _prefill_mgrs:
+        return
+    st = _state(_prefill_mgrs[-1])
+    if st is None:
+        return
+    room = str(out.room)
+    peer = out.agent_name.decode() if isinstance(out.agent_name, bytes) else str(out.agent_name)
+    rec.event(K.MSG_RECV, st.agent, room, peer=peer,
+              msg=np.asarray(out.dst_kv_indices, dtype=np.int32).tobytes(),
+              detail={"id": f"pages:{room}:{peer}", "what": "destination pages"})
+
+
+def receiver_poll(out, self, *a, **kw) -> None:
+    st, rec = _state(self.kv_mgr), default_recorder()
+    if st is None or rec is None or self.__dict__.get("_kvtrace_read"):
+        return
+    if not _is_success(out):
+        return
+    self.__dict__["_kvtrace_read"] = True
+    slots = self.__dict__.get("_kvtrace_slots")
+    room = _room(self)
+    if slots is not None and len(slots) and _on("content"):
+        sl, pages = slots.tolist(), list(range(len(slots)))
+        for r in st.kv:
+            rec.read(st.agent, room, r.pool, r.layer, sl,
+                     slot_checksums(r.ptr, r.item, r.slots, slots, r.mem, r.device), pages)
+    rec.event(K.REQ_DONE, st.agent, room)
+
+
+def _is_success(status) -> bool:
+    from sglang.srt.disaggregation.base.conn import KVPoll  # a plain class of ints, not an enum
+    return status == KVPoll.Success
+
+
+def receiver_clear(self, *a, **kw) -> None:
+    st, rec = _state(self.kv_mgr), default_recorder()
+    held = self.__dict__.pop("_kvtrace_held", None)
+    if st is None or rec is None or not held:
+        return
+    for pool, slots in held.items():
+        rec.free(st.agent, _room(self), pool, slots, reason="finish")
+
+
+# ------------------------------------------------------------------ completion status
+def _count(base: str) -> str:
+    with _lock:
+        n = _msg_counts.get(base, 0)
+        _msg_counts[base] = n + 1
+    return f"{base}#{n}"
+
+
+def status_send(self, *a, targets=(), bootstrap_room=None, status=None, failure_reason=None, **kw) -> None:
+    st, rec = _state(self), default_recorder()
+    if st is None or rec is None or not targets:
+        return
+    rank = self._prefill_unique_rank() if hasattr(self, "_prefill_unique_rank") else self.kv_args.engine_rank
+    for endpoint, port in targets:
+        base = f"status:{bootstrap_room}:{int(status)}:{endpoint}:{port}:{rank}"
+        rec.event(K.MSG_SEND, st.agent, str(bootstrap_room), peer=f"{endpoint}:{port}",
+                  msg=str(int(status)).encode(), detail={"id": _count(base), "what": "completion status",
+                                                         "status": _status_name(status)})
+
+
+def status_recv(self, *a, bootstrap_room=None, status=None, prefill_rank=None, failure_reason=None, **kw) -> None:
+    st, rec = _state(self), default_recorder()
+    if st is None or rec is None:
+        return
+    base = f"status:{bootstrap_room}:{int(status)}:{self.local_ip}:{self.rank_port}:{prefill_rank}"
+    rec.event(K.MSG_RECV, st.agent, str(bootstrap_room), peer=None, msg=str(int(status)).encode(),
+              detail={"id": _count(base), "what": "completion status", "status": _status_name(status)})
+
+
+def _status_name(status) -> str:
+    from sglang.srt.disaggregation.base.conn import KVPoll
+    names = {v: k for k, v in vars(KVPoll).items() if isinstance(v, int) and not k.startswith("_")}
+    return names.get(int(status), str(status))
+
+
+# ------------------------------------------------------------------ request of each posting
+def queue_get(out, self, *a, **kw) -> None:
+    room = getattr(out, "room", None)
+    if room is not None:
+        current_request.set(str(room))

@@ -1,0 +1,65 @@
+"""Hook points as data: which engine classes and methods ``--hooks NAME`` wraps.
+
+Each engine names the module whose import triggers it, how to read its version, the
+versions the hooks were written and tested against, and one row per hook point:
+(module, class, attribute, when, handler, group). ``when`` is ``before`` (the handler
+sees the arguments; runs before the engine acts, so what it records precedes the
+engine's own effects), ``after`` (sees the result too) or ``around`` (wraps the call).
+``group`` lets a user switch a kind of fact off (``--hooks sglang:-messages``):
+layout | pages | content | messages | request | setup. Handlers live in the engine's
+module (sglang.py, vllm.py) under the names given here.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Hook:
+    module: str
+    cls: str | None        # None: a module-level function
+    attr: str
+    when: str              # before | after | around
+    handler: str           # function name in the engine's handler module
+    group: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    name: str
+    title: str             # how users call it
+    trigger: str           # the module whose import installs the hooks
+    version_module: str    # module.attribute holding the version string
+    version_attr: str
+    supported: tuple[str, ...]
+    handlers: str          # module (relative to this package) with the handler functions
+    hooks: tuple[Hook, ...]
+
+
+_SGL = "sglang.srt.disaggregation.nixl.conn"
+_SGL_UTILS = "sglang.srt.disaggregation.common.utils"
+
+SGLANG = Engine(
+    name="sglang", title="SGLang's NIXL connector", trigger=_SGL,
+    version_module="sglang.version", version_attr="__version__",
+    supported=("0.5.21", "0.5.23"), handlers="sglang",
+    hooks=(
+        Hook(_SGL, "NixlKVManager", "__init__", "around", "manager_init", "setup"),
+        Hook(_SGL, "NixlKVManager", "register_buffer_to_engine", "after", "regions", "layout"),
+        Hook(_SGL, "NixlKVSender", "init", "after", "sender_init", "pages"),
+        Hook(_SGL, "NixlKVSender", "send", "before", "sender_send", "pages"),
+        Hook(_SGL, "NixlKVSender", "clear", "after", "sender_clear", "pages"),
+        Hook(_SGL, "NixlKVReceiver", "send_metadata", "before", "receiver_metadata", "pages"),
+        Hook(_SGL, "NixlKVReceiver", "poll", "after", "receiver_poll", "content"),
+        Hook(_SGL, "NixlKVReceiver", "clear", "before", "receiver_clear", "pages"),
+        Hook(_SGL, "TransferInfo", "from_zmq", "after", "transfer_info", "messages"),
+        Hook(_SGL, "NixlKVManager", "send_kv_status_message", "before", "status_send", "messages"),
+        Hook(_SGL, "NixlKVManager", "apply_prefill_status", "before", "status_recv", "messages"),
+        Hook(_SGL_UTILS, "FastQueue", "get", "after", "queue_get", "request"),
+    ),
+)
+
+_VLLM = "vllm.distributed.kv_transfer.kv_connector.v1.nixl.base_worker"
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (SGLANG,)}
+GROUPS = ("layout", "pages", "content", "messages", "request", "setup")
