@@ -152,13 +152,12 @@ def _prompt(session, fmt: str, limit: int) -> int:
 
 
 def run(args) -> int:
-    from ..model.sandbox import sandbox
     from .session import TraceSession
 
     with TraceSession(args.trace) as s:
         if not args.no_derived:
             s.derive()
-        sandbox(s.con, s.index_dir)
+        s.sandbox()
         if args.query:
             run_query(s, args.query, args.format, args.limit)
             return 0

@@ -8,7 +8,7 @@ A fact file starts with a header::
     -- requires: derived objects of the model it reads
 
 and ends in one SELECT of one row with one column ``n``. A hypothesis lists the facts it
-needs; a zero fact makes it untested, with the fact's ``absent`` sentence as the reason.
+needs; a zero fact makes it untestable, with the fact's ``absent`` sentence as the reason.
 """
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ class TraceSession(TraceModel):
         #: (check name, why it could not run) after findings()
         self.checks_skipped: list[tuple[str, str]] = []
         self._findings: dict[str, list[Finding]] = {}
+        self._ordering_noted = False
 
     def findings(self, only: list[str] | None = None) -> list[Finding]:
         """Run the checks (all, or the names in ``only``) and return their findings,
@@ -44,6 +45,12 @@ class TraceSession(TraceModel):
             from ..errors import UsageError
             raise UsageError(f"unknown check {unknown[0]!r}; known: {', '.join(cat)}")
         self.derive()
+        if not self._ordering_noted:   # ends whose holding is unknown: say so once, with the remedy
+            from ..model.cut import ordering_unknowns
+            extra = ordering_unknowns(self)
+            self.unknowns += extra
+            self.notes += [u.note() for u in extra]
+            self._ordering_noted = True
         caps = self.capabilities()
         out: list[Finding] = []
         skipped = []

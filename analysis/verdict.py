@@ -6,9 +6,13 @@ that ran found nothing. Hypotheses are data (hypothesis_files.py): a file applie
 the user names it (``kvtrace check --hypotheses NAME|FILE``) or when its
 ``relevant_when`` fact is non-zero for the trace (e.g. pools with different slot counts).
 
-A hypothesis is *supported* when a check of its evidence found something; *ruled out*
-when every evidence check ran, found nothing, and every fact it needs is present; and
-*untested* otherwise, saying why (a check that could not run, a fact that is absent).
+Three values, never more than the facts allow. A hypothesis is *supported* when a check
+of its evidence proved a violation on a request's transfer from recorded facts; *ruled
+out* only when every evidence check ran and found nothing over facts that are all present
+and ordered (a complete trace, nothing unknown: see the model's cut and unknowns); and
+*untestable* otherwise, saying why (a check that could not run, a fact that is absent, a
+missing shard or cut tail, an unrecorded message, findings only on transfers that carry
+no request).
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ class Hypothesis:
     """One hypothesis and what the evidence says about it."""
 
     name: str
-    status: str                 #: "supported" | "ruled out" | "untested"
+    status: str                 #: "supported" | "ruled out" | "untestable"
     reason: str                 #: one sentence
     findings: int = 0
     investigation: str = ""     #: the hypothesis file it comes from
@@ -50,6 +54,7 @@ class Verdict:
     skipped: list[tuple[str, str]]
     investigations: list[tuple[str, str]]        #: (name, description) of the files applied
     hypotheses: list[Hypothesis]
+    unknown: bool = False                        #: some facts are missing or unordered
 
     @property
     def supported(self) -> list[Hypothesis]:
@@ -66,12 +71,14 @@ class Verdict:
                            f"{r.pattern} — {r.summary}; e.g. {r.example}")
         else:
             out = [f"VERDICT: no hazard found by the {len(self.checks_run)} check(s) that ran"
-                   + (f"; {len(self.skipped)} could not run (see skipped)." if self.skipped else ".")]
+                   + (f"; {len(self.skipped)} could not run (see skipped)" if self.skipped else "")
+                   + ("; but facts are missing or unordered, so that proves nothing (see the unknown notes)."
+                      if self.unknown else ".")]
         for name, desc in self.investigations:
             out.append(f"Hypotheses ({name}): {desc}")
             for h in self.hypotheses:
                 if h.investigation == name:
-                    out.append(f"  {h.status:>9}: {h.name} — {h.reason}")
+                    out.append(f"  {h.status:>10}: {h.name} — {h.reason}")
         return out
 
     def to_dict(self) -> dict:
@@ -106,10 +113,26 @@ def root_causes(findings: list[Finding]) -> list[RootCause]:
     return out
 
 
+def unknown_because(session) -> str:
+    """Why finding nothing proves nothing in this trace ('' when every fact is present and ordered)."""
+    parts = [u.what for u in getattr(session, "unknowns", [])]
+    if not parts:
+        return ""
+    more = f"; and {len(parts) - 3} more (see the notes)" if len(parts) > 3 else ""
+    return "the facts it needs are not all recorded: " + "; ".join(parts[:3]) + more
+
+
 def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dict[str, str],
-          folded: dict[str, set[str]], counts: dict[str, int], investigation: str) -> Hypothesis:
+          folded: dict[str, set[str]], counts: dict[str, int], investigation: str, gap: str = "") -> Hypothesis:
     """One hypothesis from the findings, the checks that could not run and the facts."""
-    hits = [f for c in spec.evidence for f in by_check.get(c, [])]
+    all_hits = [f for c in spec.evidence for f in by_check.get(c, [])]
+    hits = [f for f in all_hits if f.request is not None]
+    if all_hits and not hits:   # never supported from transfers whose request is unknown alone
+        n = sum(f.count for f in all_hits)
+        return Hypothesis(spec.name, "untestable",
+                          f"its only {len(all_hits)} finding(s) ({n} instance(s)) are on transfers that carry no request, "
+                          "so whose data they touch is unknown — record the request with each post: see docs/hooks.md",
+                          len(all_hits), investigation)
     if hits:
         first = next((f for f in hits if f.extra.get("stride") is not None), hits[0])
         reqs = len({f.request for f in hits})
@@ -118,10 +141,12 @@ def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dic
         return Hypothesis(spec.name, "supported", reason, len(hits), investigation)
     ran = [c for c in spec.evidence if c not in skipped]
     if not ran:
-        return Hypothesis(spec.name, "untested", skipped[spec.evidence[0]], 0, investigation)
+        return Hypothesis(spec.name, "untestable", skipped[spec.evidence[0]], 0, investigation)
     absent = [n for n in spec.needs if not counts.get(n)]
     if absent:
-        return Hypothesis(spec.name, "untested", facts()[absent[0]].absent, 0, investigation)
+        return Hypothesis(spec.name, "untestable", facts()[absent[0]].absent, 0, investigation)
+    if gap:
+        return Hypothesis(spec.name, "untestable", f"no violation found, but {gap}", 0, investigation)
     reason = spec.ruled_out.format(checks=", ".join(ran), **counts)
     not_run = [f"{c} ({skipped[c]})" for c in spec.evidence if c in skipped]
     if not_run:
@@ -154,7 +179,8 @@ def verdict(session, findings: list[Finding], hypotheses: list[str] | None = Non
             folded.setdefault(g["check"], set()).add(f.check)
     files = applicable(session, hypotheses)
     counts = measure(session, [n for hf in files for h in hf.hypotheses for n in h.needs])
-    judged = [judge(h, by_check, skipped, folded, counts, hf.name) for hf in files for h in hf.hypotheses]
+    gap = unknown_because(session)
+    judged = [judge(h, by_check, skipped, folded, counts, hf.name, gap) for hf in files for h in hf.hypotheses]
     ran = [c for c in catalog() if c not in skipped]
     return Verdict(root_causes(findings), ran, list(session.checks_skipped),
-                   [(hf.name, hf.description) for hf in files], judged)
+                   [(hf.name, hf.description) for hf in files], judged, bool(gap))

@@ -57,7 +57,7 @@ class BindingTap:
 
     def __init__(self, inner, name: str, recorder: Recorder, parse=None, telemetry: bool = False):
         self._inner = inner
-        self._name = name
+        self._name = _name(name)
         self._rec = recorder
         self._parse = parse
         self._telemetry = telemetry
@@ -98,12 +98,13 @@ class BindingTap:
     # ------------------------------------------------------------ prepared lists
     def prepXferDlist(self, agent_name, *args):
         handle = self._inner.prepXferDlist(agent_name, *args)
+        agent_name = _name(agent_name)
         if len(args) >= 2 and isinstance(args[1], np.ndarray) and args[1].ndim == 2 and args[1].shape[1] == 5:
             from .agent_descs import mem_name
             d = strided_descs(args[1], mem_name(args[0]))
         else:
             d = xfer_descs(args[0])
-        local = agent_name == self._bind.NIXL_INIT_AGENT
+        local = agent_name == _name(self._bind.NIXL_INIT_AGENT)
         owner = self._name if local else agent_name
         dl = _Dlist(self._rec.new_dlist_id(), owner, d)
         self._rec.dlist_array(dl.id, owner, None if local else agent_name, d.addr, d.nbytes, d.device,
@@ -136,7 +137,7 @@ class BindingTap:
     def createXferReq(self, op, local_descs, remote_descs, remote_agent, notif=b"", *args):
         handle = self._inner.createXferReq(op, local_descs, remote_descs, remote_agent, notif, *args)
         detail = json.dumps({"handle": hex(handle), "prepped": False})
-        self._handles[handle] = _Handle(self._op(op), self._name, remote_agent, xfer_descs(local_descs),
+        self._handles[handle] = _Handle(self._op(op), self._name, _name(remote_agent), xfer_descs(local_descs),
                                         xfer_descs(remote_descs), _bytes(notif), detail=detail)
         return handle
 
@@ -218,7 +219,7 @@ class BindingTap:
     def genNotif(self, remote, msg, *args):
         if not self._rec.closed:
             m = _bytes(msg)
-            self._rec.event(K.NOTIF_SEND, self._name, self._request(m), peer=remote, msg=m)
+            self._rec.event(K.NOTIF_SEND, self._name, self._request(m), peer=_name(remote), msg=m)
         return self._inner.genNotif(remote, msg, *args)
 
     def getNotifs(self, notif_map, *args):
@@ -227,8 +228,16 @@ class BindingTap:
         if out and not self._rec.closed:
             for peer, msgs in out.items():
                 for m in msgs[before.get(peer, 0):]:  # one notif_recv per new message
-                    self._rec.event(K.NOTIF_RECV, self._name, self._request(m), peer=peer, msg=m)
+                    self._rec.event(K.NOTIF_RECV, self._name, self._request(m), peer=_name(peer), msg=m)
         return out
+
+
+def _name(agent) -> str:
+    """An agent name as text: nixl's ``add_remote_agent`` returns the peer's name as bytes
+    (annotated ``str``) and engines pass it on; both must record the same."""
+    if isinstance(agent, (bytes, bytearray, memoryview)):
+        return bytes(agent).decode("utf-8", "replace")
+    return agent
 
 
 def _bytes(msg) -> bytes:

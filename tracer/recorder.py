@@ -54,6 +54,11 @@ _GETTERS = [operator.itemgetter(i) for i in range(_N_EVENT_COLS)]
 current_request: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvtrace_request", default=None)
 
 
+def _text(name):
+    """An agent name as text (nixl hands some out as bytes)."""
+    return bytes(name).decode("utf-8", "replace") if isinstance(name, (bytes, bytearray)) else name
+
+
 def _col_array(name: str, values: list, typ: pa.DataType) -> pa.Array:
     return pa.array(values, type=typ)
 
@@ -181,6 +186,7 @@ class Recorder:
         """Record every descriptor of one posting; address/size/index columns as arrays."""
         src_addr = np.asarray(src_addr, dtype=np.uint64)
         n = len(src_addr)
+        src_agent, dst_agent = _text(src_agent), _text(dst_agent)  # bytes names would fail the whole write
         cols = {
             "xfer": np.full(n, xfer, np.int64), "pos": np.arange(n, dtype=np.int32), "op": op,
             "src_agent": src_agent, "src_addr": src_addr,
@@ -203,6 +209,7 @@ class Recorder:
         """Record a prepared descriptor list (entry i has index i)."""
         addr = np.asarray(addr, dtype=np.uint64)
         n = len(addr)
+        agent, remote_agent = _text(agent), _text(remote_agent)
         cols = {"dlist": np.full(n, dlist, np.int64), "agent": agent, "remote_agent": remote_agent,
                 "idx": np.arange(n, dtype=np.int64), "addr": addr,
                 "nbytes": np.broadcast_to(np.asarray(nbytes, np.uint64), (n,)),

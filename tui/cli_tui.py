@@ -28,8 +28,7 @@ def run(args) -> int:
         # ~30 s at 10M events, once: say so rather than look hung
         print(f"kvtrace tui: building the timeline index of {args.trace} (first open only)…", file=sys.stderr)
     source = TimelineSource(session)
-    from ..model.sandbox import sandbox
-    sandbox(session.con, session.index_dir)   # the SQL console reads nothing outside the trace
+    session.sandbox()   # the SQL console reads nothing outside the trace
     if source.total == 0:
         raise UsageError(f"{args.trace}: the trace has no events")
     app = KvtraceApp(source, run_findings=not args.no_checks)

@@ -4,7 +4,9 @@
 -- summary: a descriptor touches a slot its request does not hold when the transfer is posted
 -- explain: For every descriptor end inside an allocator-managed pool, the transfer's
 --   request must have allocated the slot before the post (an alloc of it by the request
---   happens-before the post). A slot the request held but freed before the post is
+--   happens-before the post). Only a proven absence counts: an alloc merely unordered
+--   with the post (the message naming the slots was not recorded) or lost past a cut is
+--   unknown, not "not held". A slot the request held but freed before the post is
 --   reported as src_free_before_done / write_after_free instead. Prefix-cache references
 --   (shared allocs) count as holding. A transfer touching someone else's slot reads or
 --   clobbers another request's KV; misaddressed descriptor indices (see
@@ -21,10 +23,10 @@
 --   side VARCHAR       -- src | dst
 --   message VARCHAR
 WITH run_bad AS (  -- further slots of ends spanning a run of slots, not held
-    SELECT * FROM run_hold WHERE h IS NULL
+    SELECT * FROM run_hold WHERE h IS NULL AND NOT h_unknown
 ), bad AS (
     SELECT shard, xfer, side, agent, pool, layer, slot, request, post_seq FROM end_hold
-    WHERE managed AND alloc_seq IS NULL
+    WHERE managed AND alloc_seq IS NULL AND NOT h_unknown
     UNION ALL
     SELECT shard, xfer, side, agent, pool, layer, slot, request, post_seq FROM run_bad
 )

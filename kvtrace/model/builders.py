@@ -62,6 +62,16 @@ def build_poison(model) -> None:
                                        "checksum": pa.array([int(kvh64(poison(n)[0])) for n in sizes], pa.uint64())}))
 
 
+@builder("shard_cut")
+def build_shard_cut(model) -> None:
+    """shard_cut: shard VARCHAR, cut BIGINT — the last analysed seq of each shard (null:
+    the whole shard; see cut.py). A partial trace's cut is created when it is opened."""
+    if model.cuts:
+        return
+    _create(model, "shard_cut", pa.table({"shard": pa.array(model.shards, pa.string()),
+                                          "cut": pa.nulls(len(model.shards), pa.int64())}))
+
+
 @builder("timeline", requires=("sync_pairs",), on_demand=True)
 def build_timeline(model) -> None:
     """timeline: every events column plus ord BIGINT (dense position in the

@@ -64,6 +64,10 @@ class TraceModel:
         self.clocks = None   #: hb.Clocks once "clocks" is built
         self._built: set[str] = set()
         self._caps: dict[str, bool] | None = None
+        # a partial trace is analysed up to its consistent cut (cut.py); unknowns say what lies beyond
+        from .cut import apply as apply_cut
+        self.cuts, self.unknowns = apply_cut(self)
+        self.notes += [u.note() for u in self.unknowns]
 
     # ------------------------------------------------------------------ queries
     def query(self, sql: str, params: list | None = None) -> pa.Table:
@@ -139,6 +143,12 @@ class TraceModel:
             row["closed"] = not any(("missing" in n or "not closed" in n or "truncated" in n) for n in self.notes)
             self._caps = {k: bool(row[k]) for k in CAPABILITY_NAMES}
         return self._caps
+
+    def sandbox(self) -> None:
+        """Bound what SQL typed by a user can reach from now on: files under the trace's
+        index only, settings locked (see sandbox.py). Build what you need first."""
+        from .sandbox import sandbox
+        sandbox(self.con, self.index_dir)
 
     def close(self) -> None:
         self.con.close()

@@ -97,6 +97,17 @@ def apply(graph, spec) -> Fixed:
     from .edit import Edit
     w = resolve(spec) if isinstance(spec, str) else spec
     edit = Edit(graph)
-    w.fn(edit, w.args)
+    if w.name in BUILTIN:
+        w.fn(edit, w.args)
+    else:
+        try:
+            w.fn(edit, w.args)
+        except UsageError:
+            raise
+        except Exception as e:  # the user's function failed: where and why, in one line
+            import traceback
+            fr = traceback.extract_tb(e.__traceback__)[-1]
+            raise UsageError(f"--what-if {w.label}: {type(e).__name__}: {e} "
+                             f"(at {os.path.basename(fr.filename)}:{fr.lineno})") from None
     fixed = edit.build()
     return Fixed(fixed, list(edit.lines), w)

@@ -54,7 +54,7 @@ def test_without_layouts_runs_byte_checks_and_says_what_was_skipped(tmp_path, ca
         assert "desc_out_of_bounds" not in skipped and "inflight_src_overwritten" not in skipped
     rc = main(["check", str(tmp_path / "nixl-True.kvtrace")])
     out = capsys.readouterr().out
-    assert rc == 1 and "skipped layer_offset_mismatch" in out and "untested" in out
+    assert rc == 1 and "skipped layer_offset_mismatch" in out and "ruled out" not in out
 
 
 def test_missing_shard_is_reported_and_the_rest_analysed(tmp_path, capsys):
@@ -66,11 +66,14 @@ def test_missing_shard_is_reported_and_the_rest_analysed(tmp_path, capsys):
         found = s.findings()
         assert any("decode" in n and "missing" in n for n in s.notes)
         assert ("leak", "a shard is missing or was not closed, so the trace may end mid-run") in s.checks_skipped
-    # prefill's own facts still show its early free
-    assert [f.check for f in found] == ["src_free_before_done"]
+        cut = s.cuts["prefill"].cut
+    # prefill learnt its destination pages from decode: what decode sent is lost, so
+    # prefill's facts from that receive on are unknown (decode may have told it that the
+    # transfer completed before the free), never evidence of a violation
+    assert cut is not None and found == [], [f.message for f in found]
     rc = main(["check", path])
     out = capsys.readouterr().out
-    assert rc == 1 and "missing" in out and "decode" in out
+    assert rc == 0 and "missing" in out and "decode" in out and "proves nothing" in out and "ruled out" not in out
 
 
 def test_truncated_shard_keeps_complete_batches(tmp_path, capsys):

@@ -57,7 +57,7 @@ def test_a_users_hypothesis_file(trace, tmp_path):
                  'needs = ["prepped_transfers"]\n')
     with TraceSession(trace("leaked_pages", True)) as s:
         v = s.verdict(None, [str(f)])
-    assert [(h.name, h.status) for h in v.hypotheses] == [("a leak", "supported"), ("prepped misindexing", "untested")]
+    assert [(h.name, h.status) for h in v.hypotheses] == [("a leak", "supported"), ("prepped misindexing", "untestable")]
     assert v.hypotheses[1].reason == "the trace has no prepped (indexed) transfers"
     with TraceSession(trace("leaked_pages", False)) as s:
         v = s.verdict(None, [str(f)])

@@ -82,6 +82,10 @@ def notif_after_data(edit, args):
                     edit.drop_wait(m, o)
                     edit.add_wait(o, m)
     edit.note("notifications after data" + (" " + args if args else ""))
+
+
+def broken(edit, args):
+    return edit.graph.transfers[10 ** 9]
 '''
 
 
@@ -98,7 +102,8 @@ def test_user_what_if_from_a_file_and_the_cli(traces, tmp_path):
     assert r.stdout.rstrip().splitlines()[-2].strip() == "verdict: clean"
     r = run("--scheduler", "lazy", "--fault", "notify-before-data", "--what-if", "free-after-done")
     assert r.returncode == 1                               # the wrong fix: still corrupted
-    for bad in ("no-such-fix", "myfix:nope", "nomodule_xyz:f", "free-after-done:pools", "status-after-data:x"):
+    for bad in ("no-such-fix", "myfix:nope", "nomodule_xyz:f", "free-after-done:pools", "status-after-data:x",
+                "myfix:broken"):
         r = run("--what-if", bad)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, bad
 
@@ -107,3 +112,76 @@ def test_resolve_lists_every_builtin_once():
     assert len(BUILTIN) == len(set(BUILTIN)) == 3
     for name in BUILTIN:
         assert resolve(name).name == name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_seeds_geometry_production_dsv4(tmp_path):
+    """The seeds' geometry (production-dsv4: bf16 index_k with its own slot count), fewer
+    requests: uniform-slot-count corrupts index_k, per-pool-slot-count replays clean, and
+    the same workload without the bug is left exactly as recorded."""
+    pytest.importorskip("nixl._api")
+    from kvtrace.tracer.engine import load as workload
+    from kvtrace.tracer.engine import record
+    wl = workload("production-dsv4", requests=40, concurrency=16)
+    bug, clean = str(tmp_path / "bug.kvtrace"), str(tmp_path / "clean.kvtrace")
+    assert record(wl, ["uniform-slot-count"], bug)["corrupted_pages"] > 0
+    assert record(wl, [], clean)["corrupted_pages"] == 0
+    w = replay_whatif(bug, "per-pool-slot-count")
+    assert w.before.verdict.failed and not w.after.verdict.failed
+    assert {b.pool for b in w.before.verdict.corrupted} == {"index_k"}
+    twin = replay_whatif(clean, "per-pool-slot-count")
+    assert not twin.after.verdict.failed and "nothing changes" in twin.fix.lines[0]
+
+
+SGLANG = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_real_sglang_driver_traces():
+    """SGLang's own NIXL connector (tests/engines/sglang_pd.py, recorded with
+    ``kvtrace record --hooks sglang``; bf16 index-K sized by bytes, the seeds' geometry):
+    0.5.21 misaddresses index-K and per-pool-slot-count replays it clean; 0.5.23, which
+    fixed the line, is already indexed per region and the what-if changes nothing."""
+    old = os.path.join(SGLANG, "sglang-0.5.21-bf16-index-k.kvtrace")
+    new = os.path.join(SGLANG, "sglang-0.5.23-bf16-index-k.kvtrace")
+    if not (os.path.isdir(old) and os.path.isdir(new)):
+        pytest.skip("SGLang traces not in tests/replay/data/")
+    w = replay_whatif(old, "per-pool-slot-count")
+    assert w.before.verdict.failed and not w.after.verdict.failed
+    assert "re-indexed" in w.fix.lines[0]
+    twin = replay_whatif(new, "per-pool-slot-count")
+    assert not twin.before.verdict.failed and not twin.after.verdict.failed
+    assert "nothing changes" in twin.fix.lines[0]
+
+
+TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "traces")
+#: (committed trace, what-if, fixed?) -- explored with conflicts seeds 0:30 with and without it
+EXPLORE_CASES = [
+    ("engine-early-src-free", "free-after-done", True),
+    ("engine-abort-free-inflight", "free-after-done", True),
+    ("engine-notify-first-handle", "free-after-done", False),     # another bug: decode reads early
+    ("engine-notify-first-handle", "status-after-data", False),
+    ("engine-uniform-slot-count", "free-after-done", False),
+]
+
+
+@pytest.mark.parametrize("name,fix,fixed", EXPLORE_CASES, ids=[f"{c[0][7:]}-{c[1]}" for c in EXPLORE_CASES])
+def test_explore_with_and_without_the_fix(name, fix, fixed):
+    path = os.path.join(TRACES, name + ".kvtrace")
+    if not os.path.isdir(path):
+        pytest.skip("no committed trace")
+    e = explore_whatif(load(path), fix, "conflicts", range(0, 30))
+    assert e.before.failing
+    assert (not e.after.failing) if fixed else e.after.failing
+
+
+def test_explore_cli_says_before_and_after(capsys):
+    from kvtrace.cli import main
+    path = os.path.join(TRACES, "engine-early-src-free.kvtrace")
+    assert main(["explore", path, "--scheduler", "conflicts", "--seeds", "0:20", "--no-progress",
+                 "--what-if", "free-after-done"]) == 0
+    assert "no failing schedule in 20 seeds under the fix; 20 without it" in capsys.readouterr().out
+    assert main(["explore", path, "--scheduler", "conflicts", "--seeds", "0:5", "--no-progress",
+                 "--what-if", "status-after-data"]) == 1
+    out = capsys.readouterr().out
+    assert "5 failing schedule(s) in 5 seeds under the fix; 5 without it" in out and "--what-if status-after-data" in out

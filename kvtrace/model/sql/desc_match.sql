@@ -29,7 +29,13 @@ b AS (
            t.agent AS d_agent, t.addr AS d_addr, t.pool AS d_pool, t.layer AS d_layer, t.part AS d_part,
            t.slot AS d_slot, t.off AS d_off, t.slot_bytes AS d_slot_bytes, t.page AS d_page,
            t.managed AS d_managed, t.dlist AS d_dlist, t.idx AS d_idx,
-           coalesce(t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed), false) AS checked,
+           -- a page that cannot be known (its holding unordered with the post, past a cut, or
+           -- of a transfer with no request) proves nothing, unless the other end is proven
+           -- outside the request's pages
+           coalesce(t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed)
+                    AND (NOT (t.h_unknown OR s.h_unknown)
+                         OR (s.managed AND s.page IS NULL AND NOT s.h_unknown)
+                         OR (t.managed AND t.page IS NULL AND NOT t.h_unknown)), false) AS checked,
            s.slot_bytes * tp.pt = t.slot_bytes * sp.pt AS same_geometry,
            coalesce(s.pool = t.pool AND s.layer = t.layer AND s.part IS NOT DISTINCT FROM t.part AND
                CASE WHEN s.slot_bytes * tp.pt = t.slot_bytes * sp.pt

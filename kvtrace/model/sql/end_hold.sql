@@ -2,7 +2,13 @@
 -- agent lives (home), when that shard knows the transfer ended, and — for ends in
 -- allocator-managed pools — the holding of the transfer's request that covers the post
 -- (the latest alloc of that slot by the request that happens-before the post).
--- requires: desc_end, xfers, agent_home, managed, xfer_seen, holding_list
+-- A remote end (its agent lives on another shard than the post) whose request holds no
+-- slot by an alloc that happens-before the post is "not held" only when that is a fact:
+-- the home shard's events can be ordered before the post's (shard_order), its tail is not
+-- cut, and no alloc of the slot by the request is merely unordered with the post.
+-- Otherwise the holding is unknown (h_unknown), never "not held"; so is the holding of a
+-- transfer that carries no request (whose pages it moves is unknown).
+-- requires: desc_end, xfers, agent_home, managed, xfer_seen, holding_list, shard_order, shard_cut
 -- Columns:
 --   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, part, slot, off, slot_bytes, crosses, dlist, idx
 --   request VARCHAR, post_seq BIGINT, psidx INTEGER, op VARCHAR, t_ns BIGINT  -- from xfers
@@ -12,22 +18,32 @@
 --   seen_seq BIGINT       -- from this seq on h_shard the data is known complete (null: never)
 --   end_seq BIGINT        -- from this seq on h_shard the transfer is known over (done/error/notification)
 --   alloc_seq, free_seq, release_seq, gen_seq, page BIGINT  -- the holding (null: none)
+--   h_blind BOOLEAN       -- a remote end whose home shard is not ordered before the post's, or is cut
+--   h_unknown BOOLEAN     -- the holding cannot be decided (unordered, or past a cut); see above
 --   sk, lk UBIGINT        -- join keys of the slot and slot layer on h_shard (see slot_ev)
 CREATE OR REPLACE TABLE end_hold AS
 WITH e AS (
     SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.part, d.slot, d.off,
            d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx,
            x.know[a.h_sidx + 1] AS bound, x.op, x.t_ns, a.h_shard, a.h_sidx,
-           m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq
+           m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq,
+           a.h_sidx IS DISTINCT FROM x.sidx AND (o.from_sidx IS NULL OR c.cut IS NOT NULL) AS h_blind
     FROM desc_end d JOIN xfers x USING (shard, xfer)
     LEFT JOIN agent_home a ON a.agent = d.agent
+    LEFT JOIN shard_order o ON o.from_sidx = a.h_sidx AND o.to_sidx = x.sidx
+    LEFT JOIN shard_cut c ON c.shard = a.h_shard
     LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
     LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
 ), j AS (  -- the request's latest alloc of the slot that happens-before the post
-    SELECT e.*, list_filter(k.hl, lambda h: h.a <= e.bound)[-1] AS h
+    SELECT e.*, list_filter(k.hl, lambda h: h.a <= e.bound)[-1] AS h,
+           -- allocs of the slot by the request not known to come before or after the post
+           e.h_sidx IS DISTINCT FROM e.psidx
+               AND len(list_filter(k.hl, lambda h: h.a > e.bound AND (e.end_seq IS NULL OR h.a < e.end_seq))) > 0 AS unordered
     FROM e LEFT JOIN holding_list k ON k.shard = e.h_shard AND k.agent = e.agent AND k.pool = e.pool
                                    AND k.slot = e.slot AND k.request = e.request
 )
-SELECT j.* EXCLUDE (h), h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page,
+SELECT j.* EXCLUDE (h, unordered),
+       coalesce(managed AND h IS NULL AND (request IS NULL OR h_blind OR unordered), false) AS h_unknown,
+       h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page,
        hash(h_shard, agent, pool, slot) AS sk, hash(h_shard, agent, pool, layer, slot) AS lk
 FROM j;

@@ -1,0 +1,246 @@
+"""The analysed part of a partial trace: per shard, the last seq whose facts are known
+(a consistent cut), and what lies beyond it.
+
+A shard's recorded facts can end early: a stream cut mid-batch (crash), a process killed
+before it closed its shard (its unflushed tail is lost), descriptor rows lost while the
+events that post them survived, or a shard missing altogether. Past that point the facts
+are *unknown*, not absent: a free that is not there may have happened, a notification
+that is not there may have been received. Checks reason from absence ("no completion
+observation happens-before the free"), so they must only look where absence is a fact.
+
+The cut is the largest prefix of every shard that (1) ends at or before the shard's own
+recorded end (its last event when not closed cleanly; the post before the first one whose
+descriptors or lists were lost) and (2) is causally closed: every receive in it has its
+send in it. A receive whose send lies in a lost tail or a missing shard (a notification
+of a post the crash lost) ends its shard's prefix just before it, since from there the
+shard knows things the trace does not. (2) is a fixed point over the send → receive pairs.
+
+A trace whose every listed shard is present, closed and untruncated is complete: nothing
+is cut and this module costs nothing. The analysis views (``events``, ``descs``) then
+read the cut prefix; ``recorded_events`` / ``recorded_descs`` keep everything recorded.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pyarrow as pa
+
+#: what the user can do about each reason a shard's facts end early
+_RECORD = {
+    "missing": "copy the shard's folder into the trace (every process that ran NIXL must be recorded)",
+    "truncated": "the stream was cut mid-write; record again and let the process exit normally",
+    "unclosed": "let the recorded process exit normally (or call kvtrace's flush on SIGTERM) so its last events are flushed",
+    "descs": "the descriptor rows of the last transfers were lost; record again and let the process exit normally",
+    "lost_send": "record every process that sends to this one (or let the sender exit normally)",
+}
+
+
+@dataclasses.dataclass
+class ShardCut:
+    """What of one shard is analysed."""
+
+    shard: str
+    recorded: int                 #: events recorded (present in the streams)
+    last_seq: int | None          #: last recorded seq (None: no events)
+    cut: int | None = None        #: last analysed seq (None: the whole shard)
+    why: list[str] = dataclasses.field(default_factory=list)   #: reasons, user text
+    kinds: set[str] = dataclasses.field(default_factory=set)   #: reason keys (see _RECORD)
+
+    @property
+    def complete(self) -> bool:
+        return self.cut is None and not self.kinds
+
+    def cut_to(self, seq: int, why: str, kind: str) -> bool:
+        """Lower the cut to ``seq`` (the last analysed seq); True when it moved."""
+        if self.cut is not None and self.cut <= seq:
+            return False
+        self.cut = seq
+        self.why.append(why)
+        self.kinds.add(kind)
+        return True
+
+
+@dataclasses.dataclass
+class Unknown:
+    """One kind of fact the analysis cannot decide, with how many and how to record it."""
+
+    what: str          #: user text: what is unknown
+    count: int         #: how many (events, descriptor ends, ...)
+    record: str        #: the one thing to record to resolve it
+
+    def note(self) -> str:
+        return f"unknown: {self.what} ({self.count:,}) — to resolve: {self.record}"
+
+
+def shard_state(trace) -> tuple[dict[str, set[str]], list[str]]:
+    """Per present shard, why its recorded facts may end early (reason keys), and the
+    listed shards that are missing."""
+    present = {s.name for s in trace.shards}
+    missing = [n for n in (trace.manifest.get("shards") or []) if n not in present]
+    state: dict[str, set[str]] = {}
+    for s in trace.shards:
+        k = set()
+        if not s.closed:
+            k.add("unclosed")
+        if any(st.truncated for st in s.streams.values()):
+            k.add("truncated")
+        state[s.name] = k
+    return state, missing
+
+
+def is_complete(trace) -> bool:
+    """Every listed shard present, closed, with no stream cut short."""
+    state, missing = shard_state(trace)
+    return not missing and not any(state.values())
+
+
+def compute(model) -> dict[str, ShardCut]:
+    """The consistent cut of an incomplete trace, over the model's base views as recorded.
+
+    The pairing (``sync_pairs``) and agents' homes (``agent_home``) of the recorded events
+    are built and dropped again: the analysis derives them anew from the cut events."""
+    from .sqltext import query_sql
+
+    con, trace = model.con, model.trace
+    state, missing = shard_state(trace)
+    q = lambda sql, p=None: con.execute(sql, p or []).fetchall()  # noqa: E731
+    last = {s: (n, m) for s, n, m in q("SELECT shard, count(*), max(seq) FROM events GROUP BY shard")}
+    cuts: dict[str, ShardCut] = {}
+    for s in trace.shards:
+        n, m = last.get(s.name, (0, None))
+        c = ShardCut(s.name, int(n), None if m is None else int(m))
+        reasons = state[s.name]
+        if reasons:
+            end = -1 if c.last_seq is None else c.last_seq
+            if "truncated" in reasons:
+                lost = [f"{t}.arrows" for t, st in s.streams.items() if st.truncated]
+                c.cut_to(end, f"shard {s.name}: {', '.join(lost)} cut short", "truncated")
+            if "unclosed" in reasons:
+                c.cut_to(end, f"shard {s.name}: not closed, so events after its last flush are lost", "unclosed")
+            # a post whose descriptor rows (or prepared lists) did not survive: the writer
+            # flushes those before the events, so only the last posts can lack them
+            for (seq,) in q(query_sql("cut_lost_descs"), [s.name]):
+                if seq is not None:
+                    c.cut_to(int(seq) - 1, f"shard {s.name}: the descriptors of its transfers from seq {seq} on were lost", "descs")
+        cuts[s.name] = c
+    model.derive(["sync_pairs", "agent_home"])
+    try:
+        pairs = con.execute("SELECT send_shard, send_seq, recv_shard, recv_seq FROM sync_pairs "
+                            "WHERE send_shard <> recv_shard").fetchnumpy()
+        unpaired = q(query_sql("cut_unpaired_recv"))
+        homes = dict(q("SELECT agent, h_shard FROM agent_home"))
+    finally:
+        for name in ("sync_pairs", "agent_home"):
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+            model._built.discard(name)
+    incomplete = bool(missing) or any(state.values())
+    # receives whose sender's facts may be lost: its home shard is incomplete, or it has
+    # no home and some shard is missing or incomplete
+    for shard, seq, peer in unpaired:
+        home = homes.get(peer)
+        lost = (state.get(home) if home is not None else incomplete)
+        if lost and shard in cuts:
+            where = f"shard {home}'s lost tail" if home else (f"missing shard {', '.join(missing)}" if missing else "an unrecorded sender")
+            cuts[shard].cut_to(int(seq) - 1, f"shard {shard}: from seq {seq} on it received from {peer} what was sent in {where}", "lost_send")
+    _close(cuts, pairs)
+    return cuts
+
+
+def _close(cuts: dict[str, ShardCut], pairs) -> None:
+    """Lower cuts until every receive inside one has its send inside another."""
+    names = list(cuts)
+    ix = {n: i for i, n in enumerate(names)}
+    if not len(pairs["send_seq"]):
+        return
+    ss = np.array([ix.get(s, -1) for s in pairs["send_shard"]])
+    rs = np.array([ix.get(s, -1) for s in pairs["recv_shard"]])
+    sq = np.asarray(pairs["send_seq"], dtype=np.int64)
+    rq = np.asarray(pairs["recv_seq"], dtype=np.int64)
+    ok = (ss >= 0) & (rs >= 0)
+    ss, rs, sq, rq = ss[ok], rs[ok], sq[ok], rq[ok]
+    big = np.iinfo(np.int64).max
+    while True:
+        cut = np.array([big if cuts[n].cut is None else cuts[n].cut for n in names], dtype=np.int64)
+        bad = (sq > cut[ss]) & (rq <= cut[rs])
+        if not bad.any():
+            return
+        for k in np.unique(rs[bad]):
+            first = int(rq[bad & (rs == k)].min())
+            sender = names[int(ss[bad & (rs == k) & (rq == first)][0])]
+            cuts[names[k]].cut_to(first - 1, f"shard {names[k]}: from seq {first} on it received what shard {sender} sent after its cut", "lost_send")
+
+
+def unknowns(cuts: dict[str, ShardCut], missing: list[str]) -> list[Unknown]:
+    """The notes for what the cut leaves unknown: events not analysed, per shard and reason."""
+    out = []
+    for name in missing:
+        out.append(Unknown(f"shard {name} is listed in the manifest but missing: every fact of its agents "
+                           f"(allocations, reads, completions) and everything it sent", 1, _RECORD["missing"]))
+    for c in cuts.values():
+        if not c.kinds:
+            continue
+        beyond = 0 if c.last_seq is None or c.cut is None else max(0, c.last_seq - c.cut)
+        kind = next(k for k in ("lost_send", "descs", "truncated", "unclosed") if k in c.kinds)
+        what = (f"shard {c.shard}: what happened after its last recorded event"
+                if beyond == 0 else f"shard {c.shard}: {beyond:,} recorded events after seq {c.cut} are not analysed")
+        out.append(Unknown(f"{what} ({'; '.join(_dedupe(c.why))})", max(beyond, 1), _RECORD[kind]))
+    return out
+
+
+def _dedupe(xs: list[str]) -> list[str]:
+    seen, out = set(), []
+    for x in xs:
+        key = x.split(": ", 1)[-1]
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
+    """Point the model's ``events`` and ``descs`` at the cut prefix of an incomplete trace
+    (``recorded_events``, ``recorded_descs`` keep every recorded row); a complete trace is
+    left as it is. Returns the cuts and what they leave unknown."""
+    from .sqltext import query_sql
+
+    trace, con = model.trace, model.con
+    if is_complete(trace):
+        return {}, []
+    cuts = compute(model)
+    names = [s.name for s in trace.shards]
+    for t in ("events", "descs"):
+        con.read_parquet(os.path.join(model.index_dir, t + ".parquet")).create_view(f"recorded_{t}")
+    con.from_arrow(pa.table({"shard": pa.array(names, pa.string()),
+                             "cut": pa.array([cuts[n].cut for n in names], pa.int64())})).create("shard_cut")
+    con.execute(query_sql("cut_events"))
+    con.execute(query_sql("cut_descs"))
+    return cuts, unknowns(cuts, shard_state(trace)[1])
+
+
+def ordering_unknowns(model) -> list[Unknown]:
+    """Descriptor ends whose request's holding is unknown (the transfer carries no request,
+    or the allocation is not ordered with the post, or lies past a cut), one note per
+    (agent, initiator, reason)."""
+    model.derive(["end_hold", "shard_order"])
+    out = []
+    for r in model.ask("unknown_ends").to_pylist():
+        n, who, src = r["transfers"], r["agent"], r["initiator"]
+        if r["why"] == "no_request":
+            what = (f"which request's pages {n:,} transfer(s) posted from shard {src} moved on {who}: "
+                    "the posts carry no request")
+            rec = ("record the request with each post (a notification tag kvtrace can parse, or the "
+                   "request hooks): see docs/hooks.md")
+        elif r["why"] == "unordered":
+            what = (f"whether {n:,} transfer(s) posted from shard {src} touched slots their request held on {who}: "
+                    f"none of {r['home']}'s events (its allocations) is ordered before those posts")
+            rec = (f"record the destination-pages message from {who} to the sender (msg_send / msg_recv "
+                   "with a shared detail.id): see docs/hooks.md")
+        else:
+            what = (f"whether {n:,} transfer(s) posted from shard {src} touched slots their request held on {who}: "
+                    f"the allocation is not ordered with the post, or lies past shard {r['home']}'s cut")
+            rec = ("record the message that names the slots before each post (msg_send / msg_recv with a "
+                   "shared detail.id): see docs/hooks.md")
+        out.append(Unknown(what, int(r["n"]), rec))
+    return out

@@ -1,0 +1,118 @@
+"""Damage done to a copy of a trace, as data: what a real recording loses (a shard that
+never arrived, a stream cut by a crash, control messages an engine sends over its own
+sockets, transfers posted without a request). Each transform edits a trace folder in
+place; tests apply them to copies under tmp_path, never to traces/."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+
+def _read(path: str) -> pa.Table:
+    with open(path, "rb") as f:   # into memory: the file is rewritten next
+        return ipc.open_stream(pa.BufferReader(f.read())).read_all()
+
+
+def _write(path: str, table: pa.Table) -> None:
+    with pa.OSFile(path, "wb") as f, ipc.new_stream(f, table.schema) as w:
+        for b in table.to_batches(max_chunksize=64):   # several batches, as a recorder writes
+            w.write_batch(b)
+
+
+def _unclose(trace: str, shard: str) -> None:
+    p = os.path.join(trace, shard, "shard.json")
+    with open(p) as f:
+        info = json.load(f)
+    info["closed"] = False
+    with open(p, "w") as f:
+        json.dump(info, f)
+
+
+def drop_shard(shard: str):
+    """The shard's folder never arrived (still listed in the manifest)."""
+    def t(trace: str) -> None:
+        shutil.rmtree(os.path.join(trace, shard))
+    t.__name__ = f"drop_shard({shard})"
+    return t
+
+
+def cut_stream(shard: str, table: str, frac: float):
+    """The process died while writing ``table``: the stream ends at ``frac`` of its bytes
+    (mid-batch) and the shard was never closed."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, table + ".arrows")
+        size = os.path.getsize(p)
+        with open(p, "r+b") as f:
+            f.truncate(int(size * frac))
+        _unclose(trace, shard)
+    t.__name__ = f"cut_stream({shard}/{table}@{frac})"
+    return t
+
+
+def drop_kinds(*kinds: str):
+    """Events of these kinds were never recorded (e.g. msg_send/msg_recv: the engine sends
+    its control messages over its own sockets); seqs stay contiguous, as a recorder
+    that never saw them would number them."""
+    def t(trace: str) -> None:
+        for shard in _shards(trace):
+            p = os.path.join(trace, shard, "events.arrows")
+            ev = _read(p)
+            keep = pc.invert(pc.is_in(ev.column("kind"), pa.array(list(kinds))))
+            ev = ev.filter(keep)
+            i = ev.schema.get_field_index("seq")
+            ev = ev.set_column(i, ev.schema.field(i), pa.array(range(len(ev)), ev.schema.field(i).type))
+            _write(p, ev)
+    t.__name__ = f"drop_kinds({','.join(kinds)})"
+    return t
+
+
+def null_request(*kinds: str):
+    """Events of these kinds carry no request (an engine that posts without a request id
+    in its notification tags, or whose tags kvtrace cannot parse)."""
+    def t(trace: str) -> None:
+        for shard in _shards(trace):
+            p = os.path.join(trace, shard, "events.arrows")
+            ev = _read(p)
+            i = ev.schema.get_field_index("request")
+            hit = pc.is_in(ev.column("kind"), pa.array(list(kinds)))
+            col = pc.if_else(hit, pa.nulls(len(ev), ev.schema.field(i).type), ev.column("request"))
+            _write(p, ev.set_column(i, ev.schema.field(i), col))
+    t.__name__ = f"null_request({','.join(kinds)})"
+    return t
+
+
+def _shards(trace: str) -> list[str]:
+    return sorted(d for d in os.listdir(trace) if os.path.isdir(os.path.join(trace, d)) and not d.startswith(("_", ".")))
+
+
+def copy_trace(src: str, dst: str) -> str:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_*"))
+    return dst
+
+
+XFER_KINDS = ("xfer_post", "xfer_done", "xfer_error", "xfer_release")
+
+#: damage → the transforms that do it (each applied to a copy of a trace)
+DAMAGE = {
+    "missing_decode": [drop_shard("decode")],
+    "missing_prefill": [drop_shard("prefill")],
+    "decode_events_half": [cut_stream("decode", "events", 0.5)],
+    "decode_events_quarter": [cut_stream("decode", "events", 0.25)],
+    "decode_events_late": [cut_stream("decode", "events", 0.9)],
+    "prefill_events_half": [cut_stream("prefill", "events", 0.5)],
+    "prefill_events_late": [cut_stream("prefill", "events", 0.9)],
+    "prefill_descs_half": [cut_stream("prefill", "descs", 0.5)],
+    "prefill_descs_early": [cut_stream("prefill", "descs", 0.1)],
+    "decode_descs_zero": [cut_stream("decode", "descs", 0.0)],
+    "decode_events_zero": [cut_stream("decode", "events", 0.0)],
+    "prefill_events_zero": [cut_stream("prefill", "events", 0.0)],
+    "prefill_dlists_half": [cut_stream("prefill", "dlists", 0.5)],
+    "both_events_half": [cut_stream("prefill", "events", 0.5), cut_stream("decode", "events", 0.6)],
+    "no_page_messages": [drop_kinds("msg_send", "msg_recv")],
+    "no_request_on_transfers": [null_request(*XFER_KINDS)],
+}

@@ -1,0 +1,105 @@
+"""Sound on partial traces: a trace that lost a shard, a stream tail, its control messages
+or its request ids never yields a false violation nor a false "ruled out".
+
+Each committed example trace is copied and damaged (partial_cases.DAMAGE); then:
+- every violation reported is one the undamaged trace also proves (its findings, with
+  the consequences they fold in), so a clean trace stays clean;
+- no hypothesis is "ruled out" unless the damaged trace is complete and fully ordered;
+- a bug whose facts survive the damage is still found (EXPECT_FOUND).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kvtrace.analysis.session import TraceSession
+from kvtrace.cli import main
+
+from partial_cases import DAMAGE, copy_trace
+
+TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "traces")
+EXAMPLES = ("clean", "uniform-slot-count", "early-src-free", "abort-free-inflight", "notify-first-handle")
+
+#: (example, damage) → the check that must still be found: the facts it needs survive
+EXPECT_FOUND = {
+    ("uniform-slot-count", "decode_events_half"): "layer_offset_mismatch",
+    ("uniform-slot-count", "decode_events_late"): "layer_offset_mismatch",
+    ("uniform-slot-count", "prefill_events_half"): "layer_offset_mismatch",
+    ("uniform-slot-count", "prefill_descs_half"): "layer_offset_mismatch",
+    ("uniform-slot-count", "decode_descs_zero"): "layer_offset_mismatch",
+    ("uniform-slot-count", "no_page_messages"): "layer_offset_mismatch",
+}
+
+
+def proven(findings) -> set[tuple[str, str | None]]:
+    """(check, request) of every violation, including the consequences folded into one."""
+    out = set()
+    for f in findings:
+        out.add((f.check, f.request))
+        for g in f.extra.get("folded") or []:
+            out.add((g["check"], g["request"]))
+    return out
+
+
+_BASE: dict[str, set] = {}
+
+
+def base(example: str) -> set:
+    if example not in _BASE:
+        with TraceSession(os.path.join(TRACES, f"engine-{example}.kvtrace")) as s:
+            _BASE[example] = proven(s.findings())
+    return _BASE[example]
+
+
+def damaged(tmp_path, example: str, damage: str) -> str:
+    path = copy_trace(os.path.join(TRACES, f"engine-{example}.kvtrace"), str(tmp_path / f"{example}-{damage}.kvtrace"))
+    for t in DAMAGE[damage]:
+        t(path)
+    return path
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_damage_never_yields_a_false_verdict(tmp_path, example, damage):
+    path = damaged(tmp_path, example, damage)
+    with TraceSession(path) as s:
+        found = s.findings()
+        verdict = s.verdict(found)
+        unknown = list(s.unknowns)
+    extra = {p for p in proven(found) if p[1] is not None} - base(example)
+    assert not extra, f"violations the undamaged trace does not have: {sorted(extra)[:5]}"
+    # whatever the damage left unknown is said, with what to record
+    assert unknown and all(u.record and u.count > 0 for u in unknown)
+    for h in verdict.hypotheses:
+        assert h.status != "ruled out", h
+        if h.status == "supported":
+            assert any(f.request is not None for f in found)
+    want = EXPECT_FOUND.get((example, damage))
+    if want:
+        assert want in {f.check for f in found}, [f.check for f in found]
+
+
+def test_missing_decode_of_the_uniform_slot_count_trace_rules_nothing_out(tmp_path, capsys):
+    path = damaged(tmp_path, "uniform-slot-count", "missing_decode")
+    rc = main(["check", path])
+    out = capsys.readouterr().out
+    assert rc == 0 and "ruled out" not in out and "proves nothing" in out
+    assert "shard decode is listed in the manifest but missing" in out
+
+
+def test_unordered_page_message_says_what_to_record(tmp_path, capsys):
+    path = damaged(tmp_path, "clean", "no_page_messages")
+    rc = main(["check", path])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0 and "No findings." in out
+    assert "record the destination-pages message" in out and "docs/hooks.md" in out
+    assert "ruled out" not in out
+
+
+def test_complete_traces_are_untouched():
+    """Nothing is cut or unknown in a complete trace, and its verdict can rule out."""
+    with TraceSession(os.path.join(TRACES, "engine-clean.kvtrace")) as s:
+        v = s.verdict()
+        assert s.cuts == {} and s.unknowns == []
+    assert [h.status for h in v.hypotheses].count("ruled out") >= 2
