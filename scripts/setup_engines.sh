@@ -65,7 +65,7 @@ TORCH=$("$PY" -c 'from importlib.metadata import version; print(version("torch")
 LIGHT=(msgspec pyzmq aiohttp requests psutil orjson pybase64 starlette tqdm IPython pydantic
        "transformers>=5.16.1,<5.23.0" torchvision dill sentencepiece compressed_tensors gguf
        apache-tvm-ffi cachetools cbor2 cloudpickle uvloop py-cpuinfo prometheus_client
-       llguidance "xgrammar==0.2.8" einops "filelock>=4.2.4")
+       llguidance "xgrammar==0.2.8" einops "filelock>=4.2.4" "kernels>=0.14.1,<0.15")
 STAMP=$EV/.kvtrace-deps
 WANT="$TORCH ${LIGHT[*]}"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
