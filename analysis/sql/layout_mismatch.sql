@@ -41,7 +41,7 @@ WITH geo AS (   -- each agent's geometry per buffer class
       AND s.agent <> d.agent
 ), cls AS (
     SELECT a, b, pool, part, count(*) AS n, count(*) FILTER (WHERE uneven) AS n_uneven,
-           arg_min(request, post_seq) AS request, list(DISTINCT ev(shard, post_seq))[1:3] AS events
+           arg_min(request, post_seq) AS request, list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:3] AS events
     FROM pairs GROUP BY ALL
 ), j AS (
     SELECT c.*, ga.sb AS a_sb, ga.pt AS a_pt, ga.dt AS a_dt, gb.sb AS b_sb, gb.pt AS b_pt, gb.dt AS b_dt,
