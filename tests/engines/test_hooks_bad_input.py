@@ -111,3 +111,29 @@ def test_connector_raising_during_setup(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     assert man["shards"], "the agent created before the failure is recorded"
     assert man["hooks_sglang"]["version"] == "0.5.21"
+
+
+def test_enable_from_python_hooks_in_process(tmp_path):
+    """The same from Python: enable() in the serving process, before or after the import."""
+    site = tmp_path / "site"
+    pkg = site / "sglang"
+    for d in ("srt/disaggregation/nixl",):
+        (pkg / d).mkdir(parents=True)
+    for d in ("", "srt", "srt/disaggregation", "srt/disaggregation/nixl"):
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "version.py").write_text("__version__ = '0.4.9'\n")
+    (pkg / "srt/disaggregation/nixl/conn.py").write_text(FAKE_CONN)
+    prog = textwrap.dedent(f"""
+        from kvtrace.tracer.integrations import enable
+        enable({str(tmp_path / 'api.kvtrace')!r}, "sglang")
+        import sglang.srt.disaggregation.nixl.conn as c
+        print('wrapped' if hasattr(c.NixlKVManager.register_buffer_to_engine, '_kvtrace_hooked') else 'plain')
+    """)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    p = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "wrapped\n"
+    lines = kv_lines(p.stderr)
+    assert len(lines) == 1 and "0.4.9 is not a supported version" in lines[0]
+    man = json.loads((tmp_path / "api.kvtrace" / "manifest.json").read_text())
+    assert "NixlKVManager.register_buffer_to_engine" in man["hooks_sglang"]["hooked"]
