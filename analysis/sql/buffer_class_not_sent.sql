@@ -7,7 +7,9 @@
 --   began, not prefix pages shared from an earlier turn, and not written by the consumer
 --   itself). A pool the producer also registers but that none of the request's transfers
 --   carry into the consumer means the engine silently dropped that buffer class from the
---   transfer: the consumer computes on whatever the pages held. Example: hybrid-model
+--   transfer: the consumer computes on whatever the pages held. On a trace whose initiating
+--   shard is cut short a later transfer may have carried it, so nothing is claimed there.
+--   Example: hybrid-model
 --   state buffers registered on both sides but never sent
 --   (https://github.com/sgl-project/sglang/pull/23773).
 -- Columns:
@@ -26,7 +28,8 @@ WITH ends AS (
     WHERE s.side = 'src' AND s.agent <> d.agent
 ), flows AS (   -- producer → consumer per request, and the pools its transfers carry
     SELECT a, b, request, list(DISTINCT d_pool) FILTER (WHERE d_pool IS NOT NULL) AS carried,
-           count(DISTINCT (shard, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(shard, post_seq) AS x_shard
+           count(DISTINCT (shard, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(shard, post_seq) AS x_shard,
+           list(DISTINCT shard) AS x_shards
     FROM ends GROUP BY ALL
 ), reg AS (SELECT DISTINCT agent, pool FROM layouts),
 own AS (SELECT DISTINCT agent, request, pool FROM writes),
@@ -40,6 +43,8 @@ rd AS (
     FROM rd JOIN flows f ON f.b = rd.agent AND f.request = rd.request
     JOIN reg g ON g.agent = f.a AND g.pool = rd.pool
     WHERE NOT list_contains(coalesce(f.carried, []), rd.pool)
+      -- an absence is proven only where every post is present: no initiator's shard is cut
+      AND NOT EXISTS (SELECT 1 FROM shard_cut c WHERE list_contains(f.x_shards, c.shard) AND c.cut IS NOT NULL)
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
