@@ -104,7 +104,8 @@ def root_causes(findings: list[Finding]) -> list[RootCause]:
     cat = catalog()
     by_check: dict[str, list[Finding]] = {}
     for f in findings:
-        by_check.setdefault(f.check, []).append(f)
+        if not f.extra.get("unattributed"):   # whose data they touch is unknown: not a root cause
+            by_check.setdefault(f.check, []).append(f)
     out = []
     for check, fs in by_check.items():
         first = next((f for f in fs if f.extra.get("stride") is not None), fs[0])
