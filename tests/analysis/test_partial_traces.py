@@ -23,12 +23,19 @@ EXAMPLES = ("clean", "uniform-slot-count", "early-src-free", "abort-free-infligh
 
 #: (example, damage) → the check that must still be found: the facts it needs survive
 EXPECT_FOUND = {
-    ("uniform-slot-count", "decode_events_half"): "layer_offset_mismatch",
-    ("uniform-slot-count", "decode_events_late"): "layer_offset_mismatch",
-    ("uniform-slot-count", "prefill_events_half"): "layer_offset_mismatch",
-    ("uniform-slot-count", "prefill_descs_half"): "layer_offset_mismatch",
-    ("uniform-slot-count", "decode_descs_zero"): "layer_offset_mismatch",
-    ("uniform-slot-count", "no_page_messages"): "layer_offset_mismatch",
+    **{("uniform-slot-count", d): "layer_offset_mismatch" for d in (
+        "decode_events_half", "decode_events_late", "prefill_events_half", "prefill_descs_half",
+        "decode_descs_zero", "no_page_messages")},
+    **{("early-src-free", d): "src_free_before_done" for d in (
+        "decode_events_half", "decode_events_quarter", "decode_events_late", "prefill_events_half",
+        "prefill_events_late", "prefill_descs_half", "decode_descs_zero", "both_events_half",
+        "decode_events_lost_middle", "prefill_events_lost_middle", "no_page_messages")},
+    **{("abort-free-inflight", d): "write_after_free" for d in (
+        "decode_events_half", "decode_events_late", "prefill_events_late", "decode_descs_zero")},
+    **{("notify-first-handle", d): "read_before_done" for d in (
+        "decode_events_half", "decode_events_quarter", "decode_events_late", "prefill_events_half",
+        "prefill_events_late", "prefill_descs_half", "decode_descs_zero", "both_events_half",
+        "decode_events_lost_middle", "prefill_events_lost_middle")},
 }
 
 
