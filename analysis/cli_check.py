@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", metavar="NAME", help="describe a check and exit ('all' lists them)")
     p.add_argument("--examples", type=int, default=3, help="example findings shown per check (table)")
     p.add_argument("--threads", type=int, default=None, help="DuckDB threads")
+    p.add_argument("--memory", metavar="SIZE", default=None,
+                   help="DuckDB memory cap, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
     p.add_argument("--hypotheses", action="append", default=None, metavar="NAME|FILE",
                    help="judge the hypotheses of a shipped file (by name) or a TOML file (repeatable; "
                         "'none': only the root causes)")
@@ -57,7 +59,7 @@ def run(args) -> int:
     if args.baseline:
         from .baseline import load
         base = load(args.baseline)
-    with TraceSession(args.trace, threads=args.threads) as s:
+    with TraceSession(args.trace, threads=args.threads, memory_limit=args.memory) as s:
         from .answers import sections
         from .attribution import attach, attribute
 

@@ -13,7 +13,7 @@ examples:
 
 The session is read-only and sandboxed: one SELECT-like statement at a time, no file
 access beyond the trace's own index (no read_csv('/etc/...'), COPY, ATTACH or INSTALL),
-memory bounded (KVTRACE_DUCKDB_MEMORY, default 4GB). List columns (slots, checksums)
+memory bounded (--memory, KVTRACE_DUCKDB_MEMORY, default 40% of RAM). List columns (slots, checksums)
 print as JSON arrays in csv.
 """
 from __future__ import annotations
@@ -32,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="?", help="SQL to run (omit for an interactive prompt)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--limit", type=int, default=200, help="rows printed in table format (default 200)")
+    p.add_argument("--memory", metavar="SIZE", default=None,
+                   help="DuckDB memory cap, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
     p.add_argument("--no-derived", action="store_true", help="only the raw views (faster to open)")
     p.set_defaults(_extra=_query_after_options)
 
@@ -152,13 +154,12 @@ def _prompt(session, fmt: str, limit: int) -> int:
 
 
 def run(args) -> int:
-    from ..model.sandbox import sandbox
     from .session import TraceSession
 
-    with TraceSession(args.trace) as s:
+    with TraceSession(args.trace, memory_limit=args.memory) as s:
         if not args.no_derived:
             s.derive()
-        sandbox(s.con, s.index_dir)
+        s.sandbox()
         if args.query:
             run_query(s, args.query, args.format, args.limit)
             return 0

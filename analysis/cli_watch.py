@@ -2,8 +2,9 @@
 
 Works on a recording in progress (`kvtrace record -o s.kvtrace` in another terminal) and
 on a flight recorder's dump being written (s.dump1.kvtrace). The checks re-run only when
-a shard's streams grew. A recording in progress ends mid-run, so `leak` waits for the
-trace to be complete.
+a shard's streams grew; a finding is printed once it persisted --settle seconds (each
+process flushes on its own, so one side of a transfer can land before the other). A
+recording in progress ends mid-run, so `leak` waits for the trace to be complete.
 
 Exit status: 0 when the trace is complete (or --timeout passed) without --fail-fast
 tripping, 1 at the first error finding with --fail-fast, 2 bad input.
@@ -22,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="trace directory (NAME.kvtrace), possibly still being written")
     p.add_argument("--fail-fast", action="store_true", help="exit 1 at the first error finding")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between polls (default 0.2)")
+    p.add_argument("--settle", type=float, default=0.5,
+                   help="seconds a finding must persist before it is printed (the other processes' "
+                        "buffers flush meanwhile; default 0.5)")
     p.add_argument("--timeout", type=float, default=None,
                    help="stop after this many seconds (default: when the trace is complete)")
 
@@ -38,10 +42,12 @@ def run(args) -> int:
         raise UsageError("--interval must be positive")
     if os.path.exists(args.trace) and not os.path.isdir(args.trace):
         raise UsageError(f"{args.trace}: not a trace directory")
-    w = Watcher(args.trace, time.monotonic)
+    w = Watcher(args.trace, time.monotonic, settle_s=max(0.0, args.settle))
     start = time.monotonic()
     while True:
         done = w.complete()          # read before the poll: a complete trace gets one last poll
+        if done:
+            w.settle_s = 0.0         # nothing more will land: what is found now is final
         for r in w.poll():
             f = r.finding
             where = "/".join(str(x) for x in (f.pool, f.layer, f.slot) if x is not None)

@@ -203,6 +203,7 @@ def build_timeline(session, with_findings: bool = True) -> Timeline:
             b.add(Slice(tr, s, e - s, rq["request"][i] or "?", "request",
                         {"request": rq["request"][i], "outcome": rq["outcome"][i], "shard": rq["shard"][i]}))
 
+    session.derive(["sync_pairs", "desc_end"])   # flows are the model's pairs and descriptor ends
     for sql in ("export_notif_flows", "export_msg_flows"):
         fl = session.query(load_sql(sql)).to_pydict()
         for i in range(len(fl["src_seq"])):

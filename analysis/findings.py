@@ -142,6 +142,13 @@ FOLDS = {
     "write_after_free": (("overlapping_inflight_writes", "victim"), ("checksum_mismatch", "victim")),
     # the freed source's next owner wrote before the bytes moved: the read sees its bytes
     "src_free_before_done": (("checksum_mismatch", "request"),),
+    # the pages a waiting request holds at trace end are the leak
+    "request_waiting": (("leak", "request"),),
+    # a dropped buffer class is read undelivered; an item length from the other side's
+    # geometry lands past the request's pages
+    "buffer_class_not_sent": (("read_undelivered", "request"), ("checksum_mismatch", "request")),
+    "layout_mismatch": (("layer_offset_mismatch", "request_pool"), ("desc_not_owned", "request"), ("desc_out_of_bounds", "request"),
+                        ("read_undelivered", "request"), ("checksum_mismatch", "request")),
 }
 
 

@@ -53,7 +53,7 @@ def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3,
          attribution=None, extra_sections=None) -> None:
     """Write findings (and the verdict, in table form) in ``fmt``. ``attribution``: the
     corrupted reads with whose bytes they hold (analysis.attribution); ``extra_sections``:
-    name → (JSON value, text lines) of further answers (e.g. liveness, layout diff)."""
+    JSON key → (title, JSON value, text lines) of further answers (analysis.answers)."""
     file = file or sys.stdout
     attribution = attribution or []
     extra_sections = extra_sections or {}
@@ -62,7 +62,7 @@ def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3,
                    "skipped": [{"check": c, "why": w} for c, w in session.checks_skipped],
                    "findings": [f.to_dict() for f in findings],
                    "attribution": [a.to_dict() for a in attribution],
-                   **{k: v[0] for k, v in extra_sections.items()},
+                   **{k: v[1] for k, v in extra_sections.items()},
                    "verdict": verdict.to_dict() if verdict else None}, file, indent=1, default=str)
         file.write("\n")
         return
@@ -111,7 +111,7 @@ def _table(session, findings, verdict, examples, file, attribution=(), extra_sec
                   "--format json lists each):", markup=True, highlight=False)
         for n, line in summary(attribution):
             con.print(f"  {n:5d} × {line}", markup=False, highlight=False)
-    for title, (_value, lines) in (extra_sections or {}).items():
+    for title, _value, lines in (extra_sections or {}).values():
         if lines:
             con.print(f"[bold]{title}[/]:", markup=True, highlight=False)
             for line in lines:

@@ -109,7 +109,7 @@ def _answers(session) -> dict:
     if who:
         out[f"Who wrote these bytes ({len(who)} corrupted read(s))"] = [
             f"{n} × {line}" for n, line in summary(who, limit=50)]
-    for title, (_value, lines) in sections(session).items():
+    for title, _value, lines in sections(session).values():
         if lines:
             out[title] = lines
     return out

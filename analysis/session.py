@@ -28,7 +28,7 @@ class TraceSession(TraceModel):
         kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
     """
 
-    def __init__(self, path: str, threads: int | None = None, memory_limit: str = "4GB"):
+    def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None):
         super().__init__(path, threads=threads, memory_limit=memory_limit)
         #: (check name, why it could not run) after findings()
         self.checks_skipped: list[tuple[str, str]] = []

@@ -6,6 +6,14 @@ stream files of every shard (size and mtime; nothing is read); only when one cha
 it re-open the trace (the ``_index/`` cache is rebuilt from the changed streams) and re-run
 the checks. A finding is *new* when no earlier poll reported one with the same identity
 (check, agent, request, pool, side): a root cause whose count grows is not reported twice.
+
+A trace being written is cut at a different point in every process (each flushes its
+own buffer), so a check can briefly see one side of a fact before the other (prefill's
+post flushed, decode's alloc of the same page still in decode's buffer). A finding is
+therefore reported once it has *settled*: it is still found ``settle_s`` after it was
+first seen (every recorder has flushed since: the flush interval is 0.1-0.2 s), or the
+trace did not change meanwhile. A finding that disappears when the other side's facts
+land was an artefact of the cut and is never printed.
 """
 from __future__ import annotations
 
@@ -58,8 +66,8 @@ def run_checks(path: str) -> list[Finding]:
 class Report:
     """One new finding and when it was seen."""
     finding: Finding
-    seen_at: float          #: the watcher's clock when the poll that found it ended
-    landed_at: float        #: the watcher's clock when the poll saw the grown files
+    seen_at: float          #: the watcher's clock when the poll that reported it ended
+    landed_at: float        #: the watcher's clock when a poll first saw the files it was found in
 
 
 class Watcher:
@@ -71,31 +79,46 @@ class Watcher:
         check: runs the checks over a trace path (injected for tests; default run_checks).
     """
 
-    def __init__(self, path: str, clock: Callable[[], float], check: Callable[[str], list[Finding]] = run_checks):
+    def __init__(self, path: str, clock: Callable[[], float], check: Callable[[str], list[Finding]] = run_checks,
+                 settle_s: float = 0.5):
         self.path = path
         self.clock = clock
         self.check = check
+        self.settle_s = settle_s
         self._stamp: tuple = ()
         self._seen: set = set()
+        self._pending: dict = {}    # identity -> (finding, first seen, when its facts were seen)
         self.checks_run = 0
         """how many times the checks ran (only when the streams grew)"""
 
     def poll(self) -> list[Report]:
+        """Re-check if the trace grew; return the findings that settled since the last poll."""
         st = stamp(self.path)
-        if not st or st == self._stamp:
-            return []
-        landed = self.clock()
-        try:
-            findings = self.check(self.path)
-        except TraceError:   # a shard still being created (no manifest or stream yet): next poll
-            return []
-        self._stamp = st
-        self.checks_run += 1
+        grew = bool(st) and st != self._stamp
+        if grew:
+            landed = self.clock()
+            try:
+                findings = self.check(self.path)
+            except TraceError:   # a shard still being created (no manifest or stream yet): next poll
+                return []
+            self._stamp = st
+            self.checks_run += 1
+            now = self.clock()
+            current = {}
+            for f in findings:
+                current.setdefault(identity(f), f)
+            for key in [k for k in self._pending if k not in current]:
+                del self._pending[key]           # gone once the other side's facts landed
+            for key, f in current.items():
+                if key in self._seen:
+                    continue
+                first = self._pending.get(key)
+                self._pending[key] = (f, first[1] if first else now, first[2] if first else landed)
         now = self.clock()
         out = []
-        for f in findings:
-            key = identity(f)
-            if key not in self._seen:
+        for key, (f, first, landed) in list(self._pending.items()):
+            if now - first >= self.settle_s:
+                del self._pending[key]
                 self._seen.add(key)
                 out.append(Report(f, now, landed))
         return out

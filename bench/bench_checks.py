@@ -1,35 +1,74 @@
-"""Benchmark: every hazard check over synthetic traces of 1M and 10M events.
+"""Benchmark: every hazard check over synthetic traces of 1M and 10M events (100M by hand).
 
 Generates the traces with bench/gen_synthetic.py (under /tmp, not in git), then, side by
 side in one run and for each size: the Parquet index build (first open), the derived
-tables (happens-before clocks, ownership, descriptor targets) and the checks. Prints
-seconds, events/s and how the cost grows from the small size to the large one; the
-planted-bug twin of the small size shows the checks still find what they should.
+tables (happens-before clocks, ownership, descriptor targets) and the checks, each with
+its wall time and peak RSS. Prints events/s, how the cost grows per ×10 events, and — at
+the smallest size, in the same run — the ratio to a naive checker of the same hazards
+(bench/naive_checker/*.sql: straightforward DuckDB SQL over the same index). The
+planted-bug twin of the small size shows both still find what they should.
 
-    python bench/bench_checks.py [--sizes 1000000 10000000] [--threads 2]
+    python bench/bench_checks.py [--sizes 1000000 10000000] [--threads 2] [--memory 4GB]
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
+import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 import gen_synthetic  # noqa: E402
+import naive_run  # noqa: E402
 
 from kvtrace.analysis.findings import catalog  # noqa: E402
 from kvtrace.analysis.session import TraceSession  # noqa: E402
 
 
-def measure(path: str, threads: int | None) -> dict:
+class PeakRSS:
+    """Samples this process's resident set every 20 ms; ``step()`` returns the peak since
+    the previous call (the kernel's own high-water mark never goes down)."""
+
+    def __init__(self) -> None:
+        self.peak = self.now()
+        self._stop = False
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    @staticmethod
+    def now() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _loop(self) -> None:
+        while not self._stop:
+            self.peak = max(self.peak, self.now())
+            time.sleep(0.02)
+
+    def step(self) -> float:
+        p = max(self.peak, self.now())
+        self.peak = self.now()
+        return p / 2**30
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def measure(path: str, threads: int | None, memory: str | None, rss: PeakRSS) -> dict:
+    kw = {"memory_limit": memory} if memory else {}
+    rss.step()
     t0 = time.perf_counter()
-    s = TraceSession(path, threads=threads)
+    s = TraceSession(path, threads=threads, **kw)
     t1 = time.perf_counter()
+    r_index = rss.step()
     s.derive()
     t2 = time.perf_counter()
+    r_derive = rss.step()
     per = {}
     findings = []
     for name in catalog():
@@ -37,50 +76,76 @@ def measure(path: str, threads: int | None) -> dict:
         findings += s.findings([name])
         per[name] = time.perf_counter() - t
     t3 = time.perf_counter()
+    r_checks = rss.step()
     n = s.con.sql("select count(*) from events").fetchall()[0][0]
     nd = s.con.sql("select count(*) from descs").fetchall()[0][0]
+    index_dir = s.index_dir
     s.close()
     return {"events": n, "descs": nd, "index": t1 - t0, "derive": t2 - t1, "checks": t3 - t2,
-            "total": t3 - t0, "analysis": t3 - t1, "per": per, "findings": findings}
+            "total": t3 - t0, "analysis": t3 - t1, "per": per, "findings": findings,
+            "rss": {"index": r_index, "derive": r_derive, "checks": r_checks}, "index_dir": index_dir}
+
+
+def naive(index_dir: str, threads: int | None, memory: str | None, rss: PeakRSS) -> tuple[float, float, dict]:
+    rss.step()
+    t = time.perf_counter()
+    res = naive_run.run(index_dir, threads, memory)
+    return time.perf_counter() - t, rss.step(), res
+
+
+def per10(a: float, b: float, na: int, nb: int) -> float:
+    """The growth factor of a cost per ×10 events between two sizes."""
+    return (b / a) ** (1 / math.log10(nb / na)) if a > 0 and nb > na else float("nan")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--memory", default=None, help="DuckDB memory cap (default: kvtrace's)")
     ap.add_argument("--dir", default="/tmp/kvtrace-bench")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    rss = PeakRSS()
+    up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    print(f"machine: {os.cpu_count()} cores | {up}")
     rows = []
     for n in a.sizes:
         path = os.path.join(a.dir, f"syn-{n}.kvtrace")
         shutil.rmtree(path, ignore_errors=True)
         t = time.perf_counter()
-        c = gen_synthetic.build(path, n)
+        gen_synthetic.build(path, n)
         gen = time.perf_counter() - t
-        m = measure(path, a.threads)
+        m = measure(path, a.threads, a.memory, rss)
         m["gen"] = gen
         rows.append(m)
-        print(f"{m['events']:>11,} events {m['descs']:>11,} descs | gen {gen:6.1f} s | index {m['index']:6.1f} s | "
-              f"derive {m['derive']:6.1f} s | checks {m['checks']:6.1f} s | analysis {m['analysis']:6.1f} s "
+        r = m["rss"]
+        print(f"{m['events']:>11,} events {m['descs']:>11,} descs | gen {gen:6.1f} s | "
+              f"index {m['index']:6.1f} s {r['index']:4.1f} GB | derive {m['derive']:6.1f} s {r['derive']:4.1f} GB | "
+              f"checks {m['checks']:6.1f} s {r['checks']:4.1f} GB | analysis {m['analysis']:6.1f} s "
               f"= {m['events'] / m['analysis'] / 1e6:5.2f} M events/s | findings {len(m['findings'])} "
-              f"(load {os.getloadavg()[0]:.1f})", flush=True)
+              f"(load {load()})", flush=True)
         slow = sorted(m["per"].items(), key=lambda kv: -kv[1])[:4]
         print("    slowest checks: " + ", ".join(f"{k} {v:.1f} s" for k, v in slow), flush=True)
-    if len(rows) > 1:
-        a0, a1 = rows[0], rows[-1]
-        print(f"growth {a0['events']:,} -> {a1['events']:,} events (x{a1['events'] / a0['events']:.1f}): "
-              f"analysis x{a1['analysis'] / a0['analysis']:.1f}, derive x{a1['derive'] / a0['derive']:.1f}, "
-              f"checks x{a1['checks'] / a0['checks']:.1f}, index x{a1['index'] / a0['index']:.1f}")
+        if n == a.sizes[0]:
+            ns, nr, res = naive(m["index_dir"], a.threads, a.memory, rss)
+            print(f"    naive checker ({len(res)} hazards, bench/naive_checker) {ns:6.1f} s {nr:4.1f} GB, "
+                  f"{sum(c for c, _ in res.values())} findings | kvtrace analysis / naive = x{m['analysis'] / ns:.2f} "
+                  f"(load {load()})", flush=True)
+    for a0, a1 in zip(rows, rows[1:]):
+        f = lambda k: per10(a0[k], a1[k], a0["events"], a1["events"])  # noqa: E731
+        print(f"growth {a0['events']:,} -> {a1['events']:,} events, per x10 events: analysis x{f('analysis'):.1f}, "
+              f"derive x{f('derive'):.1f}, checks x{f('checks'):.1f}, index x{f('index'):.1f}")
     # the planted-bug twin: the same workload with every 97th request freeing early
     path = os.path.join(a.dir, "syn-bug.kvtrace")
     shutil.rmtree(path, ignore_errors=True)
     gen_synthetic.build(path, a.sizes[0], bug="early-free")
-    m = measure(path, a.threads)
+    m = measure(path, a.threads, a.memory, rss)
     kinds = sorted({f.check for f in m["findings"]})
+    _, _, res = naive(m["index_dir"], a.threads, a.memory, rss)
+    nk = sorted(k for k, (c, _) in res.items() if c)
     print(f"planted early-free twin ({m['events']:,} events): {len(m['findings'])} findings {kinds} "
-          f"in {m['analysis']:.1f} s")
+          f"in {m['analysis']:.1f} s; naive: {nk}")
 
 
 if __name__ == "__main__":

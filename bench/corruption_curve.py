@@ -4,9 +4,10 @@ Runs the reference engine (real NIXL, in-process, recording off -- the engine's 
 verifier counts the corruption) on the production workload at several concurrencies,
 with the bug injected, for three pool geometries:
 
-- tokens/equal-pages: the presets' geometry. Pools are sized from one token budget and
-  kv and index_k share a 64-token page, so both have the same slot count in either
-  dtype (what SGLang's DSA pools do).
+- fp8-bytes: the production preset's geometry (SGLang's indexer pool): index_k bytes
+  for the token budget at the fp8 layout; fp8 has kv's slot count, bf16 about half.
+- tokens/equal-pages: pools sized from one token budget and kv and index_k share a
+  64-token page, so both have the same slot count in either dtype.
 - bytes: index_k gets as many bytes per layer as kv (the "same byte size"
   hypothesis); its slot count then depends on its bytes per token, i.e. on the dtype.
 - tokens/index_k-page-32: index_k on its own 32-token page, twice kv's slot count.
@@ -23,7 +24,8 @@ import os
 import time
 
 GEOMETRIES = {
-    "tokens/equal-pages": {},
+    "fp8-bytes": {"index_k_sizing": "fp8-bytes"},
+    "tokens/equal-pages": {"index_k_sizing": "tokens"},
     "bytes": {"index_k_sizing": "bytes"},
     "tokens/index_k-page-32": {"index_k_page_tokens": 32},
 }
@@ -45,7 +47,7 @@ def main() -> int:
     t_all = time.perf_counter()
     print(f"{args.bug} corruption, workload {args.workload}; pages = (pool, layer, slot) reads "
           "verified by the engine; twin = same run without the bug")
-    geometries = GEOMETRIES if args.bug == "uniform-slot-count" else {"tokens/equal-pages": {}}
+    geometries = GEOMETRIES if args.bug == "uniform-slot-count" else {"preset": {}}
     for gname, over in geometries.items():
         print(f"\n== geometry {gname}")
         for ik in ("fp8", "bf16"):

@@ -18,6 +18,7 @@ COMMANDS = [
     ("validate", "kvtrace.tracer.cli_validate", "check a trace against the trace format contract (docs/format.md)"),
     ("check", "kvtrace.analysis.cli_check", "run the hazard checks and print findings and a verdict"),
     ("watch", "kvtrace.analysis.cli_watch", "follow a trace being written and print each new finding as it lands"),
+    ("diff", "kvtrace.analysis.cli_diff", "compare two traces: layouts, configuration, findings per check"),
     ("sql", "kvtrace.analysis.cli_sql", "query a trace with DuckDB SQL (interactive without a query)"),
     ("replay", "kvtrace.replay.cli_replay", "re-execute a trace's transfers under a seeded schedule"),
     ("explore", "kvtrace.replay.cli_explore", "replay many seeds and summarize the failing schedules"),

@@ -8,7 +8,9 @@ observations (``xfer_done``/``xfer_error`` on the initiator, the paired ``notif_
 on the target). Cross-shard waits are the trace model's send → receive pairs
 (``kvtrace.model``: post/notif_send → notif_recv, msg_send → msg_recv).
 Events of one shard on different threads that touch the same cell keep their recorded
-order too (the engine's own locking is not in the trace).
+order too (the engine's own locking is not in the trace). Descriptor ends within one slot
+of a layout are the model's descriptor ends; replay resolves only what the model does not
+place in a slot (registered ranges, K/V-split regions, ends spanning slots).
 """
 from __future__ import annotations
 
@@ -166,8 +168,9 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
     for m in sorted(missing_layout, key=str):
         notes.append(f"no layout for {m[0]} pool {m[1]} layer {m[2]}: its writes/reads are not replayed")
 
+    pairs, ends = _model_facts(tr)
     xfers, move_xfer, move_pieces = transfers(col, n, descs_by, mem, chunks, fault, waits, notes,
-                                              _model_pairs(tr), {k: op for op, k in enumerate(zip(col["shard"], col["seq"]))})
+                                              pairs, {k: op for op, k in enumerate(zip(col["shard"], col["seq"]))}, ends)
     requests = sorted({r for r in col["request"] if r})
     return Graph(tr.path, tr.manifest, col, n, threads, list(tindex), thread_of, waits, cells, pages, extent,
                  xfers, move_xfer, move_pieces, mem, layouts,
@@ -176,14 +179,18 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
                  {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests)
 
 
-def _model_pairs(tr) -> dict[str, list]:
-    """The model's send → receive pairs, as columns."""
+def _model_facts(tr) -> tuple[dict[str, list], dict[tuple, tuple]]:
+    """From the trace model: the send → receive pairs (as columns), and the descriptor ends
+    that lie within one layout slot, (shard, xfer, pos, side) → (pool, layer, slot, offset)."""
     from ..model import TraceModel
 
     with TraceModel(tr) as m:
-        m.derive(["sync_pairs"])
+        m.derive(["sync_pairs", "desc_end"])
         p = m.ask("pairs")
-    return {c: p.column(c).to_pylist() for c in p.column_names}
+        e = m.ask("slot_ends").to_pydict()
+    ends = {k: v for k, v in zip(zip(e["shard"], e["xfer"], e["pos"], e["side"]),
+                                 zip(e["pool"], e["layer"], e["slot"], e["off"]))}
+    return {c: p.column(c).to_pylist() for c in p.column_names}, ends
 
 
 def _extents(layout, tokens, pages):

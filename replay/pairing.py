@@ -44,10 +44,11 @@ def detail(s) -> dict:
         return {}
 
 
-def transfers(col, n, descs_by, mem, chunks, fault, waits, notes, pairs, op_of):
+def transfers(col, n, descs_by, mem, chunks, fault, waits, notes, pairs, op_of, ends):
     """The transfers of the trace with their moves, and the waits between posts, moves,
     observations and paired receives (``pairs``: the model's pairs query as columns;
-    ``op_of``: (shard, seq) → op id)."""
+    ``op_of``: (shard, seq) → op id; ``ends``: the model's in-slot descriptor ends,
+    (shard, xfer, pos, side) → (pool, layer, slot, offset))."""
     transfers: list[Transfer] = []
     by_key: dict[tuple, Transfer] = {}
     move_xfer, move_pieces = [], []
@@ -63,7 +64,8 @@ def transfers(col, n, descs_by, mem, chunks, fault, waits, notes, pairs, op_of):
             by_key[(sh, x)] = t
             resolved = []
             for d in descs:
-                sp, dp = mem.pieces(d[2], d[3], d[6]), mem.pieces(d[4], d[5], d[6])
+                sp = _pieces(mem, ends.get((sh, x, d[0], "src")), d[2], d[3], d[6])
+                dp = _pieces(mem, ends.get((sh, x, d[0], "dst")), d[4], d[5], d[6])
                 if sp is None or dp is None:
                     t.out_of_bounds.append(d[0])
                 else:
@@ -96,6 +98,16 @@ def transfers(col, n, descs_by, mem, chunks, fault, waits, notes, pairs, op_of):
             notes.append(f"xfer {t.shard}:{t.xfer} ({t.request}): {len(t.out_of_bounds)} descriptor(s) "
                          f"outside the re-created memory — reported, never executed")
     return transfers, move_xfer, move_pieces
+
+
+def _pieces(mem, end, agent, addr, nbytes):
+    """A descriptor end as cell pieces: the slot cell the model placed it in, else the
+    memory map's own cut (ranges outside every layout, ends spanning slots)."""
+    if end is not None:
+        cell = mem.slot_cell(agent, end[0], end[1], end[2])
+        if cell is not None:
+            return [(cell, end[3], nbytes)]
+    return mem.pieces(agent, addr, nbytes)
 
 
 def _pair_waits(col, pairs, op_of, by_key, fault, waits) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real engines' NIXL connectors into .venv-engines (separate from .venv):
-#   SGLang 0.5.21 (the seeds' uniform-slot-count line) and vLLM 0.34.0, --no-deps, plus the
+#   SGLang 0.5.21 (the release with the uniform-slot-count line) and vLLM 0.34.0, --no-deps, plus the
 #   light packages their connector modules import; SGLang 0.5.23 (fixed) side by side under
 #   .venv-engines/sglang-0.5.23 (put it first on PYTHONPATH to use it).
 # The heavy packages (torch, nixl, numpy, duckdb) are not installed twice: .venv-engines sees
@@ -65,7 +65,7 @@ TORCH=$("$PY" -c 'from importlib.metadata import version; print(version("torch")
 LIGHT=(msgspec pyzmq aiohttp requests psutil orjson pybase64 starlette tqdm IPython pydantic
        "transformers>=5.16.1,<5.23.0" torchvision dill sentencepiece compressed_tensors gguf
        apache-tvm-ffi cachetools cbor2 cloudpickle uvloop py-cpuinfo prometheus_client
-       llguidance "xgrammar==0.2.8" einops "filelock>=4.2.4")
+       llguidance "xgrammar==0.2.8" einops "filelock>=4.2.4" "kernels>=0.14.1,<0.15")
 STAMP=$EV/.kvtrace-deps
 WANT="$TORCH ${LIGHT[*]}"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then

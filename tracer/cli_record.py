@@ -32,7 +32,7 @@ def add_arguments(p) -> None:
                         "with a named group (?P<request>...)")
     p.add_argument("--hooks", default=None, metavar="ENGINE[:-GROUP]",
                    help="program mode: also record the engine's own NIXL connector when the program imports "
-                        "it (sglang: SGLang 0.5.21/0.5.23; vllm: vLLM 0.34.0): layouts, pages, checksums, "
+                        "it (sglang: SGLang 0.5.21/0.5.23): layouts, pages, checksums, "
                         "control messages, the request of each posting. ':-messages' etc. switches a group off")
     p.add_argument("--ring", default=None, metavar="SIZE|DURATION",
                    help="flight recorder: keep only the last SIZE (256MB) or DURATION (30s) of each process in "

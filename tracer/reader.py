@@ -76,7 +76,12 @@ def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = ()) ->
         table = pa.Table.from_batches(batches, schema=file_schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:  # a batch whose schema differs from the stream's
         raise TraceError(f"{path}: inconsistent record batches ({_short(e)})") from None
-    return StreamRead(_conform(table, schema), sum(1 for b in batches if b.num_rows), truncated, max(0, size - good_pos) if truncated else 0)
+    table = _conform(table, schema)
+    for field in schema:   # the format's non-null columns (seq, xfer, dlist): keys every reader joins on
+        if not field.nullable and table.column(field.name).null_count:
+            raise TraceError(f"{path}: column {field.name} has {table.column(field.name).null_count} null "
+                             f"value(s); the format requires every row to have one")
+    return StreamRead(table, sum(1 for b in batches if b.num_rows), truncated, max(0, size - good_pos) if truncated else 0)
 
 
 def _cut_in_header(path: str, size: int) -> bool:

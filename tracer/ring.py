@@ -89,6 +89,8 @@ class RingRecorder(Recorder):
         self._triggers.skip_existing()            # a window is dumped for triggers after we started
         self._auto_reason: str | None = None
         self._live_cache: dict = {}               # other shard -> (mtime, its live.json)
+        self._exchanged = 0
+        self.exchange_s = min(0.5, self.store.slack_ns / 4e9)
         self.remote_from_unix: float | None = None  # the latest start of the other shards' rings
         # the Recorder writes only empty streams and shard.json under _ring/: that is the
         # session's registry of live recorders (pid, closed), read by `kvtrace dump S`
@@ -121,7 +123,12 @@ class RingRecorder(Recorder):
                 self.dumps.append(ring_dump.dump(self, trig))
 
     def _exchange_live(self, now: int) -> None:
-        """Publish this shard's live requests; take the other shards' (see ring_store)."""
+        """Publish this shard's live requests; take the other shards' (see ring_store).
+        At most every ``exchange_s`` (a fraction of the slack, so what is published is
+        never older than the slack allows for)."""
+        if now - self._exchanged < self.exchange_s * 1e9:
+            return
+        self._exchanged = now
         try:
             unix = time.time()
             live, last = self.store.live_requests()

@@ -144,14 +144,17 @@ class TriggerLog:
                 now = time.time()
                 if min_gap_s and old and now - float(old[-1].get("unix", 0)) < min_gap_s:
                     return None
-                trig = {"n": len(old) + 1, "reason": reason, "unix": now, "pid": os.getpid(), "shard": shard}
+                n = max([int(t["n"]) for t in old] + [0]) + 1
+                while os.path.exists(dump_path(self.session_dir, n)):   # never mix with an older dump
+                    n += 1
+                trig = {"n": n, "reason": reason, "unix": now, "pid": os.getpid(), "shard": shard}
                 out = dump_path(self.session_dir, trig["n"])
                 manifest.expect_shards(out, live_shards(self.session_dir), tool="kvtrace ring dump",
                                        session=os.path.abspath(self.session_dir), trigger=trig)
                 with open(self.path, "a") as f:
                     f.write(json.dumps(trig) + "\n")
                 try:
-                    manifest.update(self.session_dir, dumps=[dump_path(self.session_dir, t["n"]) for t in old + [trig]])
+                    manifest.update(self.session_dir, dumps=[dump_path(self.session_dir, int(t["n"])) for t in old + [trig]])
                 except OSError:
                     pass
                 return trig["n"]

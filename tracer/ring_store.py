@@ -27,7 +27,9 @@ Eviction must not leave a dumped window whose events point at facts that are gon
   requests beside its registration, ``ring.py``): a request is dumped with both its ends
   or with neither.
 
-Owners are kept whole: every event of a request or none of them, never half a request.
+Owners are kept whole: every event of a request or none of them, never half a request; and
+owners that shared a slot generation (the turns of one session whose prefix pages the cache
+passed on) are kept or dropped together.
 What pinning cannot keep (pinned facts over half the ring's size) is dropped and the
 loss is reported by :meth:`RingStore.window` (``state_complete: false``).
 """
@@ -44,6 +46,9 @@ from .schema import EventKind as K
 _XFER_KINDS = frozenset({K.XFER_POST.value, K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
 _REG_KINDS = frozenset({K.REGISTER.value, K.DEREGISTER.value})
 _COLS = ("seq", "t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "addr", "detail")
+#: kinds that change what is live (the bookkeeping looks at these rows only)
+_STATE_KINDS = _XFER_KINDS | _REG_KINDS | frozenset({K.ALLOC.value, K.FREE.value, K.REQ_START.value,
+                                                     K.REQ_DONE.value, K.REQ_ABORT.value})
 
 
 @dataclasses.dataclass
@@ -77,10 +82,13 @@ class RingStore:
         self._carried: list = []            # descs batches already carried over once
         self.dlists: list = []
         self.layouts: list = []
-        self.pinned: list = []              # (events batch, owners)
-        self.pinned_descs: list = []        # (descs batch, owners)
+        self.pinned: list = []              # (events batch, its rows' owners, their set)
+        self.pinned_descs: list = []        # (descs batch, its rows' owners, their set)
         self.evicted_events = 0
         self.state_complete = True
+        self._chunk_bytes = 0               # running totals behind nbytes
+        self._pinned_total = 0
+        self._pending_bytes = 0
         self.on_error = None                # called with the row of an xfer_error (auto trigger)
         # liveness bookkeeping (see module docstring); sized by live slots/requests, not history
         self._open: set = set()             # requests between start and done/abort
@@ -91,26 +99,31 @@ class RingStore:
         self._inflight: dict = {}           # xfer -> owner
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
+        self._partners: dict = {}           # owner -> owners it shared a slot generation with
 
     # ------------------------------------------------------------ sizes
     def _pinned_bytes(self) -> int:
-        return (sum(b.nbytes for b, _ in self.pinned) + sum(b.nbytes for b, _ in self.pinned_descs)
+        return (sum(e[0].nbytes for e in self.pinned) + sum(e[0].nbytes for e in self.pinned_descs)
                 + sum(b.nbytes for b in self.dlists) + sum(b.nbytes for b in self.layouts))
 
     @property
     def nbytes(self) -> int:
-        """Bytes held: ring chunks, pinned facts and the flush in progress."""
-        return sum(c.nbytes for c in self.chunks) + self._pinned_bytes() + sum(b.nbytes for b in self._descs)
+        """Bytes held: ring chunks, pinned facts and the flush in progress (kept as running
+        totals, so any thread may read it while the flush thread works)."""
+        return self._chunk_bytes + self._pinned_total + self._pending_bytes
 
     # ------------------------------------------------------------ ingest
     def add(self, name: str, batch: pa.RecordBatch) -> None:
         """Take one batch as the Recorder flushes it (events close the current chunk)."""
         if name == "dlists":
             self.dlists.append(batch)
+            self._pinned_total += batch.nbytes
         elif name == "layouts":
             self.layouts.append(batch)
+            self._pinned_total += batch.nbytes
         elif name == "descs":
             self._descs.append(batch)
+            self._pending_bytes += batch.nbytes
         elif name == "events":
             self._close_chunk(batch)
 
@@ -130,7 +143,11 @@ class RingStore:
         t = events.column("t_ns")
         t_first, t_last = (t[0].as_py(), t[-1].as_py()) if len(t) else (0, 0)
         nbytes = events.nbytes + sum(b.nbytes for b in descs)
+        if self.max_bytes is not None:     # make room first: the bound holds at every instant
+            self._evict_while(lambda: self.nbytes + nbytes > self.max_bytes, t_first)
         self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes))
+        self._chunk_bytes += nbytes
+        self._pending_bytes = sum(b.nbytes for b in self._descs)
 
     def _ref(self, owner) -> None:
         self._refs[owner] += 1
@@ -145,46 +162,60 @@ class RingStore:
             self._last_t[owner] = t
 
     def _ingest_events(self, batch: pa.RecordBatch) -> list:
-        cols = [batch.column(c).to_pylist() for c in _COLS]
-        owners = []
-        for seq, t, agent, kind, req, pool, slots, xfer, addr, detail in zip(*cols):
-            if req is not None:
-                owner = req
-            elif kind in _XFER_KINDS and xfer is not None:
-                owner = ("xfer", xfer)
-            elif kind in _REG_KINDS:
-                owner = ("region", agent, addr)
-            else:
-                owner = None
-            owners.append(owner)
-            if owner is None:
-                continue
-            if t > self._last_t.get(owner, -1):
-                self._last_t[owner] = t
-            if kind == "alloc" and slots:
-                self._alloc(agent, pool, slots, owner, t, _shared(detail))
-            elif kind == "free" and slots:
-                self._free(agent, pool, slots, owner, t)
-            elif kind == "xfer_post":
-                if xfer in self._inflight:           # a re-post before completion: one reference
-                    self._unref(self._inflight.pop(xfer), t)
-                self._inflight[xfer] = owner
-                self._xfer_owner[xfer] = owner
-                self._ref(owner)
-            elif kind in ("xfer_done", "xfer_error", "xfer_release"):
-                if xfer in self._inflight:
-                    self._unref(self._inflight.pop(xfer), t)
-                if kind == "xfer_error" and self.on_error is not None:
-                    self.on_error({"seq": seq, "agent": agent, "request": req, "xfer": xfer})
-            elif kind == "req_start":
-                self._open.add(owner)
-            elif kind in ("req_done", "req_abort"):
-                self._open.discard(owner)
-            elif kind == "register":
-                self._ref(owner)
-            elif kind == "deregister" and self._refs.get(owner):
-                self._unref(owner, t)
+        # Cost: the per-row Python work is the owner of each row and its time; the columns
+        # the bookkeeping reads (slots, detail...) are converted only for the few rows whose
+        # kind changes liveness (allocs, frees, transfer and lifecycle events), not for the
+        # writes and reads that make most of a trace.
+        kinds = batch.column("kind").to_pylist()
+        reqs = batch.column("request").to_pylist()
+        ts = batch.column("t_ns").to_pylist()
+        owners = reqs
+        idx = [i for i, k in enumerate(kinds) if k in _STATE_KINDS]
+        if idx:
+            sub = batch.take(pa.array(idx, pa.int64()))
+            cols = [sub.column(c).to_pylist() for c in _COLS]
+            if any(r is None for r in cols[4]):
+                owners = list(reqs)
+            for i, (seq, t, agent, kind, req, pool, slots, xfer, addr, detail) in zip(idx, zip(*cols)):
+                if req is not None:
+                    owner = req
+                elif kind in _XFER_KINDS and xfer is not None:
+                    owner = owners[i] = ("xfer", xfer)
+                elif kind in _REG_KINDS:
+                    owner = owners[i] = ("region", agent, addr)
+                else:
+                    continue
+                self._state(seq, t, agent, kind, req, pool, slots, xfer, detail, owner)
+        last = self._last_t
+        for o, t in zip(owners, ts):
+            if o is not None and t > last.get(o, -1):
+                last[o] = t
         return owners
+
+    def _state(self, seq, t, agent, kind, req, pool, slots, xfer, detail, owner) -> None:
+        if kind == "alloc" and slots:
+            self._alloc(agent, pool, slots, owner, t, _shared(detail))
+        elif kind == "free" and slots:
+            self._free(agent, pool, slots, owner, t)
+        elif kind == "xfer_post":
+            if xfer in self._inflight:           # a re-post before completion: one reference
+                self._unref(self._inflight.pop(xfer), t)
+            self._inflight[xfer] = owner
+            self._xfer_owner[xfer] = owner
+            self._ref(owner)
+        elif kind in ("xfer_done", "xfer_error", "xfer_release"):
+            if xfer in self._inflight:
+                self._unref(self._inflight.pop(xfer), t)
+            if kind == "xfer_error" and self.on_error is not None:
+                self.on_error({"seq": seq, "agent": agent, "request": req, "xfer": xfer})
+        elif kind == "req_start":
+            self._open.add(owner)
+        elif kind in ("req_done", "req_abort"):
+            self._open.discard(owner)
+        elif kind == "register":
+            self._ref(owner)
+        elif kind == "deregister" and self._refs.get(owner):
+            self._unref(owner, t)
 
     def _alloc(self, agent, pool, slots, owner, t, shared: bool) -> None:
         for s in slots:
@@ -194,6 +225,9 @@ class RingStore:
             if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
                 gen = self._gen[key] = set()
             if owner not in gen:
+                for m in gen:                # shared a generation: kept and dropped together
+                    self._partners.setdefault(m, set()).add(owner)
+                    self._partners.setdefault(owner, set()).add(m)
                 gen.add(owner)
                 self._ref(owner)
             if held is None:
@@ -217,15 +251,39 @@ class RingStore:
         return [self._xfer_owner.get(x, ("xfer", x)) for x in batch.column("xfer").to_pylist()]
 
     # ------------------------------------------------------------ eviction
-    def _live(self, owner, cut: int) -> bool:
-        return owner is not None and (owner in self._refs or owner in self._open or owner in self._remote
-                                      or self._last_t.get(owner, -1) >= cut)
+    def _component(self, owner) -> list:
+        """``owner`` and every owner linked to it through shared slot generations (a prefix
+        page's turns share one): a request is kept only with the turns whose pages it read."""
+        seen, todo = {owner}, [owner]
+        while todo:
+            for m in self._partners.get(todo.pop(), ()):
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return list(seen)
+
+    def _group_state(self, comp: list) -> tuple[bool, int]:
+        """(some member is live now, the latest time a member stopped being live)."""
+        live = any(o in self._refs or o in self._open or o in self._remote for o in comp)
+        return live, max(self._last_t.get(o, -1) for o in comp)
 
     def live_requests(self) -> tuple[list[str], dict[str, int]]:
         """What this shard publishes to the session's other shards: the requests it keeps
-        live now, and for the other requests it still holds, when they stopped being live."""
-        live = {o for o in self._refs if isinstance(o, str)} | {o for o in self._open if isinstance(o, str)}
-        last = {o: t for o, t in self._last_t.items() if isinstance(o, str) and o not in live}
+        live now, and for the other requests it still holds, when they stopped being live
+        (both per group of requests that shared slot generations)."""
+        live, last, done = [], {}, set()
+        for o in list(self._last_t):
+            if o in done or not isinstance(o, str):
+                continue
+            comp = self._component(o)
+            done.update(comp)
+            alive, t = self._group_state(comp)
+            for m in comp:
+                if isinstance(m, str):
+                    if alive:
+                        live.append(m)
+                    else:
+                        last[m] = t
         return sorted(live), last
 
     def set_remote(self, requests, last: dict[str, int], now_ns: int) -> None:
@@ -253,50 +311,60 @@ class RingStore:
 
     def evict(self, now_ns: int) -> None:
         """Drop chunks past the ring's bounds, keeping the facts of live owners."""
-        evicted = False
-        while self.chunks:
+        def over() -> bool:
             old = self.chunks[0]
-            over_time = self.window_ns is not None and old.t_last < now_ns - self.window_ns
-            over_size = self.max_bytes is not None and len(self.chunks) > 1 and self.nbytes > self.max_bytes
-            if not (over_time or over_size):
-                break
-            self.chunks.popleft()
+            return ((self.window_ns is not None and old.t_last < now_ns - self.window_ns)
+                    or (self.max_bytes is not None and len(self.chunks) > 1 and self.nbytes > self.max_bytes))
+        self._evict_while(over, now_ns)
+
+    def _evict_while(self, over, now_ns: int) -> None:
+        evicted = False
+        while self.chunks and over():
+            old = self.chunks.popleft()
+            self._chunk_bytes -= old.nbytes
             self._pin(old, self._evict_cut(now_ns))
             evicted = True
         if evicted:
             self._refilter(self._evict_cut(now_ns))
-            if self.max_bytes is not None and self._pinned_bytes() > self.max_bytes // 2:
-                self.evicted_events += sum(b.num_rows for b, _ in self.pinned)
+            self._pinned_total = self._pinned_bytes()
+            if self.max_bytes is not None and self._pinned_total > self.max_bytes // 2:
+                self.evicted_events += sum(e[0].num_rows for e in self.pinned)
                 self.pinned, self.pinned_descs = [], []  # over budget: the window start is cut
                 self.state_complete = False
+                self._pinned_total = self._pinned_bytes()
 
     def _pin(self, chunk: _Chunk, cut: int) -> None:
+        live = _Liveness(self, cut)
         if chunk.events is not None and chunk.events.num_rows:
-            keep = [self._live(o, cut) for o in chunk.owners]
-            self.evicted_events += keep.count(False)
-            if any(keep):
-                self.pinned.append((chunk.events.filter(pa.array(keep)), [o for o, k in zip(chunk.owners, keep) if k]))
+            kept, n = _keep(chunk.events, chunk.owners, live)
+            self.evicted_events += n
+            self.pinned += kept
+            self._pinned_total += sum(k[0].nbytes for k in kept)
         for b, owners in zip(chunk.descs, chunk.desc_owners):
-            keep = [self._live(o, cut) for o in owners]
-            if any(keep):
-                self.pinned_descs.append((b.filter(pa.array(keep)), [o for o, k in zip(owners, keep) if k]))
+            kept = _keep(b, owners, live)[0]
+            self.pinned_descs += kept
+            self._pinned_total += sum(k[0].nbytes for k in kept)
 
     def _refilter(self, cut: int) -> None:
+        live = _Liveness(self, cut)
         for store in (self.pinned, self.pinned_descs):
             out = []
-            for b, owners in store:
-                keep = [self._live(o, cut) for o in owners]
-                if all(keep):
-                    out.append((b, owners))
-                elif any(keep):
-                    out.append((b.filter(pa.array(keep)), [o for o, k in zip(owners, keep) if k]))
+            for b, owners, oset in store:
+                if all(live(o) for o in oset):     # per distinct owner, not per row
+                    out.append((b, owners, oset))
+                    continue
+                kept, n = _keep(b, owners, live)
+                out += kept
                 if store is self.pinned:
-                    self.evicted_events += keep.count(False)
+                    self.evicted_events += n
             store[:] = out
-        gone = {o for o, t in self._last_t.items()
-                if t < cut and o not in self._refs and o not in self._open and o not in self._remote}
+        gone = {o for o in self._last_t if not live(o)}
         for o in gone:                   # no row of theirs is left in the ring: forget them
             del self._last_t[o]
+            for m in self._partners.pop(o, ()):
+                p = self._partners.get(m)
+                if p is not None:
+                    p.discard(o)
         for x in [x for x, o in self._xfer_owner.items() if o in gone]:
             del self._xfer_owner[x]
 
@@ -313,23 +381,23 @@ class RingStore:
         Chunks older than the window are filtered as eviction would, with the cut at
         ``start_ns - slack``: every shard of a session dumping the same window keeps a
         request exactly when the others do. Nothing here changes the ring."""
-        cut = start_ns - self.slack_ns
+        live = _Liveness(self, start_ns - self.slack_ns)
         events, descs, dropped = [], [], 0
-        for b, owners in self.pinned:
-            kept, n = _keep(b, owners, lambda o: self._live(o, cut))
-            events += kept
+        for b, owners, _ in self.pinned:
+            kept, n = _keep(b, owners, live)
+            events += [k[0] for k in kept]
             dropped += n
-        for b, owners in self.pinned_descs:
-            descs += _keep(b, owners, lambda o: self._live(o, cut))[0]
+        for b, owners, _ in self.pinned_descs:
+            descs += [k[0] for k in _keep(b, owners, live)[0]]
         from_seq = None
         for c in self.chunks:
             if c.t_last < start_ns:
                 if c.events is not None:
-                    kept, n = _keep(c.events, c.owners, lambda o: self._live(o, cut))
-                    events += kept
+                    kept, n = _keep(c.events, c.owners, live)
+                    events += [k[0] for k in kept]
                     dropped += n
                 for b, owners in zip(c.descs, c.desc_owners):
-                    descs += _keep(b, owners, lambda o: self._live(o, cut))[0]
+                    descs += [k[0] for k in _keep(b, owners, live)[0]]
                 continue
             if c.events is not None:
                 if from_seq is None and c.events.num_rows:
@@ -370,15 +438,38 @@ def _until(events: list, descs: list, end_ns: int) -> tuple[list, list]:
     return out, kept
 
 
+class _Liveness:
+    """``live(owner)`` at one cut, computed once per group of owners that shared slot
+    generations (all kept or all dropped)."""
+
+    def __init__(self, store: RingStore, cut: int):
+        self._store, self._cut, self._memo = store, cut, {}
+
+    def __call__(self, owner) -> bool:
+        v = self._memo.get(owner)
+        if v is None:
+            if owner is None:
+                return False
+            comp = self._store._component(owner)
+            alive, t = self._store._group_state(comp)
+            v = alive or t >= self._cut
+            for m in comp:
+                self._memo[m] = v
+        return v
+
+
 def _keep(batch: pa.RecordBatch, owners: list, live) -> tuple[list, int]:
-    """([the rows of live owners] or [], how many rows were dropped)."""
-    keep = [live(o) for o in owners]
+    """([(rows of live owners, their owners, owner set)] or [], how many rows were dropped)."""
+    oset = set(owners)
+    dead = {o for o in oset if not live(o)}
+    if not dead:
+        return [(batch, owners, oset)], 0
+    keep = [o not in dead for o in owners]
     n = keep.count(False)
-    if not n:
-        return [batch], 0
     if n == len(keep):
         return [], n
-    return [batch.filter(pa.array(keep))], n
+    kept = [o for o in owners if o not in dead]
+    return [(batch.filter(pa.array(keep)), kept, oset - dead)], n
 
 
 def _shared(detail) -> bool:

@@ -11,6 +11,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("trace", help="a trace directory (NAME.kvtrace)")
     parser.add_argument("--no-checks", action="store_true",
                         help="do not run the hazard checks (findings panel stays empty)")
+    parser.add_argument("--memory", metavar="SIZE", default=None,
+                        help="DuckDB memory cap, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
     parser.add_argument("--jump", metavar="WHERE", help="start at a row, shard:seq, 'seq N' or @time")
 
 
@@ -23,13 +25,12 @@ def run(args) -> int:
 
     import sys
 
-    session = TraceSession(args.trace)     # a bad trace raises here: one line, exit 2
+    session = TraceSession(args.trace, memory_limit=args.memory)     # a bad trace raises here: one line, exit 2
     if not session.timeline_ready():
         # ~30 s at 10M events, once: say so rather than look hung
         print(f"kvtrace tui: building the timeline index of {args.trace} (first open only)…", file=sys.stderr)
     source = TimelineSource(session)
-    from ..model.sandbox import sandbox
-    sandbox(session.con, session.index_dir)   # the SQL console reads nothing outside the trace
+    session.sandbox()   # the SQL console reads nothing outside the trace
     if source.total == 0:
         raise UsageError(f"{args.trace}: the trace has no events")
     app = KvtraceApp(source, run_findings=not args.no_checks)

@@ -66,6 +66,11 @@ def desc_problem(d: dict) -> str | None:
     return d.get("problem")
 
 
+#: slots the slot map shows at most (a real pool per layer has thousands; a hostile trace
+#: may claim 2**63)
+MAX_SLOT_CELLS = 1 << 16
+
+
 class Facts:
     """Queries for the slot map and the transfer inspector over a TimelineSource."""
 
@@ -93,11 +98,14 @@ class Facts:
 
     def slot_map(self, agent: str, pool: str, ord_: int, num_slots: int,
                  hazard_slots: dict[int, str] | None = None) -> list[SlotCell]:
-        """Every slot of (agent, pool) as it stands once event ``ord_`` has happened."""
-        cells = [SlotCell(s) for s in range(num_slots)]
+        """Every slot of (agent, pool) as it stands once event ``ord_`` has happened (the
+        first MAX_SLOT_CELLS: a trace's slot count or slot numbers may be anything)."""
+        cells = [SlotCell(s) for s in range(max(0, min(int(num_slots or 0), MAX_SLOT_CELLS)))]
         cur = self._cur()
 
         def cell(s):
+            if s is None or not 0 <= s < MAX_SLOT_CELLS:
+                return SlotCell(-1)   # beyond what the map shows: counted nowhere
             while s >= len(cells):
                 cells.append(SlotCell(len(cells)))
             return cells[s]

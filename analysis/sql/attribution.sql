@@ -34,15 +34,24 @@ WITH rp AS (   -- with the request whose allocation began the slot's content, an
                OR (w.request = r.g_request AND w.page = r.g_page)) AS ident
     FROM rp r JOIN writes w ON w.checksum = r.checksum
     WHERE NOT (w.shard = r.shard AND w.seq > r.seq)     -- not a later write on the reader's own shard
-), ends AS (   -- descriptor ends slot by slot (k: position in a run of slots)
-    SELECT shard, xfer, pos, side, lk, 0 AS k, bound, end_seq, request, post_seq, t_ns FROM end_hold
-    UNION ALL
-    SELECT r.shard, r.xfer, r.pos, r.side, r.lk, r.slot - r.s0, r.bound, r.end_seq, r.request, r.post_seq, e.t_ns
-    FROM run_hold r JOIN xfers e USING (shard, xfer)
+), flow AS (   -- reads the data flow or poison already marks as corrupted
+    SELECT lk, seq FROM rp
+    WHERE (predicted IS NOT NULL AND checksum <> predicted) OR checksum IN (SELECT checksum FROM poison)
+), need AS (   -- reads whose origin is asked for: no candidate written for their page, or corrupted anyway
+    SELECT r_lk, r_seq FROM cand GROUP BY ALL HAVING NOT bool_or(ident)
+    UNION SELECT lk, seq FROM flow
+), nc AS (SELECT c.* FROM cand c SEMI JOIN need n USING (r_lk, r_seq)),
+ends AS (   -- descriptor ends slot by slot (k: position in a run of slots), only those touching a candidate
+    SELECT * FROM (
+        SELECT shard, xfer, pos, side, lk, 0 AS k, bound, end_seq, request, post_seq, t_ns FROM end_hold
+        UNION ALL
+        SELECT r.shard, r.xfer, r.pos, r.side, r.lk, r.slot - r.s0, r.bound, r.end_seq, r.request, r.post_seq, e.t_ns
+        FROM run_hold r JOIN xfers e USING (shard, xfer))
+    WHERE lk IN (SELECT r_lk FROM nc) OR lk IN (SELECT o_lk FROM nc)
 ), carr AS (   -- transfers from a candidate's slot layer into the read's slot layer
     SELECT c.r_lk, c.r_seq, c.o_shard, c.o_seq, d.shard AS x_shard, d.xfer, d.post_seq AS x_post,
            d.request AS x_request, d.t_ns
-    FROM (SELECT * FROM cand WHERE NOT ident) c
+    FROM (SELECT * FROM nc WHERE NOT ident) c
     JOIN ends d ON d.lk = c.r_lk AND d.side = 'dst'
     JOIN ends s ON s.shard = d.shard AND s.xfer = d.xfer AND s.pos = d.pos AND s.k = d.k AND s.side = 'src'
                AND s.lk = c.o_lk
@@ -54,7 +63,7 @@ WITH rp AS (   -- with the request whose allocation began the slot's content, an
                row_number() OVER (PARTITION BY c.r_lk, c.r_seq
                                   ORDER BY c.ident DESC, x.xfer IS NOT NULL DESC, c.local DESC,
                                            x.t_ns DESC NULLS LAST, c.o_seq DESC, c.o_shard) AS k
-        FROM cand c LEFT JOIN carr x USING (r_lk, r_seq, o_shard, o_seq))
+        FROM nc c LEFT JOIN carr x USING (r_lk, r_seq, o_shard, o_seq))
     WHERE k = 1
 ), lay1 AS (SELECT DISTINCT agent, pool, layer, slot_bytes FROM lay),
 unwritten AS (   -- no recorded write holds the bytes, yet the producer wrote the read's page in a slot of its size
@@ -78,6 +87,7 @@ unwritten AS (   -- no recorded write holds the bytes, yet the producer wrote th
                 WHEN u.lk IS NOT NULL THEN 'unwritten' END AS why
     FROM rp r LEFT JOIN best o ON o.r_lk = r.lk AND o.r_seq = r.seq
     LEFT JOIN unwritten u ON u.lk = r.lk AND u.seq = r.seq
+    WHERE o.r_lk IS NOT NULL OR u.lk IS NOT NULL OR (r.lk, r.seq) IN (SELECT (lk, seq) FROM flow)
 )
 SELECT agent, shard, seq, request, pool, layer, slot, page, checksum, why,
        CASE WHEN o_seq IS NOT NULL THEN 'write' WHEN checksum IN (SELECT checksum FROM poison) THEN 'poison'

@@ -31,7 +31,7 @@ WITH run_bad AS (  -- further slots of ends spanning a run of slots, not held
     SELECT shard, xfer, side, agent, pool, layer, slot, request, post_seq FROM run_bad
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
-       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,
+       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:4] AS events,
        count(*) AS count, side,
        format('{} transfer(s) of request {} {} {} slot(s) {} of pool {} that the request did not hold when the transfer was posted ({} descriptor ends).',
               count(DISTINCT (shard, xfer)), request, CASE side WHEN 'src' THEN 'read' ELSE 'wrote' END, agent,

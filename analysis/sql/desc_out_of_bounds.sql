@@ -57,7 +57,7 @@ dead AS (  -- ends in memory its agent deregistered before the post (happens-bef
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,
-       list(DISTINCT ev(shard, post_seq))[1:4] AS events, count(*) AS count, problem, side,
+       list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:4] AS events, count(*) AS count, problem, side,
        CASE WHEN problem = 'outside' THEN format('{} {} descriptor end(s) of request {} point into {} memory that no registered region covers (first at 0x{:x}, {} bytes): NIXL would read or write memory nobody described.',
                                   count(*), side, request, agent, min(addr), arg_min(nbytes, addr))
        WHEN problem = 'deregistered' THEN format('{} {} descriptor end(s) of request {} point into {} memory deregistered before the transfer was posted (first at 0x{:x}, {} bytes): NIXL would touch memory no longer registered.',

@@ -14,7 +14,7 @@
 --   count BIGINT       -- double allocs
 --   message VARCHAR
 SELECT 'error' AS severity, agent, request, pool, NULL::INTEGER AS layer, min(slot) AS slot,
-       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq))[1:4] AS events, count(*) AS count,
+       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events, count(*) AS count,
        format('{} allocated slot(s) {} of pool {} to request {} while another holder still had them (not a shared prefix reference): two requests now own the same KV memory.',
               agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request) AS message
 FROM slot_life WHERE kind = 'alloc' AND NOT shared AND cnt_after > 1

@@ -14,7 +14,7 @@
 --   count BIGINT       -- bad frees
 --   message VARCHAR
 SELECT 'error' AS severity, agent, request, pool, NULL::INTEGER AS layer, min(slot) AS slot,
-       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq))[1:4] AS events, count(*) AS count,
+       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events, count(*) AS count,
        format('{} freed slot(s) {} of pool {} for request {} which did not hold them (double free or free without alloc).',
               agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request) AS message
 FROM slot_life WHERE kind = 'free' AND req_cnt_after < 0

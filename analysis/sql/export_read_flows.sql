@@ -1,16 +1,12 @@
--- export_read_flows: the reads that consumed a transfer's data. Each destination byte
--- range of a transfer is resolved through `layouts` to (agent, pool, layer, slot); the
+-- export_read_flows: the reads that consumed a transfer's data. Each destination end of a
+-- transfer is the trace model's descriptor end (desc_end: agent, pool, layer, slot); the
 -- flow goes to the first read of that slot by the transfer's request on that agent.
 -- Columns:
 --   src_shard, xfer      the transfer
 --   dst_shard, dst_seq   the read event that consumed (part of) its data
 WITH dslots AS (
-    SELECT DISTINCT d.shard, d.xfer, d.dst_agent AS agent, l.pool, l.layer,
-           ((d.dst_addr - l.addr) // l.slot_bytes)::BIGINT AS slot
-    FROM descs d
-    JOIN layouts l ON l.agent = d.dst_agent
-                  AND d.dst_addr >= l.addr AND d.dst_addr < l.addr + l.nbytes
-    WHERE l.slot_bytes > 0
+    SELECT DISTINCT shard, xfer, agent, pool, layer, slot
+    FROM desc_end WHERE side = 'dst' AND pool IS NOT NULL
 ), x AS (
     SELECT ds.*, p.request
     FROM dslots ds

@@ -32,7 +32,7 @@ stray AS (SELECT * FROM d WHERE NOT ok OR dup),
 sg AS (
     SELECT request, d_agent AS agent, d_pool AS pool, count(*) AS n_stray,
            arg_min(d_layer, (post_seq, pos)) AS layer, arg_min(d_slot, (post_seq, pos)) AS slot,
-           list(DISTINCT d_slot ORDER BY d_slot) AS slots, list(DISTINCT ev(shard, post_seq))[1:4] AS events,
+           list(DISTINCT d_slot ORDER BY d_slot) AS slots, list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:4] AS events,
            min(post_seq) AS first_post,
            arg_min(format('layer {} slot {} got the bytes of {} layer {} slot {}{}', d_layer, d_slot, s_pool, s_layer, s_slot,
                           CASE WHEN s_page IS NULL THEN ', which the request does not hold' ELSE ' (page ' || s_page || ')' END),

@@ -39,7 +39,7 @@ WITH j AS (  -- with the latest local write before the read (precomputed in read
       AND NOT EXISTS (SELECT 1 FROM maybe m WHERE m.lk = j.lk AND NOT j.seq <= m.bound)
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
-       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq))[1:4] AS events,
+       list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events,
        count(*) AS count,
        format('{} read {} slot-layer(s) of pool(s) {} for request {} (slots {}, layers {}) that no transfer delivered and no write produced: the read sees stale or never-written memory.',
               agent, count(*), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),

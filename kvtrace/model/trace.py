@@ -16,7 +16,6 @@ opening stays cheap. They are plain tables, so every cursor of the model sees th
 from __future__ import annotations
 
 import os
-import tempfile
 
 import pyarrow as pa
 
@@ -35,14 +34,17 @@ class TraceModel:
     Args:
         path: the trace directory (or an already opened kvtrace.tracer.reader.Trace).
         threads: DuckDB worker threads (None: DuckDB's default).
-        memory_limit: DuckDB memory cap (env KVTRACE_DUCKDB_MEMORY overrides); past it
-            derived tables spill to a temp folder.
+        memory_limit: DuckDB memory cap such as "3GB" (None: env KVTRACE_DUCKDB_MEMORY,
+            else a fraction of RAM, see memory.py); past it DuckDB spills under the index.
     Raises:
         kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
     """
 
-    def __init__(self, path: str, threads: int | None = None, memory_limit: str = "4GB"):
+    def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None):
         import duckdb  # ~0.1 s import; only models need it
+
+        from . import memory
+        cap = memory.resolve(memory_limit)   # bad size: UsageError before any work
 
         self.trace, self.index_dir = ensure_index(path if isinstance(path, Trace) else os.fspath(path))
         self.path = self.trace.path
@@ -51,12 +53,13 @@ class TraceModel:
             # derived tables are sets; keeping scan order only costs time
             "preserve_insertion_order": False,
             # bounded memory: DuckDB spills to disk past this instead of taking the machine
-            "memory_limit": os.environ.get("KVTRACE_DUCKDB_MEMORY", memory_limit),
-            "temp_directory": os.path.join(tempfile.gettempdir(), f"kvtrace-duckdb-{os.getpid()}"),
+            "memory_limit": cap,
+            "temp_directory": memory.spill_dir(self.index_dir),
         }
         if threads:
             config["threads"] = int(threads)
         self.con = duckdb.connect(":memory:", config=config)
+        self.con_spill = config["temp_directory"]
         from ..tracer.schema import TABLES
         for t in TABLES:
             self.con.read_parquet(os.path.join(self.index_dir, t + ".parquet")).create_view(t)
@@ -144,8 +147,16 @@ class TraceModel:
             self._caps = {k: bool(row[k]) for k in CAPABILITY_NAMES}
         return self._caps
 
+    def sandbox(self) -> None:
+        """Bound what SQL typed by a user can reach from now on: files under the trace's
+        index only, settings locked (see sandbox.py). Build what you need first."""
+        from .sandbox import sandbox
+        sandbox(self.con, self.index_dir)
+
     def close(self) -> None:
+        from .memory import remove_spill
         self.con.close()
+        remove_spill(self.con_spill)
 
     def __enter__(self) -> "TraceModel":
         return self

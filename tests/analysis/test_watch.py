@@ -39,13 +39,41 @@ def test_watch_reports_a_hazard_at_the_poll_after_its_flush(tmp_path):
         rec.flush()
         landed = clock.t = 0.7
         clock.t = 0.8
-        reports = w.poll()
+        assert w.poll() == [] and w.checks_run == 3   # found, settling (0.5 s)
+        clock.t = 1.0
+        assert w.poll() == [] and w.checks_run == 3
+        clock.t = 1.4
+        reports = w.poll()                              # nothing changed since: settled
         assert [r.finding.check for r in reports] == ["double_free"]
         assert reports[0].seen_at - landed <= 1.0
         rec.free("decode", "r1", "kv", [2])             # the same root cause again: not reported twice
         rec.flush()
-        clock.t = 1.0
+        clock.t = 2.0
         assert w.poll() == [] and w.checks_run == 4
+    finally:
+        rec.close()
+
+
+def test_watch_drops_a_finding_that_the_other_side_resolves(tmp_path):
+    """A finding seen on a trace cut mid-flush (one side of the facts landed) and gone at
+    the next check is never reported: fake check results, fake clock."""
+    from kvtrace.analysis.findings import Finding
+    path = str(tmp_path / "t.kvtrace")
+    clock = FakeClock()
+    results = [[Finding("desc_not_owned", "error", "decode", "r7", "kv", 0, 3, [], 1, "tail artefact")], []]
+    w = Watcher(path, clock, check=lambda p: results.pop(0))
+    rec = Recorder(path, "prefill", flush_interval=3600)
+    try:
+        rec.mark("first")
+        rec.flush()
+        clock.t = 0.2
+        assert w.poll() == []          # seen, settling
+        rec.mark("decode's side lands")
+        rec.flush()
+        clock.t = 0.4
+        assert w.poll() == []          # gone at the next check
+        clock.t = 2.0
+        assert w.poll() == [] and w.checks_run == 2
     finally:
         rec.close()
 

@@ -2,7 +2,7 @@
 processes over real NIXL (UCX, DRAM), SGLang's own bootstrap server, ZMQ and transfer
 workers. No kvtrace code here: record it with ``kvtrace record --hooks sglang -- ...``.
 
-Geometry as in the seeds (DeepSeek-V4-shaped, MLA): ``--kv-layers`` MLA kv regions, then
+Geometry DeepSeek-V4-shaped (MLA): ``--kv-layers`` MLA kv regions, then
 ``--index-layers`` index-K regions appended after them (the order SGLang's
 ``get_contiguous_buf_infos`` gives). Index-K is sized either by tokens (``tokens``: the
 same slot count as kv) or by bytes (``bytes``: the same bytes per region as a kv region,
@@ -78,9 +78,12 @@ def make_regions(geom) -> tuple[list[np.ndarray], list[np.ndarray]]:
 
 
 def stamp(buf, item, slot, magic, room, region, page) -> None:
-    """Fill one slot with a repeated 16-byte stamp (a real producer fills it whole)."""
+    """Stamp one slot: 16 bytes saying whose it is, then bytes that depend on them (a real
+    producer fills the whole slot; the checksums cover all of it)."""
     row = np.array([(magic, room, region, page)], dtype=STAMP).view(np.uint8)
-    buf[slot * item:(slot + 1) * item] = np.resize(row, item)
+    head = min(item, 256)
+    buf[slot * item: slot * item + head] = np.resize(row, head)
+    buf[slot * item + head: (slot + 1) * item: 4093] = (room + region * 7 + page * 13) % 251
 
 
 def read_stamp(buf, item, slot) -> tuple:
@@ -152,17 +155,20 @@ def call_kw(fn, *args, **kw):
 def wait(objs, want, timeout, what):
     from sglang.srt.disaggregation.base.conn import KVPoll
     t_end = time.monotonic() + timeout
-    pending = dict(objs)
+    pending, done = dict(objs), {}
     while pending:
         for k in list(pending):
             st = pending[k].poll()
             if st == getattr(KVPoll, want) or (want == "WaitingForInput" and st > KVPoll.WaitingForInput):
                 pending.pop(k)
+                done[k] = time.perf_counter()
             elif st == KVPoll.Failed:
                 raise RuntimeError(f"{what}: room {k} failed")
         if time.monotonic() > t_end:
             raise TimeoutError(f"{what}: rooms {sorted(pending)} still waiting")
-        time.sleep(0.002)
+        if pending:
+            time.sleep(0.0005)
+    return done
 
 
 # ----------------------------------------------------------------- the two sides
@@ -179,6 +185,7 @@ def run_prefill(a) -> int:
                         get_context().server_args, True)
     alloc, release = allocator(geom["regions"][0][1], a.seed + 1)
     addr = f"127.0.0.1:{a.port}"
+    timing = {"latency_s": [], "busy_s": 0.0, "bytes": 0}
     for wave in waves(workload(a), a.wave):
         senders, pages = {}, {}
         for r in wave:
@@ -192,14 +199,24 @@ def run_prefill(a) -> int:
                 for g, slot in enumerate(p):  # the forward pass fills the request's pages
                     stamp(buf, item, slot, MAGIC_WRITTEN, r["room"], reg, g)
             aux[0][r["aux"] * AUX_ITEM:(r["aux"] + 1) * AUX_ITEM] = r["room"] % 251
-            s.init(len(p), r["aux"])
-            for chunk in np.array_split(p, r["chunks"]):
+        t0, started = time.perf_counter(), {}
+        for r in wave:  # what the timing measures: queueing the chunks until SGLang says Success
+            s = senders[r["room"]]
+            started[r["room"]] = time.perf_counter()
+            s.init(len(pages[r["room"]]), r["aux"])
+            for chunk in np.array_split(pages[r["room"]], r["chunks"]):
                 s.send(chunk)
-        wait(senders, "Success", a.timeout, "prefill transfer")
+            timing["bytes"] += len(pages[r["room"]]) * sum(item for item, _ in geom["regions"])
+        done = wait(senders, "Success", a.timeout, "prefill transfer")
+        timing["busy_s"] += max(done.values()) - t0
+        timing["latency_s"] += [done[k] - started[k] for k in started]
         for r in wave:
             senders[r["room"]].clear()
             release(pages[r["room"]])
     print(f"prefill: {len(workload(a))} requests sent", flush=True)
+    if a.report:
+        with open(a.report + ".prefill", "w") as f:
+            json.dump({"version": sglang_version(), "timing": timing}, f)
     # the bootstrap thread is not a daemon: leave as a killed scheduler would, after the
     # interpreter's exit handlers (atexit) have run
     import atexit

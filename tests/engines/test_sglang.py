@@ -1,6 +1,6 @@
 """SGLang's own NIXL connector, recorded unmodified with ``kvtrace record --hooks sglang``.
 
-The seeds' bug lives in 0.5.21 (``_num_slots_src = kv_data_lens[0] // kv_item_lens[0]``
+The uniform-slot-count bug lives in 0.5.21 (``_num_slots_src = kv_data_lens[0] // kv_item_lens[0]``
 applied to every entry of the source list); 0.5.23 fixed it. The driver plays the
 scheduler (prefill and decode as two processes over real NIXL/UCX, real bootstrap and
 ZMQ) and its verifier says which destination pages hold whose bytes; the trace's checks

@@ -71,31 +71,52 @@ def test_example_traces_are_committed():
     assert COMMITTED, "traces/*.kvtrace"
 
 
+# What each committed trace must do under replay, as data: True = the replay verifier
+# finds corrupted pages.  "recorded"/"eager" replay the recorded data flow; "lazy" holds
+# writes back; "conflicts_fails" is a conflicts-scheduler seed that must corrupt (None:
+# no seed may, checked over CONFLICT_SEEDS).  A new trace under traces/ needs a row here.
+EXPECT = {
+    # clean: no schedule corrupts
+    "engine-clean": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
+    # latent race (the engine's own verifier saw 0 corrupted pages): the recorded data
+    # flow replays clean BY DESIGN; only a reordering exposes it (test_latent_race.py)
+    "engine-free-on-received": dict(recorded=False, eager=False, lazy=True, conflicts_fails=2),
+    # corrupted for real when recorded; held back past the next owner's read, the late
+    # write of an aborted transfer is harmless (schedule-dependent)
+    "engine-abort-free-inflight": dict(recorded=True, eager=True, lazy=False, conflicts_fails=0),
+    "engine-early-src-free": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0),
+    "engine-notify-first-handle": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0),
+    "engine-uniform-slot-count": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0),
+}
+CONFLICT_SEEDS = range(30)
+
+
+def test_every_committed_trace_has_expectations():
+    names = {os.path.basename(p)[:-len(".kvtrace")] for p in COMMITTED}
+    assert names == set(EXPECT), "traces/*.kvtrace and EXPECT disagree"
+
+
 @pytest.mark.parametrize("path", COMMITTED, ids=[os.path.basename(p) for p in COMMITTED])
 def test_committed_example_traces_replay_deterministically(path):
     a = replay(path, "pct", 7)
     b = replay(path, "pct", 7)
     assert a.schedule == b.schedule and a.verdict.signature() == b.verdict.signature()
-    name = os.path.basename(path)
     g = a.graph
-    eager = run_graph(g, make_scheduler("eager"), make_executor()).verdict
-    if "clean" in name:
-        assert not a.verdict.failed and not eager.failed, a.verdict.lines(g)
+    want = EXPECT[os.path.basename(path)[:-len(".kvtrace")]]
+    got = {s: run_graph(g, make_scheduler(s), make_executor()).verdict
+           for s in ("recorded", "eager", "lazy")}
+    assert {s: v.failed for s, v in got.items()} == {s: want[s] for s in got}, \
+        {s: v.lines(g) for s, v in got.items()}
+    seed = want["conflicts_fails"]
+    if seed is None:
+        assert not a.verdict.failed, a.verdict.lines(g)
         assert not any(run_graph(g, make_scheduler("conflicts", s), make_executor()).verdict.failed
-                       for s in range(30))
-    elif (g.manifest.get("engine") or {}).get("corrupted_pages") == 0:
-        # a latent race (the engine's own verifier saw no corrupted page): the recorded
-        # data flow replays clean; other schedules corrupt it (test_latent_race.py)
-        assert not eager.failed, eager.lines(g)
+                       for s in CONFLICT_SEEDS)
     else:
-        # these recordings corrupted for real: replaying the recorded data flow (eager)
-        # finds the pages the engine's own verifier counted
-        eng = g.manifest.get("engine") or {}
-        assert eager.failed
-        if "attribution" in eng:
-            assert len(eager.corrupted) >= eng["attribution"].get("another request's bytes", 0) \
-                + eng["attribution"].get("never written (poison)", 0)
-            assert len(eager.corrupted) <= eng["corrupted_pages"]
-    if "abort-free-inflight" in name:
-        # schedule-dependent: held back past the next owner's read, the late write is harmless
-        assert not run_graph(g, make_scheduler("lazy"), make_executor()).verdict.failed
+        assert run_graph(g, make_scheduler("conflicts", seed), make_executor()).verdict.failed
+    eng = g.manifest.get("engine") or {}
+    if got["recorded"].failed and "attribution" in eng:
+        # the recorded data flow finds the pages the engine's own verifier counted
+        att, n = eng["attribution"], len(got["recorded"].corrupted)
+        assert att.get("another request's bytes", 0) + att.get("never written (poison)", 0) \
+            <= n <= eng["corrupted_pages"]

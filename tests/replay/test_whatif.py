@@ -132,3 +132,56 @@ def test_seeds_geometry_production_dsv4(tmp_path):
     assert {b.pool for b in w.before.verdict.corrupted} == {"index_k"}
     twin = replay_whatif(clean, "per-pool-slot-count")
     assert not twin.after.verdict.failed and "nothing changes" in twin.fix.lines[0]
+
+
+SGLANG = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_real_sglang_driver_traces():
+    """SGLang's own NIXL connector (tests/engines/sglang_pd.py, recorded with
+    ``kvtrace record --hooks sglang``; bf16 index-K sized by bytes, the seeds' geometry):
+    0.5.21 misaddresses index-K and per-pool-slot-count replays it clean; 0.5.23, which
+    fixed the line, is already indexed per region and the what-if changes nothing."""
+    old = os.path.join(SGLANG, "sglang-0.5.21-bf16-index-k.kvtrace")
+    new = os.path.join(SGLANG, "sglang-0.5.23-bf16-index-k.kvtrace")
+    if not (os.path.isdir(old) and os.path.isdir(new)):
+        pytest.skip("SGLang traces not in tests/replay/data/")
+    w = replay_whatif(old, "per-pool-slot-count")
+    assert w.before.verdict.failed and not w.after.verdict.failed
+    assert "re-indexed" in w.fix.lines[0]
+    twin = replay_whatif(new, "per-pool-slot-count")
+    assert not twin.before.verdict.failed and not twin.after.verdict.failed
+    assert "nothing changes" in twin.fix.lines[0]
+
+
+TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "traces")
+#: (committed trace, what-if, fixed?) -- explored with conflicts seeds 0:30 with and without it
+EXPLORE_CASES = [
+    ("engine-early-src-free", "free-after-done", True),
+    ("engine-abort-free-inflight", "free-after-done", True),
+    ("engine-notify-first-handle", "free-after-done", False),     # another bug: decode reads early
+    ("engine-notify-first-handle", "status-after-data", False),
+    ("engine-uniform-slot-count", "free-after-done", False),
+]
+
+
+@pytest.mark.parametrize("name,fix,fixed", EXPLORE_CASES, ids=[f"{c[0][7:]}-{c[1]}" for c in EXPLORE_CASES])
+def test_explore_with_and_without_the_fix(name, fix, fixed):
+    path = os.path.join(TRACES, name + ".kvtrace")
+    if not os.path.isdir(path):
+        pytest.skip("no committed trace")
+    e = explore_whatif(load(path), fix, "conflicts", range(0, 30))
+    assert e.before.failing
+    assert (not e.after.failing) if fixed else e.after.failing
+
+
+def test_explore_cli_says_before_and_after(capsys):
+    from kvtrace.cli import main
+    path = os.path.join(TRACES, "engine-early-src-free.kvtrace")
+    assert main(["explore", path, "--scheduler", "conflicts", "--seeds", "0:20", "--no-progress",
+                 "--what-if", "free-after-done"]) == 0
+    assert "no failing schedule in 20 seeds under the fix; 20 without it" in capsys.readouterr().out
+    assert main(["explore", path, "--scheduler", "conflicts", "--seeds", "0:5", "--no-progress",
+                 "--what-if", "status-after-data"]) == 1
+    out = capsys.readouterr().out
+    assert "5 failing schedule(s) in 5 seeds under the fix; 5 without it" in out and "--what-if status-after-data" in out

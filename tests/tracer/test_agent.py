@@ -235,3 +235,43 @@ def test_without_recorder_it_is_a_plain_agent(monkeypatch):
     a = TracedAgent("solo", _cfg())
     assert a.kvtrace_recorder is None
     assert type(a.agent).__name__ == "nixlAgent"
+
+
+@pytest.mark.timeout(60)
+def test_postings_the_tap_cannot_see_are_counted_by_reason(tmp_path):
+    """A descriptor list prepared past the tap (here: straight on NIXL's binding) leaves
+    the tap without descriptors for its postings: they still run, and are counted."""
+    path = str(tmp_path / "u.kvtrace")
+    rec = Recorder(path, "main")
+    a = TracedAgent("A", _cfg(), recorder=rec)
+    b = TracedAgent("B", _cfg(), recorder=rec)
+    src = (np.arange(4 * PAGE) % 251).astype(np.uint8)
+    dst = np.zeros(4 * PAGE, np.uint8)
+    a.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
+    b.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
+    a.add_remote_agent(b.get_agent_metadata())
+    b.add_remote_agent(a.get_agent_metadata())
+    seen = a.prep_xfer_dlist("", [(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(4)], "DRAM")
+    rem = a.prep_xfer_dlist("B", [(dst.ctypes.data + i * PAGE, PAGE, 0) for i in range(4)], "DRAM")
+    # the twin: a posting over lists the tap saw is traced
+    h = a.make_prepped_xfer("WRITE", seen, [0], rem, [0], b"seen")
+    a.transfer(h)
+    assert _wait(a, h) == "DONE"
+    # the same lists prepared while the tap was not in place (as before tracing started)
+    tap, a.agent = a.agent, a.agent._inner
+    try:
+        unseen = a.prep_xfer_dlist("", [(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(4)], "DRAM")
+    finally:
+        a.agent = tap
+    for i in range(2):
+        h2 = a.make_prepped_xfer("WRITE", unseen, [1 + i], rem, [1 + i], b"unseen")
+        a.transfer(h2)
+        assert _wait(a, h2) == "DONE"            # NIXL moved the bytes all the same
+    a.release_dlist_handle(unseen)
+    rec.close()
+    assert dst[PAGE:3 * PAGE].tolist() == src[PAGE:3 * PAGE].tolist()
+    t = open_trace(path)
+    posts = [e for e in t.table("events").to_pylist() if e["kind"] == "xfer_post"]
+    assert [e["msg"] for e in posts] == [b"seen"]
+    notes = " ".join(t.notes)
+    assert "2 transfer postings went to NIXL untraced (descriptor list prepared before tracing started: 2)" in notes

@@ -16,9 +16,10 @@ worker), ``abort-free-inflight`` (decode frees an aborted request's pages while 
 WRITEs may still come), ``notify-first-handle`` (decode takes the first chunk's
 notification as completion), ``free-on-received`` (prefill sends decode a "sent" status
 after posting a request's last chunk and frees its source pages when decode acknowledges
-it with "received": the acknowledgement follows the status, not the bytes, so the free is
-not ordered after the DMA -- clean as recorded, corrupt when a transfer is slower than
-the message round trip; only reordering shows it).
+it with "received"; a transfer worker thread polls the handles to DONE and nobody waits
+for it: the acknowledgement follows the status, not the bytes, so the free is not
+ordered after the DMA -- clean as recorded, corrupt when a transfer is slower than the
+message round trip; only reordering shows it).
 
 Public surface::
 

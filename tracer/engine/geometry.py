@@ -20,7 +20,7 @@ count depends on its bytes per token -- on the dtype. ``"fp8-bytes"`` is SGLang'
 indexer pool: its buffer is sized in bytes for the token budget at the fp8 layout (132
 bytes per token for head_dim 128), whatever the dtype. fp8 pages then fill it with the
 token budget's page count (kv's, at equal page sizes); bf16 pages, twice the data, fit
-about half as many -- the geometry where the seeds' bf16 index-K differs from kv.
+about half as many -- the geometry where a bf16 index-K differs from kv.
 """
 from __future__ import annotations
 

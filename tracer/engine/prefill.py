@@ -48,6 +48,16 @@ class _Req:
     acked: bool = False                  # free-on-received: decode acknowledged 'sent'
 
 
+class _NoLock:
+    """A lock that is not one (one thread calls NIXL unless free-on-received)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 class PrefillWorker:
     """One prefill instance: pools, allocators, agent, chunked sender."""
 
@@ -71,7 +81,11 @@ class PrefillWorker:
         self.waiting: list[_Req] = []
         self.queue: collections.deque = collections.deque()   # (ready_step, room, chunk)
         self.posted = 0                                         # notifications sent so far
-        self._xfer_thread = None                                # free-on-received: the polling thread
+        self._jobs = None                                       # free-on-received: the transfer worker's queue
+        self._nixl = _NoLock()                                  # free-on-received: two threads call NIXL
+        if "free-on-received" in self.bugs.names:
+            import threading
+            self._nixl = threading.Lock()
         local = {"kv": nixlio.describe(self.mem.kv_regions()),
                  "state": nixlio.describe(self.mem.regions["state"]), "aux": nixlio.describe(self.mem.regions["aux"])}
         self.local = local
@@ -251,29 +265,49 @@ class PrefillWorker:
         else:
             src_idx, dst_idx = prepped_indices([(group, 1)], parts, r.src, r.dst, None, None)
         try:
-            h = self.agent.make_prepped_xfer("WRITE", self.src_dl[group], src_idx, self.dst_dl[group], dst_idx,
-                                             tag.encode())
-            st = self.agent.transfer(h)
+            with self._nixl:
+                h = self.agent.make_prepped_xfer("WRITE", self.src_dl[group], src_idx, self.dst_dl[group], dst_idx,
+                                                 tag.encode())
+                st = self.agent.transfer(h)
         except Exception:   # NIXL refuses the request (e.g. an index past the prepped list)
             r.failed = True
             return
         if st == "ERR":
             r.failed = True
-            self.agent.release_xfer_handle(h)
+            with self._nixl:
+                self.agent.release_xfer_handle(h)
             return
         self.posted += 1
-        r.inflight.append(h)
+        if "free-on-received" in self.bugs:
+            self._worker().put(h)          # the transfer worker polls it; nobody here waits for it
+        else:
+            r.inflight.append(h)
 
-    def _call(self, fn, *args):
-        """Handle calls: with ``free-on-received`` on a transfer thread of their own, as
-        SGLang's transfer worker polls -- so the frees (scheduler thread) are ordered
-        after a completion only through what decode tells prefill."""
-        if "free-on-received" not in self.bugs:
-            return fn(*args)
-        if self._xfer_thread is None:
-            import concurrent.futures
-            self._xfer_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xfer-worker")
-        return self._xfer_thread.submit(fn, *args).result()
+    def _worker(self):
+        """``free-on-received``: a transfer worker thread of its own polls every handle to
+        DONE and releases it (SGLang's transfer worker). The scheduler (this thread) never
+        waits for it: its frees follow decode's 'received', not any completion. NIXL calls
+        of both threads take turns on a lock."""
+        if self._jobs is None:
+            import queue
+            import threading
+            self._jobs = queue.Queue()
+            threading.Thread(target=self._poll_worker, name="xfer-worker", daemon=True).start()
+        return self._jobs
+
+    def _poll_worker(self) -> None:
+        while True:
+            h = self._jobs.get()
+            deadline = time.monotonic() + 30.0
+            while True:
+                with self._nixl:
+                    st = self.agent.check_xfer_state(h)
+                if st != "PROC" or time.monotonic() > deadline:
+                    break
+                time.sleep(20e-6)
+            with self._nixl:
+                self.agent.release_xfer_handle(h)
+            self._jobs.task_done()
 
     def _poll(self) -> None:
         for r in list(self.reqs.values()):
@@ -283,21 +317,21 @@ class PrefillWorker:
                     # from the initiator's progress, so leaving a handle PROC here would
                     # make what decode sees this step depend on timing
                     deadline = time.monotonic() + 30.0
-                    while (st := self._call(self.agent.check_xfer_state, h)) == "PROC":
+                    while (st := self.agent.check_xfer_state(h)) == "PROC":
                         if time.monotonic() > deadline:
                             break
                         self.progress()
                     if st == "ERR":
                         r.failed = True
-                    self._call(self.agent.release_xfer_handle, h)
+                    self.agent.release_xfer_handle(h)
             r.inflight = []
             if r.queued:
                 continue
             if "free-on-received" in self.bugs:
-                if r.aborted or r.failed:      # given up: the transfer thread frees after DONE
-                    self._call(self._finish, r)
-                elif r.next_chunk == r.chunks and r.acked:
-                    self._finish(r)            # its pages went back on 'received'
+                # the same bug on every path: nothing here waits for DONE (an aborted
+                # request's pages go back at once); a finished one's went back on 'received'
+                if r.aborted or r.failed or (r.next_chunk == r.chunks and r.acked):
+                    self._finish(r)
                 continue
             if r.aborted or r.failed or r.next_chunk == r.chunks:
                 self._finish(r)
@@ -322,4 +356,4 @@ class PrefillWorker:
 
     def idle(self) -> bool:
         """Nothing waiting, queued or in flight."""
-        return not self.reqs and not self.queue
+        return not self.reqs and not self.queue and (self._jobs is None or not self._jobs.unfinished_tasks)

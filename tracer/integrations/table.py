@@ -7,7 +7,7 @@ sees the arguments; runs before the engine acts, so what it records precedes the
 engine's own effects), ``after`` (sees the result too) or ``around`` (wraps the call).
 ``group`` lets a user switch a kind of fact off (``--hooks sglang:-messages``):
 layout | pages | content | messages | request | setup. Handlers live in the engine's
-module (sglang.py, vllm.py) under the names given here.
+module (sglang.py) under the names given here.
 """
 from __future__ import annotations
 
@@ -58,8 +58,6 @@ SGLANG = Engine(
         Hook(_SGL_UTILS, "FastQueue", "get", "after", "queue_get", "request"),
     ),
 )
-
-_VLLM = "vllm.distributed.kv_transfer.kv_connector.v1.nixl.base_worker"
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (SGLANG,)}
 GROUPS = ("layout", "pages", "content", "messages", "request", "setup")

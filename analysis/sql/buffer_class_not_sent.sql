@@ -1,0 +1,52 @@
+-- check: buffer_class_not_sent
+-- severity: error
+-- needs: descs, layouts, slots, reads
+-- summary: the consumer reads a pool registered on both sides that none of the request's transfers carry
+-- explain: For every request whose transfers carry something from a producer agent to a
+--   consumer agent, look at the pools the consumer reads for it (pages its own allocation
+--   began, not prefix pages shared from an earlier turn, and not written by the consumer
+--   itself). A pool the producer also registers but that none of the request's transfers
+--   carry into the consumer means the engine silently dropped that buffer class from the
+--   transfer: the consumer computes on whatever the pages held. Example: hybrid-model
+--   state buffers registered on both sides but never sent
+--   (https://github.com/sgl-project/sglang/pull/23773).
+-- Columns:
+--   severity VARCHAR   -- 'error'
+--   agent VARCHAR      -- the consumer
+--   request VARCHAR
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- first read of the dropped class
+--   slots BIGINT[]
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [first read, first post of the request's transfers]
+--   count BIGINT       -- (read, slot) pairs of the dropped class
+--   src_agent VARCHAR  -- the producer
+--   message VARCHAR
+WITH ends AS (
+    SELECT s.agent AS a, d.agent AS b, d.request, d.pool AS d_pool, d.shard, d.post_seq
+    FROM end_hold s JOIN end_hold d ON d.shard = s.shard AND d.xfer = s.xfer AND d.pos = s.pos AND d.side = 'dst'
+    WHERE s.side = 'src' AND s.agent <> d.agent
+), flows AS (   -- producer → consumer per request, and the pools its transfers carry
+    SELECT a, b, request, list(DISTINCT d_pool) FILTER (WHERE d_pool IS NOT NULL) AS carried,
+           count(DISTINCT (shard, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(shard, post_seq) AS x_shard
+    FROM ends GROUP BY ALL
+), reg AS (SELECT DISTINCT agent, pool FROM layouts),
+own AS (SELECT DISTINCT agent, request, pool FROM writes),
+rd AS (
+    SELECT r.agent, r.request, r.pool, r.shard, r.seq, r.layer, r.slot
+    FROM reads r
+    WHERE r.managed AND r.alloc_seq IS NOT NULL AND r.alloc_seq = r.gen_seq   -- its own pages
+      AND NOT EXISTS (SELECT 1 FROM own o WHERE o.agent = r.agent AND o.request = r.request AND o.pool = r.pool)
+), bad AS (
+    SELECT rd.*, f.a, f.n_x, f.post_seq, f.x_shard, f.carried
+    FROM rd JOIN flows f ON f.b = rd.agent AND f.request = rd.request
+    JOIN reg g ON g.agent = f.a AND g.pool = rd.pool
+    WHERE NOT list_contains(coalesce(f.carried, []), rd.pool)
+)
+SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
+       list(DISTINCT slot ORDER BY slot) AS slots,
+       [ev(arg_min(shard, seq), min(seq)), ev(any_value(x_shard), min(post_seq))] AS events,
+       count(*) AS count, a AS src_agent,
+       format('Pool {} is registered on both {} and {}, and {} reads it for request {} (slots {}), but none of the request''s {} transfer(s) from {} carry it (they carry {}): the buffer class was dropped from the transfer.',
+              pool, a, agent, agent, request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
+              any_value(n_x), a, array_to_string(list_sort(any_value(carried)), '+')) AS message
+FROM bad GROUP BY agent, request, pool, a
+ORDER BY min(seq);

@@ -1,0 +1,89 @@
+-- check: request_waiting
+-- severity: warning
+-- needs: closed, slots
+-- summary: at the end of a complete trace a request still holds pages while it waits for a transfer's notification or status that never came
+-- explain: For every (agent, request) still holding slots when a complete trace ends (every
+--   shard present and closed), say what it holds and since when, and what it waits for:
+--   the transfers of the request that agent takes part in whose end (DONE, error or the
+--   paired notification) it never learns, with what their initiator saw (posted and saw
+--   DONE, saw an error, or no completion at all), or — when no transfer of the request
+--   reaches it — the peer it sent the request's pages to, which never posted. A request
+--   whose transfers all ended on its side and that still holds pages is a plain leak.
+--   A trace cut short proves nothing about a hang: the check does not run there, and
+--   `kvtrace check` lists the same state at trace end as information instead. Examples:
+--   an abort while waiting for remote KV leaks the blocks
+--   (https://github.com/vllm-project/vllm/issues/46283); a dropped completion notification
+--   hangs the request forever (https://github.com/NVIDIA/TensorRT-LLM/issues/17665); a
+--   prefill failure that is never signalled leaves decode waiting
+--   (https://github.com/sgl-project/sglang/pull/36108).
+-- Columns:
+--   severity VARCHAR   -- 'warning'
+--   agent VARCHAR      -- the waiting agent (holding the pages)
+--   request VARCHAR
+--   pool VARCHAR       -- first pool held (pools: all of them)
+--   pools VARCHAR[]
+--   layer INTEGER      -- null
+--   slot BIGINT, slots BIGINT[]  -- the slots held at trace end
+--   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [first alloc still held, posts awaited or the page message]
+--   count BIGINT       -- slots held
+--   waits VARCHAR      -- 'notification' (transfers posted, their end never reached it) | 'post' (nobody posted)
+--   peer VARCHAR       -- the agent it waits on
+--   message VARCHAR
+WITH last AS (
+    SELECT shard, agent, pool, slot, request, arg_max(req_cnt_after, seq) AS held
+    FROM slot_life GROUP BY ALL
+), held AS (   -- what each (agent, request) holds at trace end, since its first alloc of it
+    SELECT l.agent, l.request, any_value(l.shard) AS shard, list(DISTINCT l.pool ORDER BY l.pool) AS pools,
+           list(DISTINCT l.slot ORDER BY l.slot) AS slots, count(*) AS n,
+           min(a.seq) AS since_seq
+    FROM last l JOIN slot_life a ON a.shard = l.shard AND a.agent = l.agent AND a.pool = l.pool
+                                AND a.slot = l.slot AND a.request = l.request AND a.kind = 'alloc'
+    WHERE l.held > 0 GROUP BY l.agent, l.request
+), t0 AS (SELECT shard, min(t_ns) AS t0 FROM events GROUP BY shard),
+involved AS (  -- transfers of the request the holder takes part in, and whether it learnt their end
+    SELECT h.agent, h.request, x.shard AS x_shard, x.xfer, x.post_seq, x.agent AS initiator,
+           x.done_seq, x.err_seq, s.end_seq
+    FROM held h JOIN xfers x ON x.request = h.request AND (x.agent = h.agent OR x.peer = h.agent)
+    JOIN agent_home a ON a.agent = h.agent
+    LEFT JOIN xfer_seen s ON s.shard = x.shard AND s.xfer = x.xfer AND s.side_shard = a.h_shard
+), pending AS (
+    SELECT agent, request, list(xfer ORDER BY post_seq) AS xs, any_value(initiator) AS peer,
+           list(ev(x_shard, post_seq) ORDER BY post_seq) AS posts, any_value(x_shard) AS x_shard,
+           count(*) FILTER (WHERE done_seq IS NOT NULL) AS n_done, max(done_seq) AS done_seq,
+           count(*) FILTER (WHERE err_seq IS NOT NULL) AS n_err, max(err_seq) AS err_seq, count(*) AS n_x,
+           bool_or(initiator = agent) AS own
+    FROM involved WHERE end_seq IS NULL GROUP BY agent, request
+), asked AS (  -- the page messages the holder sent for the request (when nothing reached it)
+    SELECT agent, request, any_value(peer) AS peer, min(seq) AS seq, any_value(shard) AS shard
+    FROM events WHERE kind = 'msg_send' AND request IS NOT NULL GROUP BY agent, request
+), w AS (
+    SELECT h.*, p.xs, p.peer AS x_peer, p.posts, p.x_shard, p.n_done, p.done_seq, p.n_err, p.err_seq, p.n_x, p.own,
+           q.peer AS m_peer, q.seq AS m_seq, q.shard AS m_shard,
+           (SELECT count(*) FROM involved i WHERE i.agent = h.agent AND i.request = h.request) AS n_involved,
+           (SELECT e.t_ns - t0.t0 FROM events e JOIN t0 USING (shard) WHERE e.shard = h.shard AND e.seq = h.since_seq) AS since_ns
+    FROM held h LEFT JOIN pending p USING (agent, request) LEFT JOIN asked q USING (agent, request)
+)
+SELECT 'warning' AS severity, agent, request, pools[1] AS pool, pools, NULL::INTEGER AS layer, slots[1] AS slot, slots,
+       list_concat([ev(shard, since_seq)], CASE WHEN xs IS NOT NULL THEN posts[1:3] ELSE [ev(m_shard, m_seq)] END) AS events,
+       n AS count,
+       CASE WHEN xs IS NOT NULL THEN 'notification' ELSE 'post' END AS waits,
+       CASE WHEN xs IS NOT NULL THEN (CASE WHEN own THEN NULL ELSE x_peer END) ELSE m_peer END AS peer,
+       format('At trace end {} holds {} slot(s) of request {} (pool(s) {}: slots {}) since {}:{} (+{} s); {}.',
+              agent, n, request, array_to_string(pools, '+'), array_to_string(slots[1:8], ','), shard, since_seq,
+              round(since_ns / 1e9, 3),
+              CASE WHEN xs IS NOT NULL AND own THEN
+                       format('it waits for the completion status of transfer(s) x{} it posted, never recorded',
+                              array_to_string(xs[1:6], ',x'))
+                   WHEN xs IS NOT NULL THEN
+                       format('it waits for the notification of transfer(s) x{} from {}: {} posted them at {}:{} and {}',
+                              array_to_string(xs[1:6], ',x'), x_peer, x_peer, x_shard, posts[1].seq,
+                              CASE WHEN n_done = n_x THEN format('saw DONE at {}:{}, but no notification reached {}', x_shard, done_seq, agent)
+                                   WHEN n_err > 0 THEN format('saw them fail (error at {}:{}) without telling {}', x_shard, err_seq, agent)
+                                   ELSE 'recorded no completion either' END)
+                   WHEN m_peer IS NOT NULL THEN
+                       format('it waits for the transfer(s) of its pages from {}, which never posted one (the pages went out at {}:{})',
+                              m_peer, m_shard, m_seq)
+                   ELSE 'it waits for transfer(s) no agent posted' END) AS message
+FROM w
+WHERE xs IS NOT NULL OR n_involved = 0      -- all of its transfers ended on its side: a plain leak
+ORDER BY since_seq;

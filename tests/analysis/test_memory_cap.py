@@ -1,0 +1,49 @@
+"""The memory cap: every model runs under a DuckDB memory limit (default a fraction of
+RAM, --memory / KVTRACE_DUCKDB_MEMORY to set it) and spills under the trace's index."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kvtrace.cli import main
+from kvtrace.errors import UsageError
+from kvtrace.model import memory
+
+from analysis_cases import CASES
+
+
+@pytest.fixture(scope="module")
+def bug(tmp_path_factory):
+    p = str(tmp_path_factory.mktemp("mem") / "bug.kvtrace")
+    CASES["abort_free_inflight"](p, bug=True)
+    return p
+
+
+def test_default_is_a_fraction_of_ram(monkeypatch):
+    monkeypatch.delenv("KVTRACE_DUCKDB_MEMORY", raising=False)
+    mb = int(memory.resolve(None)[:-2])
+    assert 0 < mb * 2**20 <= memory.physical_ram() * memory.RAM_FRACTION
+    monkeypatch.setenv("KVTRACE_DUCKDB_MEMORY", "700MB")
+    assert memory.resolve(None) == "700MB" and memory.resolve("2GB") == "2GB"
+    with pytest.raises(UsageError):
+        memory.resolve("lots")
+
+
+def test_model_runs_under_the_cap_and_spills_under_the_index(bug):
+    from kvtrace.analysis.session import TraceSession
+
+    with TraceSession(bug, memory_limit="300MB") as s:
+        lim, tmp = s.con.execute("SELECT current_setting('memory_limit'), current_setting('temp_directory')").fetchall()[0]
+        assert lim.replace(" ", "").upper().startswith(("286", "300", "0.2"))   # DuckDB prints MiB/GiB
+        assert os.path.dirname(tmp) == s.index_dir
+        assert [f.check for f in s.findings()] == ["write_after_free"]
+    assert not os.path.exists(tmp)     # the spill folder goes with the model
+
+
+def test_cli_memory_flag(bug, capsys):
+    assert main(["check", bug, "--memory", "300MB", "--format", "json"]) == 1
+    assert '"write_after_free"' in capsys.readouterr().out
+    assert main(["check", bug, "--memory", "lots"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "memory limit" in err[0]
