@@ -78,6 +78,8 @@ def test_damage_never_yields_a_false_verdict(tmp_path, example, damage):
     assert not extra, f"violations the undamaged trace does not have: {sorted(extra)[:5]}"
     # whatever the damage left unknown is said, with what to record
     assert unknown and all(u.record and u.count >= 0 for u in unknown)
+    # three-valued per check: with facts missing, nothing "holds"
+    assert "holds" not in verdict.checks.values(), verdict.checks
     for h in verdict.hypotheses:
         assert h.status != "ruled out", h
         if h.status == "supported":
@@ -110,6 +112,7 @@ def test_complete_traces_are_untouched():
         v = s.verdict()
         assert s.cuts == {} and s.unknowns == []
     assert [h.status for h in v.hypotheses].count("ruled out") >= 2
+    assert set(v.checks.values()) <= {"holds", "skipped"} and "holds" in v.checks.values()
 
 
 @pytest.mark.parametrize("damage", ["missing_decode", "decode_events_half", "prefill_descs_half", "decode_events_zero"])
