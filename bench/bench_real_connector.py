@@ -10,7 +10,7 @@ processes over NIXL/UCX on DRAM, index-K sized by tokens: a clean transfer) once
 
 Prints, per page size (bytes of one kv page of one layer), the transfer throughput
 (bytes of all pages and layers / time from the first chunk queued to the last Success,
-per wave of requests, summed) and the mean added latency per request (first chunk queued
+per wave of requests, summed) and the added median latency per request (first chunk queued
 to Success, prefill side). Target: traced ≥ 95% of plain throughput from 256 KiB pages on.
 
     .venv/bin/python bench/bench_real_connector.py [--sizes 16K,64K,256K,1M,2M] [--requests 24]
@@ -57,7 +57,7 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
     with open(rep + ".prefill") as f:
         t = json.load(f)["timing"]
     return {"page_bytes": tokens * KV_TOKEN_BYTES, "mode": mode, "bytes": t["bytes"], "busy_s": t["busy_s"],
-            "gbps": t["bytes"] / t["busy_s"] / 1e9, "lat_ms": statistics.mean(t["latency_s"]) * 1e3}
+            "gbps": t["bytes"] / t["busy_s"] / 1e9, "lat_ms": statistics.median(t["latency_s"]) * 1e3}
 
 
 def main(argv=None) -> int:

@@ -2,15 +2,17 @@
 
 Operations are the recorded program events (ids ``0..n_prog-1``, in (shard, seq) order)
 followed by the data movements (*moves*) of every transfer, one per descriptor chunk.
-Program events keep their recorded order per (shard, thread) and their recorded slots;
+Program events keep their program order per (shard, thread) (the model's ``prog_order``)
+and their recorded slots;
 a move is enabled by its ``xfer_post`` and must run before the transfer's completion
 observations (``xfer_done``/``xfer_error`` on the initiator, the paired ``notif_recv``
 on the target). Cross-shard waits are the trace model's send → receive pairs
 (``kvtrace.model``: post/notif_send → notif_recv, msg_send → msg_recv).
 Events of one shard on different threads that touch the same cell keep their recorded
-order too (the engine's own locking is not in the trace). Descriptor ends within one slot
-of a layout are the model's descriptor ends; replay resolves only what the model does not
-place in a slot (registered ranges, K/V-split regions, ends spanning slots).
+order too (the engine's own locking is not in the trace). Descriptor ends in layout slots,
+within one slot or spanning a run of them, are the model's (``desc_end``); the
+registered and prepared-list ranges too (``mem_ranges``); replay cuts cells of what no
+layout without a K/V part covers itself.
 """
 from __future__ import annotations
 
@@ -105,12 +107,9 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
         layouts[(r["agent"], r["pool"], r["layer"])] = r  # K/V parts: the last row wins
     for r in layouts.values():
         mem.add_layout(r["agent"], r["pool"], r["layer"], r["addr"], r["slot_bytes"], r["num_slots"])
-    dls = tr.table("dlists")
-    for a, ad, nb in zip(*(dls.column(c).to_pylist() for c in ("agent", "addr", "nbytes"))):
+    pairs, ends, order, ranges = _model_facts(tr)
+    for a, ad, nb in ranges:          # prepared lists, then registered regions
         mem.add_range(a, ad, nb)
-    for k, a, ad, nb in zip(col["kind"], col["agent"], col["addr"], col["nbytes"]):
-        if k == "register" and ad is not None and nb:
-            mem.add_range(a, ad, nb)
     dt = tr.table("descs")
     dcols = {c: dt.column(c).to_pylist() for c in ("shard", "xfer", "pos", "op", "src_agent", "src_addr",
                                                      "dst_agent", "dst_addr", "nbytes")}
@@ -122,18 +121,18 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
         mem.add_boundary(d[4], d[5], d[6])
     mem.finish()
 
-    # program order per (shard, thread)
-    tindex: dict[tuple, int] = {}
+    # program order per (shard, thread): the model's prog_order
+    op_of = {k: op for op, k in enumerate(zip(col["shard"], col["seq"]))}
     threads: list[list[int]] = []
+    thread_names: list[tuple] = []
     thread_of = [0] * n
-    for op in range(n):
-        key = (col["shard"][op], col["thread"][op] or 0)
-        t = tindex.get(key)
-        if t is None:
-            t = tindex[key] = len(threads)
-            threads.append([])
-        threads[t].append(op)
-        thread_of[op] = t
+    runs = [((sh, th), ops) for sh, th, seqs in order
+            if (ops := [op_of[(sh, q)] for q in seqs if (sh, q) in op_of])]   # replayed moves are no program
+    for name, ops in sorted(runs, key=lambda r: r[1][0]):    # threads by their first event
+        for op in ops:
+            thread_of[op] = len(threads)
+        thread_names.append(name)
+        threads.append(ops)
     waits: list[list[int]] = [[] for _ in range(n)]
     cells: list[list] = [None] * n
     pages: list[list] = [None] * n
@@ -168,29 +167,36 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
     for m in sorted(missing_layout, key=str):
         notes.append(f"no layout for {m[0]} pool {m[1]} layer {m[2]}: its writes/reads are not replayed")
 
-    pairs, ends = _model_facts(tr)
     xfers, move_xfer, move_pieces = transfers(col, n, descs_by, mem, chunks, fault, waits, notes,
-                                              pairs, {k: op for op, k in enumerate(zip(col["shard"], col["seq"]))}, ends)
+                                              pairs, op_of, ends)
     requests = sorted({r for r in col["request"] if r})
-    return Graph(tr.path, tr.manifest, col, n, threads, list(tindex), thread_of, waits, cells, pages, extent,
+    return Graph(tr.path, tr.manifest, col, n, threads, thread_names, thread_of, waits, cells, pages, extent,
                  xfers, move_xfer, move_pieces, mem, layouts,
                  {s.name: s.streams["descs"].table for s in tr.shards},
                  {s.name: s.streams["dlists"].table for s in tr.shards},
                  {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests)
 
 
-def _model_facts(tr) -> tuple[dict[str, list], dict[tuple, tuple]]:
-    """From the trace model: the send → receive pairs (as columns), and the descriptor ends
-    that lie within one layout slot, (shard, xfer, pos, side) → (pool, layer, slot, offset)."""
+def _model_facts(tr):
+    """From the trace model: the send → receive pairs (as columns); the descriptor ends
+    layouts place in slots, (shard, xfer, pos, side) → [(pool, layer, slot, offset, n)]
+    (one per slot of a run); program order, [(shard, thread, [seq, ...])]; and the
+    prepared-list and registered ranges, [(agent, addr, nbytes)]."""
     from ..model import TraceModel
 
     with TraceModel(tr) as m:
-        m.derive(["sync_pairs", "desc_end"])
+        m.derive(["sync_pairs", "desc_end", "prog_order", "shards"])
         p = m.ask("pairs")
-        e = m.ask("slot_ends").to_pydict()
-    ends = {k: v for k, v in zip(zip(e["shard"], e["xfer"], e["pos"], e["side"]),
-                                 zip(e["pool"], e["layer"], e["slot"], e["off"]))}
-    return {c: p.column(c).to_pylist() for c in p.column_names}, ends
+        e = m.ask("slot_pieces").to_pydict()
+        o = m.ask("thread_order").to_pydict()
+        r = m.ask("mem_ranges").to_pydict()
+    ends: dict[tuple, list] = {}
+    for k, v in zip(zip(e["shard"], e["xfer"], e["pos"], e["side"]),
+                    zip(e["pool"], e["layer"], e["slot"], e["off"], e["n"])):
+        ends.setdefault(k, []).append(v)     # in piece order (the query sorts by k)
+    order = list(zip(o["shard"], o["thread"], o["seqs"]))
+    ranges = list(zip(r["agent"], r["addr"], r["nbytes"]))
+    return {c: p.column(c).to_pylist() for c in p.column_names}, ends, order, ranges
 
 
 def _extents(layout, tokens, pages):

@@ -47,8 +47,8 @@ def detail(s) -> dict:
 def transfers(col, n, descs_by, mem, chunks, fault, waits, notes, pairs, op_of, ends):
     """The transfers of the trace with their moves, and the waits between posts, moves,
     observations and paired receives (``pairs``: the model's pairs query as columns;
-    ``op_of``: (shard, seq) → op id; ``ends``: the model's in-slot descriptor ends,
-    (shard, xfer, pos, side) → (pool, layer, slot, offset))."""
+    ``op_of``: (shard, seq) → op id; ``ends``: the model's descriptor ends in slots,
+    (shard, xfer, pos, side) → [(pool, layer, slot, offset, nbytes)], one per slot)."""
     transfers: list[Transfer] = []
     by_key: dict[tuple, Transfer] = {}
     move_xfer, move_pieces = [], []
@@ -101,12 +101,12 @@ def transfers(col, n, descs_by, mem, chunks, fault, waits, notes, pairs, op_of, 
 
 
 def _pieces(mem, end, agent, addr, nbytes):
-    """A descriptor end as cell pieces: the slot cell the model placed it in, else the
-    memory map's own cut (ranges outside every layout, ends spanning slots)."""
+    """A descriptor end as cell pieces: the slot cells the model placed it in (one per
+    slot of a run), else the memory map's cut (ranges outside every layout)."""
     if end is not None:
-        cell = mem.slot_cell(agent, end[0], end[1], end[2])
-        if cell is not None:
-            return [(cell, end[3], nbytes)]
+        cells = [mem.slot_cell(agent, pool, layer, slot) for pool, layer, slot, _, _ in end]
+        if None not in cells:
+            return [(c, off, n) for c, (_, _, _, off, n) in zip(cells, end)]
     return mem.pieces(agent, addr, nbytes)
 
 

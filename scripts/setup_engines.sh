@@ -60,8 +60,10 @@ if have sglang $SGL_NEW "$EV/sglang-$SGL_NEW"; then step "sglang $SGL_NEW presen
 if have vllm $VLLM; then step "vllm $VLLM present"; else
   step "vllm $VLLM (--no-deps, ~240 MB)"; pip_install --no-deps "vllm==$VLLM"; fi
 
-# what the connector modules import; torch comes from .venv (pinned so pip never replaces it)
-TORCH=$("$PY" -c 'from importlib.metadata import version; print(version("torch").split("+")[0])')
+# what the connector modules import; torch: the one already visible (pinned so pip never
+# replaces it), else the release these connector versions were run with. The base .venv has no
+# torch (scripts/setup.sh keeps CPU installs light), so a fresh clone installs it here.
+TORCH=$("$PY" -c 'from importlib.metadata import version; print(version("torch").split("+")[0])' 2>/dev/null || echo 2.14.1)
 LIGHT=(msgspec pyzmq aiohttp requests psutil orjson pybase64 starlette tqdm IPython pydantic
        "transformers>=5.16.1,<5.23.0" torchvision dill sentencepiece compressed_tensors gguf
        apache-tvm-ffi cachetools cbor2 cloudpickle uvloop py-cpuinfo prometheus_client

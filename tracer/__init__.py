@@ -8,7 +8,7 @@ import importlib
 
 _LAZY = {
     "EventKind": ".schema", "SCHEMA_VERSION": ".schema",
-    "Recorder": ".recorder",
+    "Recorder": ".recorder", "RingRecorder": ".ring", "open_recorder": ".ring",
     "Trace": ".reader", "TraceError": "..errors", "open_trace": ".reader",
 }
 

@@ -401,6 +401,7 @@ class Recorder:
         return sum(self.lost.rows.values())
 
     def _write(self, name: str, batch: pa.RecordBatch | None) -> None:
+        """The one sink of flushed batches (ring.RingRecorder sends them to memory instead)."""
         if batch is None:
             return
         self._writers[name].write(batch)

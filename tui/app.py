@@ -105,7 +105,7 @@ class KvtraceApp(App):
         if src.filtered:
             t.append(f" of {src.total}", "grey50")
         fp = follow_predicate(self.follow, tl.row, self.slot_choice)
-        label = f"finding ({len(self.finding_ords)} events)" if self.follow is Follow.FINDING else (fp[2] if fp else "-")
+        label = f"finding ({len(self.finding_ords)} events)" if self.follow is Follow.FINDING else (fp[1] if fp else "-")
         t.append("  n/p: ", "grey50").append(label, "cyan")
         if not src.filter.empty:
             t.append("  filter: ", "grey50").append(src.filter.describe(), "yellow")
@@ -266,7 +266,7 @@ class KvtraceApp(App):
             if fp is None:
                 self.notify(f"this event has no {self.follow.value} to follow", severity="warning")
                 return
-            target = self.source.find(fp[0], fp[1], row["ord"], forward=step > 0)
+            target = self.source.find(fp[0], row["ord"], forward=step > 0)
         if target is None:
             self.bell()
         else:

@@ -1,5 +1,5 @@
 """The timeline filter: parse ``request=r1 agent=decode kind=free,alloc slot=5 text``
-into a SQL predicate with parameters (never string-pasted values)."""
+into the parameters of one fixed query (sql/filter_ords.sql; never SQL built from text)."""
 from __future__ import annotations
 
 import dataclasses
@@ -44,39 +44,16 @@ class Filter:
             parts.append(shlex.quote(self.text))
         return " ".join(parts)
 
-    def predicate(self, slot_xfers: bool = False) -> tuple[str, list]:
-        """A SQL boolean over the ``tl`` view's columns, and its parameters.
+    def params(self, by_desc: bool = False) -> dict:
+        """The named parameters of ``sql/filter_ords.sql`` (None: the field does not restrict).
 
-        With ``slot_xfers`` a slot filter also keeps the transfer events whose
-        descriptors touch the slot (rows (shard, xfer) of the temp table
-        ``tui_slot_xfers``, which the caller fills first).
+        With ``by_desc`` a slot filter also keeps the transfer events whose descriptors
+        touch the slot (rows (shard, xfer) of the temp table ``tui_slot_xfers``, which
+        the caller fills first).
         """
-        conds: dict[str, tuple[str, list]] = {}
-        for col in ("request", "agent", "pool", "shard"):
-            v = getattr(self, col)
-            if v is not None:
-                conds[col] = (f"{col} = ?", [v])
-        if self.kind:
-            conds["kind"] = ("kind IN (" + ",".join("?" * len(self.kind)) + ")", list(self.kind))
-        if self.xfer is not None:
-            conds["xfer"] = ("(xfer = ? OR pair_xfer = ?)", [self.xfer, self.xfer])
-        if self.slot is not None:
-            sql, params = "list_contains(slots, ?)", [self.slot]
-            if slot_xfers:
-                # transfer events carry no pool or slot: keep them by descriptor, and do
-                # not let the agent/pool conditions drop them
-                for col in ("agent", "pool"):
-                    if col in conds:
-                        c, p = conds.pop(col)
-                        sql, params = f"{c} AND {sql}", p + params
-                sql = (f"(({sql}) OR (shard, xfer) IN (SELECT (shard, xfer) FROM tui_slot_xfers)"
-                       " OR (pair_shard, pair_xfer) IN (SELECT (shard, xfer) FROM tui_slot_xfers))")
-            conds["slot"] = (sql, params)
-        if self.text:
-            conds["text"] = ("concat_ws(' ', agent, kind, request, pool, peer, status, detail, "
-                             "CAST(msg AS VARCHAR)) ILIKE ?", [f"%{self.text}%"])
-        sql = " AND ".join(c for c, _ in conds.values()) or "TRUE"
-        return sql, [p for _, ps in conds.values() for p in ps]
+        return {"request": self.request, "shard": self.shard, "agent": self.agent, "pool": self.pool,
+                "slot": self.slot, "kinds": list(self.kind) or None, "xfer": self.xfer,
+                "text": f"%{self.text}%" if self.text else None, "by_desc": bool(by_desc)}
 
 
 def parse_filter(text: str) -> Filter:

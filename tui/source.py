@@ -77,12 +77,12 @@ class TimelineSource:
         self.con.execute(sql_text("tl_view"))
         self.reader = OrdReader(self.events_path)
         self.con.execute("CREATE OR REPLACE TEMP TABLE tui_slot_xfers (shard VARCHAR, xfer BIGINT)")
+        self.con.execute("CREATE OR REPLACE TEMP TABLE tui_visible (ord BIGINT)")
         self.total = self.con.execute("SELECT count(*) FROM tl").fetchone()[0]
         self.t0 = self.con.execute("SELECT min(t_ns) FROM tl").fetchone()[0] or 0
         self.filter = Filter()
         self._ords: np.ndarray | None = None     # visible ords when filtered
         self._pages: collections.OrderedDict[int, list[dict]] = collections.OrderedDict()
-        self._cols = ", ".join(COLUMNS)
 
     # -- filtering --------------------------------------------------------------
     def set_filter(self, flt: Filter) -> int:
@@ -93,12 +93,12 @@ class TimelineSource:
             self._ords = None
             return self.total
         if flt.slot is not None and flt.agent is not None and flt.pool is not None:
-            self.con.execute("DELETE FROM tui_slot_xfers")
-            self.con.execute("INSERT INTO tui_slot_xfers " + sql_text("slot_xfers"), [flt.agent, flt.pool, flt.slot])
-            where, params = flt.predicate(slot_xfers=True)
+            self.con.execute(sql_text("slot_xfers"), [flt.agent, flt.pool, flt.slot])
+            params = flt.params(by_desc=True)
         else:
-            where, params = flt.predicate()
-        got = self.con.execute(f"SELECT ord FROM tl WHERE {where} ORDER BY ord", params).fetchnumpy()
+            params = flt.params()
+        self.con.execute(sql_text("filter_ords"), params)
+        got = self.con.execute(sql_text("visible_ords")).fetchnumpy()
         self._ords = np.asarray(got["ord"], dtype=np.int64)
         return len(self._ords)
 
@@ -133,9 +133,8 @@ class TimelineSource:
             return self.reader.rows(a, b)
         else:
             want = self._ords[a:b]
-            tbl = self.con.execute(f"SELECT {self._cols} FROM tl WHERE ord >= ? AND ord <= ? "
-                                   f"AND ord IN (SELECT unnest(?)) ORDER BY ord",
-                                   [int(want[0]), int(want[-1]), want.tolist()])
+            tbl = self.con.execute(sql_text("page_rows"),
+                                   {"lo": int(want[0]), "hi": int(want[-1]), "ords": want.tolist()})
         names = [d[0] for d in tbl.description]
         return [dict(zip(names, r)) for r in tbl.fetchall()]
 
@@ -146,13 +145,11 @@ class TimelineSource:
         return min(int(np.searchsorted(self._ords, ord_)), max(0, len(self._ords) - 1))
 
     # -- searching --------------------------------------------------------------
-    def find(self, where: str, params: list, after: int, forward: bool = True) -> int | None:
-        """The ord of the next (previous) visible event after ``after`` matching ``where``."""
-        fwhere, fparams = self.filter.predicate(slot_xfers=self.filter.slot is not None
-                                                and self.filter.agent is not None and self.filter.pool is not None)
-        op, agg = (">", "min") if forward else ("<", "max")
-        r = self.con.execute(f"SELECT {agg}(ord) FROM tl WHERE ord {op} ? AND ({where}) AND ({fwhere})",
-                             [after] + list(params) + fparams).fetchone()
+    def find(self, follow: dict, after: int, forward: bool = True) -> int | None:
+        """The ord of the next (previous) visible event after ``after`` that shares what
+        ``follow`` (follow.follow_predicate's parameters) names."""
+        r = self.con.execute(sql_text("follow_find"), dict(follow, after=int(after), forward=bool(forward),
+                                                           filtered=self._ords is not None)).fetchone()
         return None if r[0] is None else int(r[0])
 
     def ord_of(self, shard: str | None, seq: int) -> int | None:

@@ -5,7 +5,7 @@ after the file) or a Python builder registered with :func:`derived.builder`. Bot
 they read: a SQL file by a header line ``-- requires: a, b``, a builder by its
 ``requires`` argument. The build order is a topological sort of those declarations, so
 adding an object is adding a file, never editing a list. The base tables (``events``,
-``descs``, ``dlists``, ``layouts``) are always present.
+``descs``, ``dlists``, ``layouts``, and ``recorded_events``) are always present.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..tracer.schema import TABLES
 from . import builders  # noqa: F401  (its @builder functions register themselves)
 from .derived import PY_BUILDERS, Derived, RegistryError
 
-BASE = frozenset(TABLES)
+BASE = frozenset(TABLES) | {"recorded_events"}   # trace.py: every event, cut or not
 _REQUIRES = re.compile(r"^--\s*requires:(.*)$", re.MULTILINE)
 _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?(TABLE|VIEW|MACRO)\s+(\w+)",
                      re.IGNORECASE | re.MULTILINE)

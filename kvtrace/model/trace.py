@@ -63,6 +63,9 @@ class TraceModel:
         from ..tracer.schema import TABLES
         for t in TABLES:
             self.con.read_parquet(os.path.join(self.index_dir, t + ".parquet")).create_view(t)
+        # every recorded event, also past a partial trace's cut (cut.py then points
+        # ``events`` at the cut prefix): program order covers what replay re-executes
+        self.con.read_parquet(os.path.join(self.index_dir, "events.parquet")).create_view("recorded_events")
         self.shards: list[str] = [s.name for s in self.trace.shards]
         self.clocks = None   #: hb.Clocks once "clocks" is built
         self._built: set[str] = set()

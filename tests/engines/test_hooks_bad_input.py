@@ -11,13 +11,20 @@ import textwrap
 
 import pytest
 
-from engine_runs import PY, ROOT, SGL_DRIVER, env_for, need_engines
+from engine_runs import PY, SGL_DRIVER, env_for, need_engines
 
 
 def kvtrace_record(tmp_path, hooks, prog, env=None, cwd=None):
     out = tmp_path / "t.kvtrace"
     cmd = [sys.executable, "-m", "kvtrace", "record", "--hooks", hooks, "-o", str(out), "--"] + prog
     return out, subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=cwd or str(tmp_path))
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def same_output(text: str) -> str:
@@ -100,7 +107,7 @@ def test_connector_raising_during_setup(tmp_path):
     """SGLang's NixlKVManager raises in __init__ (a NIXL backend that does not exist): the
     program fails exactly as it does unrecorded; kvtrace adds one line; the trace stays."""
     need_engines()
-    args = [PY, SGL_DRIVER, "--role", "prefill", "--port", "45999", "--timeout", "5"]
+    args = [PY, SGL_DRIVER, "--role", "prefill", "--port", str(free_port()), "--timeout", "5"]
     env = env_for(SGLANG_DISAGGREGATION_NIXL_BACKEND="NO_SUCH_BACKEND")
     plain = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
     out, p = kvtrace_record(tmp_path, "sglang", args, env=env)
@@ -111,3 +118,29 @@ def test_connector_raising_during_setup(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     assert man["shards"], "the agent created before the failure is recorded"
     assert man["hooks_sglang"]["version"] == "0.5.21"
+
+
+def test_enable_from_python_hooks_in_process(tmp_path):
+    """The same from Python: enable() in the serving process, before or after the import."""
+    site = tmp_path / "site"
+    pkg = site / "sglang"
+    for d in ("srt/disaggregation/nixl",):
+        (pkg / d).mkdir(parents=True)
+    for d in ("", "srt", "srt/disaggregation", "srt/disaggregation/nixl"):
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "version.py").write_text("__version__ = '0.4.9'\n")
+    (pkg / "srt/disaggregation/nixl/conn.py").write_text(FAKE_CONN)
+    prog = textwrap.dedent(f"""
+        from kvtrace.tracer.integrations import enable
+        enable({str(tmp_path / 'api.kvtrace')!r}, "sglang")
+        import sglang.srt.disaggregation.nixl.conn as c
+        print('wrapped' if hasattr(c.NixlKVManager.register_buffer_to_engine, '_kvtrace_hooked') else 'plain')
+    """)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    p = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "wrapped\n"
+    lines = kv_lines(p.stderr)
+    assert len(lines) == 1 and "0.4.9 is not a supported version" in lines[0]
+    man = json.loads((tmp_path / "api.kvtrace" / "manifest.json").read_text())
+    assert "NixlKVManager.register_buffer_to_engine" in man["hooks_sglang"]["hooked"]

@@ -41,3 +41,8 @@ def test_record_warns_when_the_injected_bug_cannot_fire(tmp_path):
     twin = subprocess.run(cmd[:5] + ["small-mixed"] + cmd[6:-1] + [str(tmp_path / "m.kvtrace")],
                           capture_output=True, text=True, timeout=120)
     assert twin.returncode == 0 and "warning" not in twin.stderr, twin.stderr
+
+
+def test_abort_free_inflight_needs_aborts():
+    assert "abort-free-inflight" in impossible_bugs(load("small-tight"))
+    assert "abort-free-inflight" not in impossible_bugs(load("small-aborts"))

@@ -229,11 +229,12 @@ def test_a_child_that_cannot_be_traced_is_named(tmp_path, how):
         expect = "-I ignores PYTHONPATH or sitecustomize"
     else:
         other = "/usr/bin/python3"
-        if not os.path.exists(other) or subprocess.run([other, "-c", "import kvtrace"], capture_output=True).returncode == 0:
+        if not os.path.exists(other) or subprocess.run([other, "-c", "import kvtrace.tracer.autotrace"], cwd=tmp_path,
+                                                       capture_output=True).returncode == 0:
             pytest.skip("needs a Python without kvtrace at /usr/bin/python3")
         cmd = [other, "-c", "print('hello')"]
         expect = "is not the Python kvtrace runs in"
     r = subprocess.run([sys.executable, "-m", "kvtrace", "record", "-o", str(tmp_path / "u.kvtrace"), "--", *cmd],
-                       capture_output=True, text=True, env=_env(), timeout=120)
+                       capture_output=True, text=True, env=_env(), timeout=120, cwd=tmp_path)
     assert "warning: this program will not be traced" in r.stderr and expect in r.stderr, r.stderr
     assert "no NIXL agent was traced" in r.stderr

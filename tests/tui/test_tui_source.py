@@ -52,12 +52,12 @@ def test_jump_targets(early):
 
 def test_next_event_of_the_followed_request_and_transfer(early):
     post = next(i for i in range(early.count) if early.row(i)["kind"] == "xfer_post")
-    where, params, label = follow_predicate(Follow.XFER, early.row(post))
+    follow, label = follow_predicate(Follow.XFER, early.row(post))
     assert label == "transfer prefill#x0"
-    nxt = early.find(where, params, early.row(post)["ord"])
+    nxt = early.find(follow, early.row(post)["ord"])
     assert early.row(early.position_of(nxt))["kind"] == "notif_recv"
-    where, params, _ = follow_predicate(Follow.REQUEST, early.row(post))
-    prev = early.find(where, params, early.row(post)["ord"], forward=False)
+    follow, _ = follow_predicate(Follow.REQUEST, early.row(post))
+    prev = early.find(follow, early.row(post)["ord"], forward=False)
     assert early.row(early.position_of(prev))["request"] == "r1"
 
 

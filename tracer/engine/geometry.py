@@ -105,4 +105,7 @@ def impossible_bugs(wl) -> dict[str, str]:
         shown = ", ".join(f"{n} {c}" for n, c in slots)
         out["uniform-slot-count"] = (f"every kv_data region has the same slot count ({shown} slots per layer), "
                                      f"so a uniform slot count addresses them all correctly")
+    # abort-free-inflight frees an aborted request's pages early: nothing to free without aborts
+    if float(wl.abort_rate) <= 0 and float(wl.timeout_rate) <= 0:
+        out["abort-free-inflight"] = "the workload aborts no request (abort_rate and timeout_rate are 0)"
     return out

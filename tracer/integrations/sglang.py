@@ -33,7 +33,7 @@ import numpy as np
 from ..autotrace import default_recorder
 from ..recorder import current_request
 from ..schema import EventKind as K
-from ._memory import slot_checksums
+from ._memory import region_checksums
 from ._patch import enabled
 
 ENGINE = "sglang"
@@ -177,9 +177,8 @@ def sender_send(self, kv_indices, *a, **kw) -> None:
             rec.alloc(st.agent, room, pool, sl, pages)
             held.setdefault(pool, []).extend(sl)
     if _on("content"):
-        for r in st.kv:
-            rec.write(st.agent, room, r.pool, r.layer, sl,
-                      slot_checksums(r.ptr, r.item, r.slots, slots, r.mem, r.device), pages)
+        for r, sums in zip(st.kv, region_checksums(st.kv, slots)):
+            rec.write(st.agent, room, r.pool, r.layer, sl, sums, pages)
 
 
 def sender_clear(_out, self, *a, **kw) -> None:
@@ -244,9 +243,8 @@ def receiver_poll(out, self, *a, **kw) -> None:
     room = _room(self)
     if slots is not None and len(slots) and _on("content"):
         sl, pages = slots.tolist(), list(range(len(slots)))
-        for r in st.kv:
-            rec.read(st.agent, room, r.pool, r.layer, sl,
-                     slot_checksums(r.ptr, r.item, r.slots, slots, r.mem, r.device), pages)
+        for r, sums in zip(st.kv, region_checksums(st.kv, slots)):
+            rec.read(st.agent, room, r.pool, r.layer, sl, sums, pages)
     rec.event(K.REQ_DONE, st.agent, room)
 
 
