@@ -9,7 +9,9 @@
 --   carry into the consumer means the engine silently dropped that buffer class from the
 --   transfer: the consumer computes on whatever the pages held. Example: hybrid-model
 --   state buffers registered on both sides but never sent
---   (https://github.com/sgl-project/sglang/pull/23773).
+--   (https://github.com/sgl-project/sglang/pull/23773). Only on facts that are all there:
+--   when either agent's shard is missing or cut short, a transfer carrying the pool may
+--   simply not be in the trace.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- the consumer
@@ -39,6 +41,10 @@ rd AS (
     SELECT rd.*, f.a, f.n_x, f.post_seq, f.x_shard, f.carried
     FROM rd JOIN flows f ON f.b = rd.agent AND f.request = rd.request
     JOIN reg g ON g.agent = f.a AND g.pool = rd.pool
+    -- "none of the request's transfers" is a fact only when every transfer between the two
+    -- agents is recorded: both agents' shards present and not cut (see model/cut.py)
+    JOIN agent_home ha ON ha.agent = f.a JOIN shard_cut ca ON ca.shard = ha.h_shard AND ca.cut IS NULL
+    JOIN agent_home hb ON hb.agent = f.b JOIN shard_cut cb ON cb.shard = hb.h_shard AND cb.cut IS NULL
     WHERE NOT list_contains(coalesce(f.carried, []), rd.pool)
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
