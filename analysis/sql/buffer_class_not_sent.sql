@@ -11,7 +11,9 @@
 --   shard is cut short a later transfer may have carried it, so nothing is claimed there.
 --   Example: hybrid-model
 --   state buffers registered on both sides but never sent
---   (https://github.com/sgl-project/sglang/pull/23773).
+--   (https://github.com/sgl-project/sglang/pull/23773). Only on facts that are all there:
+--   when either agent's shard is missing or cut short, a transfer carrying the pool may
+--   simply not be in the trace.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- the consumer
@@ -42,6 +44,10 @@ rd AS (
     SELECT rd.*, f.a, f.n_x, f.post_seq, f.x_shard, f.carried
     FROM rd JOIN flows f ON f.b = rd.agent AND f.request = rd.request
     JOIN reg g ON g.agent = f.a AND g.pool = rd.pool
+    -- "none of the request's transfers" is a fact only when every transfer between the two
+    -- agents is recorded: both agents' shards present and not cut (see model/cut.py)
+    JOIN agent_home ha ON ha.agent = f.a JOIN shard_cut ca ON ca.shard = ha.h_shard AND ca.cut IS NULL
+    JOIN agent_home hb ON hb.agent = f.b JOIN shard_cut cb ON cb.shard = hb.h_shard AND cb.cut IS NULL
     WHERE NOT list_contains(coalesce(f.carried, []), rd.pool)
       -- an absence is proven only where every post is present: no initiator's shard is cut
       AND NOT EXISTS (SELECT 1 FROM shard_cut c WHERE list_contains(f.x_shards, c.shard) AND c.cut IS NOT NULL)
