@@ -6,13 +6,15 @@ how fast `watch` reports a hazard. All arms in one run, side by side.
    disk) and ``ring`` (RingRecorder, --ring 30s). Checksums are off in every arm so the
    arms differ only by where the events go. Transfer throughput = KV pages delivered and
    read per second of wall time.
-2. Memory: each arm of a long run in a fresh process, peak RSS (ru_maxrss) and the ring's
-   largest store size sampled at every engine step, for --ring SIZE; then one dump.
+2. Memory: each arm of a long run in a fresh process, RSS sampled at every engine step
+   (growth over the RSS before the engine started, at 10/25/50/75/100% of the run), peak
+   RSS (ru_maxrss) and the ring's largest store size, for two ring sizes and two run
+   lengths beside no recording and file recording; then one dump per ring run.
 3. watch: a recording with a late injected bug is followed by ``Watcher`` (real clock);
    latency = when the finding was printed - when a poll first saw the files holding its
    facts (itself at most one poll interval, 0.2 s, after their flush).
 
-    .venv/bin/python bench/bench_ring.py [--reps 3] [--requests 400] [--long 3000] [--ring-size 8MB]
+    .venv/bin/python bench/bench_ring.py [--reps 3] [--requests 400] [--long 1500,3000] [--ring-size 2MB,8MB]
 """
 from __future__ import annotations
 
@@ -97,12 +99,15 @@ _CHILD = r"""
 import json, os, resource, sys, time
 os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
 sys.path.insert(0, {root!r})
+import pyarrow   # every arm loads the same libraries: the baseline differs only by the recording
 from bench.bench_ring import _workload
 from kvtrace.tracer.engine import runner
 from kvtrace.tracer import ring as ringmod
 arm, out, size, n = {arm!r}, {out!r}, {size!r}, {n}
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 peak_store = [0]
-recs = []
+recs, samples = [], []
 orig = runner._recorder
 def spy(*a, **k):
     r = orig(*a, **k)
@@ -111,15 +116,20 @@ def spy(*a, **k):
 runner._recorder = spy
 triggered = [False]
 def on_step(done, total):
-    peak_store[0] = max(peak_store[0], sum(x.store.nbytes for x in recs if getattr(x, "store", None)))
-    if done >= total - 20 and not triggered[0]:   # near the end: one dump of a full ring
+    store = sum(x.store.nbytes for x in recs if getattr(x, "store", None))
+    peak_store[0] = max(peak_store[0], store)
+    samples.append((done, rss(), store))
+    if arm == "ring" and done >= total - 20 and not triggered[0]:   # near the end: one dump of a full ring
         triggered[0] = True
         ringmod.trigger("bench")
+start_rss = rss()
 t0 = time.perf_counter()
 if arm == "ring":
     s = runner.run_inprocess(_workload(n), [], out, checksums=False, ring=size, on_step=on_step)
+elif arm == "file":
+    s = runner.run_inprocess(_workload(n), [], out, checksums=False, on_step=on_step)
 else:
-    s = runner.run_inprocess(_workload(n), [], out, checksums=False)
+    s = runner.run_inprocess(_workload(n), [], None, checksums=False, on_step=on_step)
 wall = time.perf_counter() - t0
 dump = {{}}
 if arm == "ring":
@@ -131,40 +141,72 @@ if arm == "ring":
                     info["ring"]["window"]["pinned_events"], info["ring"]["window"]["evicted_events"],
                     info["ring"]["window"]["state_complete"]]
 print(json.dumps({{"wall": wall, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "start_rss": start_rss, "samples": samples, "pyarrow_pool": pyarrow.total_allocated_bytes(),
                   "peak_store": peak_store[0], "requests": s["requests"], "dump": dump}}))
 """
 
+_FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
 
-def memory(long: int, size: str, tmp: str) -> None:
+
+def _child(root: str, arm: str, size: str, n: int, tmp: str):
+    sub = tempfile.mkdtemp(dir=tmp)    # its own folder: the ring's dumps land beside the trace
+    out = None if arm == "off" else os.path.join(sub, "long.kvtrace")
+    code = _CHILD.format(root=root, arm="ring" if arm.startswith("ring") else arm, out=out, size=size, n=n)
+    return sub, subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+
+
+def _at(samples: list, n: int, frac: float) -> int:
+    """Highest RSS sampled up to ``frac`` of the run's requests (RSS as the run goes)."""
+    upto = [r for done, r, _ in samples if done <= frac * n] or [samples[0][1]]
+    return max(upto)
+
+
+def memory(longs: list[int], sizes: list[str], tmp: str, jobs: int = 1) -> None:
+    """RSS over time per arm (no recording / file / ring of each size) for each run length.
+    Growth is RSS minus the RSS sampled just before the engine started (libraries loaded)."""
     from kvtrace.tracer.ring import parse_ring
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cap = parse_ring(size)[0]
-    res = {}
-    for arm in ("off", "file", "ring"):
-        out = None if arm == "off" else os.path.join(tmp, f"long-{arm}.kvtrace")
-        code = _CHILD.format(root=root, arm=arm, out=out, size=size, n=long)
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3000)
-        if r.returncode != 0:
-            print(r.stderr[-2000:])
+    arms = [("off", ""), ("file", "")] + [(f"ring {z}", z) for z in sizes]
+    todo = [(n, arm, z) for n in longs for arm, z in arms]
+    res, running = {}, []
+    while todo or running:
+        while todo and len(running) < jobs:
+            n, arm, z = todo.pop(0)
+            running.append((n, arm, *_child(root, arm, z, n, tmp)))
+        n, arm, out, proc = running.pop(0)
+        so, se = proc.communicate(timeout=3000)
+        if proc.returncode != 0:
+            print(se[-2000:])
             raise SystemExit(1)
-        res[arm] = json.loads(r.stdout.strip().splitlines()[-1])
-        if out:
-            res[arm]["disk"] = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
-            shutil.rmtree(out, ignore_errors=True)
-            for p in [p for p in os.listdir(tmp) if ".dump" in p]:
-                shutil.rmtree(os.path.join(tmp, p), ignore_errors=True)
-    print(f"[memory] workload small x{long} requests, each arm in a fresh process, --ring {size} "
-          f"({cap / 2**20:.0f} MiB over both shards' stores: {cap * 2 / 2**20:.0f} MiB)")
-    for arm, v in res.items():
-        extra = f"  trace on disk {v['disk'] / 2**20:7.1f} MiB" if "disk" in v else ""
-        print(f"  {arm:5s} wall {v['wall']:6.1f} s  peak RSS {v['maxrss_kb'] / 1024:7.1f} MiB{extra}"
-              + (f"  largest ring stores (2 shards) {v['peak_store'] / 2**20:6.2f} MiB" if arm == "ring" else ""))
-    print(f"  RSS above no recording: file {(res['file']['maxrss_kb'] - res['off']['maxrss_kb']) / 1024:+.1f} MiB, "
-          f"ring {(res['ring']['maxrss_kb'] - res['off']['maxrss_kb']) / 1024:+.1f} MiB "
-          f"(ring bound: 2 shards x {cap / 2**20:.0f} MiB)")
-    for sh, (delay, events, pinned, evicted, whole) in res["ring"]["dump"].items():
-        print(f"  dump near the end, shard {sh:7s}: written {delay:5.2f} s after the trigger, {events} events "
-              f"({pinned} kept from before the window, {evicted} evicted, state_complete {whole})")
+        res[(n, arm)] = json.loads(so.strip().splitlines()[-1])
+        shutil.rmtree(out, ignore_errors=True)
+    mib = 2 ** 20
+    print(f"[memory] workload small, checksums off, each arm in a fresh process ({jobs} at a time); RSS growth "
+          f"= RSS - RSS just before the engine started (pyarrow + kvtrace loaded in every arm), MiB, "
+          f"the highest sample up to that share of the requests")
+    for n in longs:
+        print(f"  run of {n} requests        " + "".join(f"{int(f * 100):>7d}%" for f in _FRACTIONS)
+              + "   peak RSS   ring stores max (bound)")
+        for arm, z in arms:
+            v = res[(n, arm)]
+            row = "".join(f"{(_at(v['samples'], n, f) - v['start_rss']) / mib:+8.1f}" for f in _FRACTIONS)
+            extra = ""
+            if z:
+                cap = parse_ring(z)[0] or 0
+                extra = f"   {v['peak_store'] / mib:5.2f} ({2 * cap / mib:.0f}: 2 shards x {z})"
+            print(f"    {arm:22s} {row}   {v['maxrss_kb'] / 1024:7.1f}{extra}")
+        for arm, z in arms[2:]:
+            v, f_ = res[(n, arm)], res[(n, "file")]
+            cap = 2 * (parse_ring(z)[0] or 0)
+            over = (_at(v["samples"], n, 1.0) - v["start_rss"]) - (_at(f_["samples"], n, 1.0) - f_["start_rss"])
+            print(f"    {arm}: growth over file recording {over / mib:+.1f} MiB = ring bound {cap / mib:.0f} MiB "
+                  f"{(over - cap) / mib:+.1f} MiB")
+        for arm, z in arms[2:]:
+            for sh, (delay, events, pinned, evicted, whole) in res[(n, arm)]["dump"].items():
+                print(f"    {arm} dump near the end, shard {sh:7s}: written {delay:5.2f} s after the trigger, "
+                      f"{events} events ({pinned} kept from before the window, {evicted} evicted, "
+                      f"state_complete {whole})")
 
 
 def watch_latency(requests: int, after: int, tmp: str) -> None:
@@ -205,8 +247,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--requests", type=int, default=400)
-    ap.add_argument("--long", type=int, default=3000)
-    ap.add_argument("--ring-size", default="8MB")
+    ap.add_argument("--long", default="1500,3000", help="run lengths (requests), comma-separated")
+    ap.add_argument("--ring-size", default="2MB,8MB", help="ring sizes, comma-separated")
+    ap.add_argument("--jobs", type=int, default=1, help="memory arms run at once (each its own process)")
     ap.add_argument("--only", choices=("throughput", "memory", "watch"), default=None)
     args = ap.parse_args()
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
@@ -215,7 +258,7 @@ def main() -> int:
         if args.only in (None, "throughput"):
             throughput(args.reps, args.requests, tmp)
         if args.only in (None, "memory"):
-            memory(args.long, args.ring_size, tmp)
+            memory([int(x) for x in args.long.split(",")], args.ring_size.split(","), tmp, args.jobs)
         if args.only in (None, "watch"):
             watch_latency(args.requests * 2, args.requests, tmp)
     finally:

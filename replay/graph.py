@@ -10,9 +10,9 @@ on the target). Cross-shard waits are the trace model's send → receive pairs
 (``kvtrace.model``: post/notif_send → notif_recv, msg_send → msg_recv).
 Events of one shard on different threads that touch the same cell keep their recorded
 order too (the engine's own locking is not in the trace). Descriptor ends in layout slots,
-within one slot or spanning a run of them, are the model's (``desc_end``); replay cuts
-only what no layout without a K/V part covers (registered ranges, prepared lists, K/V-split
-regions) itself.
+within one slot or spanning a run of them, are the model's (``desc_end``); the
+registered and prepared-list ranges too (``mem_ranges``); replay cuts cells of what no
+layout without a K/V part covers itself.
 """
 from __future__ import annotations
 
@@ -107,12 +107,9 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
         layouts[(r["agent"], r["pool"], r["layer"])] = r  # K/V parts: the last row wins
     for r in layouts.values():
         mem.add_layout(r["agent"], r["pool"], r["layer"], r["addr"], r["slot_bytes"], r["num_slots"])
-    dls = tr.table("dlists")
-    for a, ad, nb in zip(*(dls.column(c).to_pylist() for c in ("agent", "addr", "nbytes"))):
+    pairs, ends, order, ranges = _model_facts(tr)
+    for a, ad, nb in ranges:          # prepared lists, then registered regions
         mem.add_range(a, ad, nb)
-    for k, a, ad, nb in zip(col["kind"], col["agent"], col["addr"], col["nbytes"]):
-        if k == "register" and ad is not None and nb:
-            mem.add_range(a, ad, nb)
     dt = tr.table("descs")
     dcols = {c: dt.column(c).to_pylist() for c in ("shard", "xfer", "pos", "op", "src_agent", "src_addr",
                                                      "dst_agent", "dst_addr", "nbytes")}
@@ -125,7 +122,6 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
     mem.finish()
 
     # program order per (shard, thread): the model's prog_order
-    pairs, ends, order = _model_facts(tr)
     op_of = {k: op for op, k in enumerate(zip(col["shard"], col["seq"]))}
     threads: list[list[int]] = []
     thread_names: list[tuple] = []
@@ -184,20 +180,23 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
 def _model_facts(tr):
     """From the trace model: the send → receive pairs (as columns); the descriptor ends
     layouts place in slots, (shard, xfer, pos, side) → [(pool, layer, slot, offset, n)]
-    (one per slot of a run); and program order, [(shard, thread, [seq, ...])]."""
+    (one per slot of a run); program order, [(shard, thread, [seq, ...])]; and the
+    prepared-list and registered ranges, [(agent, addr, nbytes)]."""
     from ..model import TraceModel
 
     with TraceModel(tr) as m:
-        m.derive(["sync_pairs", "desc_end", "prog_order"])
+        m.derive(["sync_pairs", "desc_end", "prog_order", "shards"])
         p = m.ask("pairs")
         e = m.ask("slot_pieces").to_pydict()
         o = m.ask("thread_order").to_pydict()
+        r = m.ask("mem_ranges").to_pydict()
     ends: dict[tuple, list] = {}
     for k, v in zip(zip(e["shard"], e["xfer"], e["pos"], e["side"]),
                     zip(e["pool"], e["layer"], e["slot"], e["off"], e["n"])):
         ends.setdefault(k, []).append(v)     # in piece order (the query sorts by k)
     order = list(zip(o["shard"], o["thread"], o["seqs"]))
-    return {c: p.column(c).to_pylist() for c in p.column_names}, ends, order
+    ranges = list(zip(r["agent"], r["addr"], r["nbytes"]))
+    return {c: p.column(c).to_pylist() for c in p.column_names}, ends, order, ranges
 
 
 def _extents(layout, tokens, pages):

@@ -39,7 +39,9 @@ import collections
 import dataclasses
 import json
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .schema import EventKind as K
 
@@ -49,6 +51,7 @@ _COLS = ("seq", "t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "ad
 #: kinds that change what is live (the bookkeeping looks at these rows only)
 _STATE_KINDS = _XFER_KINDS | _REG_KINDS | frozenset({K.ALLOC.value, K.FREE.value, K.REQ_START.value,
                                                      K.REQ_DONE.value, K.REQ_ABORT.value})
+_STATE_KIND_SET = pa.array(sorted(_STATE_KINDS), pa.string())
 
 
 @dataclasses.dataclass
@@ -56,8 +59,8 @@ class _Chunk:
     """The batches of one flush: descriptors first, then the events referencing them."""
     descs: list
     events: pa.RecordBatch | None
-    owners: list          # per event row: its owner key (None: not pinnable)
-    desc_owners: list     # per descs batch: per-row owner keys
+    owners: "Owners"      # per event row: its owner key (None: not pinnable)
+    desc_owners: list     # per descs batch: its rows' Owners
     t_first: int
     t_last: int
     nbytes: int
@@ -103,7 +106,8 @@ class RingStore:
 
     # ------------------------------------------------------------ sizes
     def _pinned_bytes(self) -> int:
-        return (sum(e[0].nbytes for e in self.pinned) + sum(e[0].nbytes for e in self.pinned_descs)
+        return (sum(e[0].nbytes + e[1].nbytes for e in self.pinned)
+                + sum(e[0].nbytes + e[1].nbytes for e in self.pinned_descs)
                 + sum(b.nbytes for b in self.dlists) + sum(b.nbytes for b in self.layouts))
 
     @property
@@ -134,7 +138,7 @@ class RingStore:
         waiting, descs, self._descs = self._descs, [], []
         carried = {id(b) for b in self._carried}
         for b in waiting:
-            if id(b) in carried or all(x in self._xfer_owner for x in b.column("xfer").to_pylist()):
+            if id(b) in carried or all(x in self._xfer_owner for x in pc.unique(b.column("xfer")).to_pylist()):
                 descs.append(b)
             else:
                 self._descs.append(b)
@@ -142,7 +146,8 @@ class RingStore:
         desc_owners = [self._ingest_descs(b) for b in descs]
         t = events.column("t_ns")
         t_first, t_last = (t[0].as_py(), t[-1].as_py()) if len(t) else (0, 0)
-        nbytes = events.nbytes + sum(b.nbytes for b in descs)
+        nbytes = (events.nbytes + owners.nbytes + sum(b.nbytes for b in descs)
+                  + sum(o.nbytes for o in desc_owners))
         if self.max_bytes is not None:     # make room first: the bound holds at every instant
             self._evict_while(lambda: self.nbytes + nbytes > self.max_bytes, t_first)
         self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes))
@@ -161,36 +166,36 @@ class RingStore:
         if t > self._last_t.get(owner, -1):
             self._last_t[owner] = t
 
-    def _ingest_events(self, batch: pa.RecordBatch) -> list:
-        # Cost: the per-row Python work is the owner of each row and its time; the columns
-        # the bookkeeping reads (slots, detail...) are converted only for the few rows whose
-        # kind changes liveness (allocs, frees, transfer and lifecycle events), not for the
-        # writes and reads that make most of a trace.
-        kinds = batch.column("kind").to_pylist()
-        reqs = batch.column("request").to_pylist()
-        ts = batch.column("t_ns").to_pylist()
-        owners = reqs
-        idx = [i for i, k in enumerate(kinds) if k in _STATE_KINDS]
-        if idx:
+    def _ingest_events(self, batch: pa.RecordBatch) -> "Owners":
+        # Cost: the owner of each row comes from Arrow's dictionary encoding of the request
+        # column (no Python object per row); the columns the bookkeeping reads (slots,
+        # detail...) are converted only for the few rows whose kind changes liveness
+        # (allocs, frees, transfer and lifecycle events), not for the writes and reads that
+        # make most of a trace.
+        own = Owners.encode(batch.column("request"))
+        kinds = batch.column("kind")
+        mask = pc.is_in(kinds, value_set=_STATE_KIND_SET)
+        idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) if pc.any(mask).as_py() else ()
+        if len(idx):
             sub = batch.take(pa.array(idx, pa.int64()))
             cols = [sub.column(c).to_pylist() for c in _COLS]
-            if any(r is None for r in cols[4]):
-                owners = list(reqs)
             for i, (seq, t, agent, kind, req, pool, slots, xfer, addr, detail) in zip(idx, zip(*cols)):
                 if req is not None:
                     owner = req
                 elif kind in _XFER_KINDS and xfer is not None:
-                    owner = owners[i] = ("xfer", xfer)
+                    owner = ("xfer", xfer)
+                    own.set(i, owner)
                 elif kind in _REG_KINDS:
-                    owner = owners[i] = ("region", agent, addr)
+                    owner = ("region", agent, addr)
+                    own.set(i, owner)
                 else:
                     continue
                 self._state(seq, t, agent, kind, req, pool, slots, xfer, detail, owner)
         last = self._last_t
-        for o, t in zip(owners, ts):
+        for o, t in own.last_times(batch.column("t_ns")):
             if o is not None and t > last.get(o, -1):
                 last[o] = t
-        return owners
+        return own
 
     def _state(self, seq, t, agent, kind, req, pool, slots, xfer, detail, owner) -> None:
         if kind == "alloc" and slots:
@@ -247,8 +252,10 @@ class RingStore:
                     for m in self._gen.pop(key, ()):
                         self._unref(m, t)
 
-    def _ingest_descs(self, batch: pa.RecordBatch) -> list:
-        return [self._xfer_owner.get(x, ("xfer", x)) for x in batch.column("xfer").to_pylist()]
+    def _ingest_descs(self, batch: pa.RecordBatch) -> "Owners":
+        own = Owners.encode(batch.column("xfer"))
+        own.uniq = [self._xfer_owner.get(x, ("xfer", x)) for x in own.uniq]
+        return own
 
     # ------------------------------------------------------------ eviction
     def _component(self, owner) -> list:
@@ -339,11 +346,11 @@ class RingStore:
             kept, n = _keep(chunk.events, chunk.owners, live)
             self.evicted_events += n
             self.pinned += kept
-            self._pinned_total += sum(k[0].nbytes for k in kept)
+            self._pinned_total += sum(k[0].nbytes + k[1].nbytes for k in kept)
         for b, owners in zip(chunk.descs, chunk.desc_owners):
             kept = _keep(b, owners, live)[0]
             self.pinned_descs += kept
-            self._pinned_total += sum(k[0].nbytes for k in kept)
+            self._pinned_total += sum(k[0].nbytes + k[1].nbytes for k in kept)
 
     def _refilter(self, cut: int) -> None:
         live = _Liveness(self, cut)
@@ -458,18 +465,71 @@ class _Liveness:
         return v
 
 
-def _keep(batch: pa.RecordBatch, owners: list, live) -> tuple[list, int]:
+def _keep(batch: pa.RecordBatch, owners: "Owners", live) -> tuple[list, int]:
     """([(rows of live owners, their owners, owner set)] or [], how many rows were dropped)."""
-    oset = set(owners)
-    dead = {o for o in oset if not live(o)}
-    if not dead:
-        return [(batch, owners, oset)], 0
-    keep = [o not in dead for o in owners]
-    n = keep.count(False)
+    alive = [bool(live(o)) for o in owners.uniq]
+    if all(alive):
+        return [(batch, owners, set(owners.uniq))], 0
+    keep = np.asarray(alive, dtype=bool)[owners.codes]
+    n = int(len(keep) - np.count_nonzero(keep))
     if n == len(keep):
         return [], n
-    kept = [o for o in owners if o not in dead]
-    return [(batch.filter(pa.array(keep)), kept, oset - dead)], n
+    kept = owners.subset(keep, alive)
+    return [(batch.filter(pa.array(keep)), kept, set(kept.uniq))], n
+
+
+class Owners:
+    """The owner key of every row of a batch, held compactly: one int32 code per row into
+    a list of the batch's distinct owners (a flush has many rows per request), so a ring of
+    N rows costs 4 N bytes here, counted in the store's size, not a Python object per row."""
+
+    __slots__ = ("codes", "uniq")
+
+    def __init__(self, codes: np.ndarray, uniq: list):
+        self.codes, self.uniq = codes, uniq
+
+    @classmethod
+    def encode(cls, column) -> "Owners":
+        """Owners keyed by a column's values (a null value: the owner None)."""
+        enc = pc.dictionary_encode(column)
+        if isinstance(enc, pa.ChunkedArray):
+            enc = enc.combine_chunks()
+        uniq = enc.dictionary.to_pylist()
+        codes = enc.indices
+        if codes.null_count:
+            codes = codes.fill_null(len(uniq))
+            uniq.append(None)
+        return cls(np.array(codes.to_numpy(zero_copy_only=False), dtype=np.int32), uniq)
+
+    def set(self, row: int, owner) -> None:
+        """Give one row another owner (a NIXL fact without a request: its transfer/region)."""
+        try:
+            j = self.uniq.index(owner)
+        except ValueError:
+            j = len(self.uniq)
+            self.uniq.append(owner)
+        self.codes[row] = j
+
+    def last_times(self, t_ns) -> list:
+        """(owner, its latest t_ns among these rows) per distinct owner."""
+        t = np.asarray(t_ns.to_numpy(zero_copy_only=False), dtype=np.int64)
+        top = np.full(len(self.uniq), -1, dtype=np.int64)
+        np.maximum.at(top, self.codes, t)
+        return [(o, int(v)) for o, v in zip(self.uniq, top) if v >= 0]
+
+    def subset(self, keep: np.ndarray, alive: list) -> "Owners":
+        """The owners of the rows ``keep`` selects, dead owners dropped from the list."""
+        remap = np.cumsum(np.asarray(alive, dtype=np.int32)) - 1
+        return Owners(remap[self.codes[keep]].astype(np.int32), [o for o, a in zip(self.uniq, alive) if a])
+
+    @property
+    def nbytes(self) -> int:
+        """The codes plus the list of distinct owners (pointers; the keys are shared with
+        the liveness bookkeeping)."""
+        return int(self.codes.nbytes) + 8 * len(self.uniq) + 56
+
+    def __len__(self) -> int:
+        return len(self.codes)
 
 
 def _shared(detail) -> bool:

@@ -11,13 +11,20 @@ import textwrap
 
 import pytest
 
-from engine_runs import PY, ROOT, SGL_DRIVER, env_for, need_engines
+from engine_runs import PY, SGL_DRIVER, env_for, need_engines
 
 
 def kvtrace_record(tmp_path, hooks, prog, env=None, cwd=None):
     out = tmp_path / "t.kvtrace"
     cmd = [sys.executable, "-m", "kvtrace", "record", "--hooks", hooks, "-o", str(out), "--"] + prog
     return out, subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=cwd or str(tmp_path))
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def same_output(text: str) -> str:
@@ -100,7 +107,7 @@ def test_connector_raising_during_setup(tmp_path):
     """SGLang's NixlKVManager raises in __init__ (a NIXL backend that does not exist): the
     program fails exactly as it does unrecorded; kvtrace adds one line; the trace stays."""
     need_engines()
-    args = [PY, SGL_DRIVER, "--role", "prefill", "--port", "45999", "--timeout", "5"]
+    args = [PY, SGL_DRIVER, "--role", "prefill", "--port", str(free_port()), "--timeout", "5"]
     env = env_for(SGLANG_DISAGGREGATION_NIXL_BACKEND="NO_SUCH_BACKEND")
     plain = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
     out, p = kvtrace_record(tmp_path, "sglang", args, env=env)
