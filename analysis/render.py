@@ -22,6 +22,17 @@ def _folded(f: Finding) -> str:
     return " [also explains: " + ", ".join(f"{k} x{v}" for k, v in parts.items()) + "]"
 
 
+def _where(f: Finding) -> str:
+    """request · agent · pool/layer/slot · events, leaving out what the finding does not know."""
+    parts = [f.request if f.request is not None else "(no request)"]
+    if f.agent:
+        parts.append(f.agent)
+    if f.pool is not None:
+        parts.append("/".join(str(x) for x in (f.pool, f.layer, f.slot) if x is not None))
+    parts.append(_ev(f.events))
+    return " · ".join(parts)
+
+
 def explain(name: str, cat: dict[str, Check]) -> int:
     """Print what a check finds (``all``: one line per check)."""
     from kvtrace.errors import UsageError
@@ -85,7 +96,7 @@ def _table(session, findings, verdict, examples, file, attribution=(), extra_sec
             t.add_column(col, overflow="fold")
         for name, fs in groups.items():
             for i, f in enumerate(fs[:examples]):
-                where = f"{f.request} · {f.agent} · {f.pool}/{f.layer}/{f.slot} · {_ev(f.events)}"
+                where = _where(f)
                 who = f.extra.get("attribution") or []
                 t.add_row(name if i == 0 else "", f.severity if i == 0 else "",
                           str(len(fs)) if i == 0 else "", str(sum(x.count for x in fs)) if i == 0 else "",

@@ -66,6 +66,8 @@ class TraceSession(TraceModel):
             out.extend(dataclasses.replace(f, extra=dict(f.extra)) for f in self._findings[n])
         self.checks_skipped = skipped
         out = fold(out)
+        from .unattributed import regroup   # findings on transfers with no request: warnings, readable
+        out = regroup(self, out)
         out.sort(key=lambda f: (f.severity != "error", f.check, -f.count, f.request or ""))
         return out
 

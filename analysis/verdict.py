@@ -55,6 +55,10 @@ class Verdict:
     investigations: list[tuple[str, str]]        #: (name, description) of the files applied
     hypotheses: list[Hypothesis]
     unknown: bool = False                        #: some facts are missing or unordered
+    #: every check: "violated" (proven on a request's transfer), "unknown" (nothing proven,
+    #: but facts it needs are missing or unordered, or its findings carry no request),
+    #: "holds" (nothing found over complete, ordered facts) or "skipped" (could not run)
+    checks: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def supported(self) -> list[Hypothesis]:
@@ -74,6 +78,10 @@ class Verdict:
                    + (f"; {len(self.skipped)} could not run (see skipped)" if self.skipped else "")
                    + ("; but facts are missing or unordered, so that proves nothing (see the unknown notes)."
                       if self.unknown else ".")]
+        unknown = [c for c, st in self.checks.items() if st == "unknown"]
+        if unknown:
+            out.append(f"  unknown: {len(unknown)} check(s) prove no violation but cannot say it holds "
+                       f"(facts missing or unordered, or findings only on transfers with no request): {', '.join(unknown)}")
         for name, desc in self.investigations:
             out.append(f"Hypotheses ({name}): {desc}")
             for h in self.hypotheses:
@@ -85,7 +93,8 @@ class Verdict:
         return {"root_causes": [dataclasses.asdict(r) for r in self.root_causes],
                 "checks_run": list(self.checks_run), "skipped": [list(s) for s in self.skipped],
                 "investigations": [{"name": n, "description": d} for n, d in self.investigations],
-                "hypotheses": [dataclasses.asdict(h) for h in self.hypotheses]}
+                "hypotheses": [dataclasses.asdict(h) for h in self.hypotheses],
+                "checks": dict(self.checks)}
 
 
 def _strides(hits: list[Finding]) -> str:
@@ -104,13 +113,36 @@ def root_causes(findings: list[Finding]) -> list[RootCause]:
     cat = catalog()
     by_check: dict[str, list[Finding]] = {}
     for f in findings:
-        by_check.setdefault(f.check, []).append(f)
+        if not f.extra.get("unattributed"):   # whose data they touch is unknown: not a root cause
+            by_check.setdefault(f.check, []).append(f)
     out = []
     for check, fs in by_check.items():
         first = next((f for f in fs if f.extra.get("stride") is not None), fs[0])
         out.append(RootCause(check, fs[0].severity, len(fs), len({f.request for f in fs}),
                              cat[check].summary if check in cat else check, _strides(fs), first.message))
     return out
+
+
+def check_states(skipped: dict[str, str], by_check: dict[str, list[Finding]], gap: str,
+                 folded: dict[str, set[str]]) -> dict[str, str]:
+    """Three-valued truth per check (see Verdict.checks); a check whose findings were folded
+    into their root cause's is violated too."""
+    out = {}
+    for c in catalog():
+        fs = by_check.get(c, [])
+        if c in skipped:
+            out[c] = "skipped"
+        elif any(f.request is not None for f in fs) or c in folded:
+            out[c] = "violated"
+        elif fs or gap:
+            out[c] = "unknown"
+        else:
+            out[c] = "holds"
+    return out
+
+
+def _partial(gap: str) -> str:
+    return " (in the part of this partial trace that can be analysed; see the unknown notes)" if gap else ""
 
 
 def unknown_because(session) -> str:
@@ -141,10 +173,10 @@ def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dic
         return Hypothesis(spec.name, "supported", reason, len(hits), investigation)
     ran = [c for c in spec.evidence if c not in skipped]
     if not ran:
-        return Hypothesis(spec.name, "untestable", skipped[spec.evidence[0]], 0, investigation)
+        return Hypothesis(spec.name, "untestable", skipped[spec.evidence[0]] + _partial(gap), 0, investigation)
     absent = [n for n in spec.needs if not counts.get(n)]
     if absent:
-        return Hypothesis(spec.name, "untestable", facts()[absent[0]].absent, 0, investigation)
+        return Hypothesis(spec.name, "untestable", facts()[absent[0]].absent + _partial(gap), 0, investigation)
     if gap:
         return Hypothesis(spec.name, "untestable", f"no violation found, but {gap}", 0, investigation)
     reason = spec.ruled_out.format(checks=", ".join(ran), **counts)
@@ -183,4 +215,5 @@ def verdict(session, findings: list[Finding], hypotheses: list[str] | None = Non
     judged = [judge(h, by_check, skipped, folded, counts, hf.name, gap) for hf in files for h in hf.hypotheses]
     ran = [c for c in catalog() if c not in skipped]
     return Verdict(root_causes(findings), ran, list(session.checks_skipped),
-                   [(hf.name, hf.description) for hf in files], judged, bool(gap))
+                   [(hf.name, hf.description) for hf in files], judged, bool(gap),
+                   check_states(skipped, by_check, gap, folded))

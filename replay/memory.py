@@ -4,7 +4,9 @@ A cell is the unit replay re-creates and tracks: one slot of one (agent, pool, l
 region when ``layouts`` describe the memory, otherwise one range of a registered region
 or prepared list, cut at every descriptor boundary. Descriptors resolve to *pieces*
 ``(cell, offset, nbytes)``; a descriptor any byte of which falls outside every known
-region resolves to ``None`` and is reported, never executed.
+region resolves to ``None`` and is reported, never executed. The ranges come from the
+trace model (graph.py: ``mem_ranges``; descriptor ends in layout slots are the model's
+``slot_pieces``); this module only cuts them into cells.
 """
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ def summarize(trace) -> dict:
                        "span_ms": (span[1] - span[0]) / 1e6 if span[0] is not None else 0.0})
     return {
         "path": trace.path,
-        "complete": bool(trace.manifest.get("complete")),
+        # complete: the launcher finished it AND every listed shard is here, closed, uncut, gapless
+        "complete": bool(trace.manifest.get("complete")) and _facts_complete(trace),
         "workload": trace.manifest.get("workload"),
         "shards": shards,
         "events": ev.num_rows,
@@ -41,6 +42,20 @@ def summarize(trace) -> dict:
     }
 
 
+def _facts_complete(trace) -> bool:
+    from ..model.cut import is_complete
+    return is_complete(trace)
+
+
+def unknowns(path: str) -> list[dict]:
+    """What the analysis cannot know in this trace and why (missing shard, cut stream,
+    unclosed shard, seq gaps, receives whose send was lost), each with what to record."""
+    from ..model import TraceModel
+
+    with TraceModel(path) as m:
+        return [{"what": u.what, "count": u.count, "record": u.record} for u in m.unknowns]
+
+
 def run(args) -> int:
     import json
 
@@ -51,7 +66,9 @@ def run(args) -> int:
 
     from .reader import open_trace
 
-    info = summarize(open_trace(args.trace))
+    trace = open_trace(args.trace)
+    info = summarize(trace)
+    info["unknown"] = [] if info["complete"] or _facts_complete(trace) else unknowns(args.trace)
     if args.json:
         print(json.dumps(info, indent=1))
         return 0
@@ -69,4 +86,7 @@ def run(args) -> int:
     con.print(Text("kinds: " + "  ".join(f"{k}={v:,}" for k, v in info["kinds"].items())))
     for n in info["notes"]:
         con.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
+    for u in info["unknown"]:
+        n = f" ({u['count']:,})" if u["count"] else ""
+        con.print(f"[yellow]unknown:[/] {escape(u['what'])}{n} — to resolve: {escape(u['record'])}", highlight=False)
     return 0

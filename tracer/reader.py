@@ -50,6 +50,8 @@ def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = ()) ->
     try:
         reader = ipc.open_stream(source)
     except (pa.ArrowInvalid, OSError) as e:
+        if _cut_in_header(path, size):   # a crash while the stream's schema was being written
+            return StreamRead(schema.empty_table(), 0, truncated=True, lost_bytes=size)
         raise TraceError(f"{path}: not an Arrow IPC stream ({_short(e)})") from None
     batches, good_pos, truncated = [], 0, False
     while True:
@@ -80,6 +82,20 @@ def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = ()) ->
             raise TraceError(f"{path}: column {field.name} has {table.column(field.name).null_count} null "
                              f"value(s); the format requires every row to have one")
     return StreamRead(table, sum(1 for b in batches if b.num_rows), truncated, max(0, size - good_pos) if truncated else 0)
+
+
+def _cut_in_header(path: str, size: int) -> bool:
+    """The file is the start of an Arrow IPC stream cut inside its schema message: it
+    begins with the IPC continuation marker and the message it announces runs past the
+    end of the file."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    marker = b"\xff\xff\xff\xff"
+    if len(head) < 4:
+        return marker.startswith(head)
+    if head[:4] != marker:
+        return False
+    return len(head) < 8 or 8 + int.from_bytes(head[4:8], "little") > size
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -136,7 +152,9 @@ class Trace:
             parts.append(t.add_column(0, "shard", pa.array([s.name] * len(t), pa.string())))
         if not parts:
             return SCHEMAS[name].empty_table().add_column(0, "shard", pa.array([], pa.string()))
-        return pa.concat_tables(parts)
+        # an empty stream (cut before its first batch) has the canonical schema, the others
+        # their file's (nullability, metadata): unify them
+        return pa.concat_tables(parts, promote_options="default")
 
     def shard(self, name: str) -> Shard:
         for s in self.shards:

@@ -7,9 +7,13 @@
 --   began, not prefix pages shared from an earlier turn, and not written by the consumer
 --   itself). A pool the producer also registers but that none of the request's transfers
 --   carry into the consumer means the engine silently dropped that buffer class from the
---   transfer: the consumer computes on whatever the pages held. Example: hybrid-model
+--   transfer: the consumer computes on whatever the pages held. On a trace whose initiating
+--   shard is cut short a later transfer may have carried it, so nothing is claimed there.
+--   Example: hybrid-model
 --   state buffers registered on both sides but never sent
---   (https://github.com/sgl-project/sglang/pull/23773).
+--   (https://github.com/sgl-project/sglang/pull/23773). Only on facts that are all there:
+--   when either agent's shard is missing or cut short, a transfer carrying the pool may
+--   simply not be in the trace.
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- the consumer
@@ -26,7 +30,8 @@ WITH ends AS (
     WHERE s.side = 'src' AND s.agent <> d.agent
 ), flows AS (   -- producer → consumer per request, and the pools its transfers carry
     SELECT a, b, request, list(DISTINCT d_pool) FILTER (WHERE d_pool IS NOT NULL) AS carried,
-           count(DISTINCT (shard, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(shard, post_seq) AS x_shard
+           count(DISTINCT (shard, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(shard, post_seq) AS x_shard,
+           list(DISTINCT shard) AS x_shards
     FROM ends GROUP BY ALL
 ), reg AS (SELECT DISTINCT agent, pool FROM layouts),
 own AS (SELECT DISTINCT agent, request, pool FROM writes),
@@ -39,7 +44,13 @@ rd AS (
     SELECT rd.*, f.a, f.n_x, f.post_seq, f.x_shard, f.carried
     FROM rd JOIN flows f ON f.b = rd.agent AND f.request = rd.request
     JOIN reg g ON g.agent = f.a AND g.pool = rd.pool
+    -- "none of the request's transfers" is a fact only when every transfer between the two
+    -- agents is recorded: both agents' shards present and not cut (see model/cut.py)
+    JOIN agent_home ha ON ha.agent = f.a JOIN shard_cut ca ON ca.shard = ha.h_shard AND ca.cut IS NULL
+    JOIN agent_home hb ON hb.agent = f.b JOIN shard_cut cb ON cb.shard = hb.h_shard AND cb.cut IS NULL
     WHERE NOT list_contains(coalesce(f.carried, []), rd.pool)
+      -- an absence is proven only where every post is present: no initiator's shard is cut
+      AND NOT EXISTS (SELECT 1 FROM shard_cut c WHERE list_contains(f.x_shards, c.shard) AND c.cut IS NOT NULL)
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,

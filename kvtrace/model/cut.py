@@ -22,7 +22,6 @@ read the cut prefix; ``recorded_events`` / ``recorded_descs`` keep everything re
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 import pyarrow as pa
@@ -31,8 +30,9 @@ import pyarrow as pa
 _RECORD = {
     "missing": "copy the shard's folder into the trace (every process that ran NIXL must be recorded)",
     "truncated": "the stream was cut mid-write; record again and let the process exit normally",
-    "unclosed": "let the recorded process exit normally (or call kvtrace's flush on SIGTERM) so its last events are flushed",
+    "unclosed": "let the recorded process exit normally (a kill -9 loses what the recorder had not flushed yet)",
     "descs": "the descriptor rows of the last transfers were lost; record again and let the process exit normally",
+    "gaps": "events were lost while recording (see the recorder's loss note); record again with a larger recorder backlog",
     "lost_send": "record every process that sends to this one (or let the sender exit normally)",
 }
 
@@ -67,11 +67,12 @@ class Unknown:
     """One kind of fact the analysis cannot decide, with how many and how to record it."""
 
     what: str          #: user text: what is unknown
-    count: int         #: how many (events, descriptor ends, ...)
+    count: int         #: how many (events, descriptor ends, ...); 0: not countable (a lost tail)
     record: str        #: the one thing to record to resolve it
 
     def note(self) -> str:
-        return f"unknown: {self.what} ({self.count:,}) — to resolve: {self.record}"
+        n = f" ({self.count:,})" if self.count else ""
+        return f"unknown: {self.what}{n} — to resolve: {self.record}"
 
 
 def shard_state(trace) -> tuple[dict[str, set[str]], list[str]]:
@@ -86,8 +87,32 @@ def shard_state(trace) -> tuple[dict[str, set[str]], list[str]]:
             k.add("unclosed")
         if any(st.truncated for st in s.streams.values()):
             k.add("truncated")
+        if _lost_events(s) and seq_break(s) is not None:
+            k.add("gaps")
         state[s.name] = k
     return state, missing
+
+
+def _lost_events(shard) -> bool:
+    """The recorder says it wrote more events than the stream holds, or counted events lost
+    (seqs alone may legally jump: the format only asks them to increase)."""
+    info = shard.info if isinstance(shard.info, dict) else {}
+    n = shard.streams["events"].table.num_rows
+    wrote = info.get("events")
+    lost = ((info.get("lost") or {}).get("rows") or {}) if isinstance(info.get("lost"), dict) else {}
+    lost_ev = lost.get("events") if isinstance(lost, dict) else None
+    return (isinstance(wrote, int) and wrote > n) or (isinstance(lost_ev, int) and lost_ev > 0)
+
+
+def seq_break(shard) -> int | None:
+    """The last seq before the shard's first seq jump or step back (the recorder numbers
+    events contiguously, so a jump means events lost in the middle); None: none."""
+    seq = shard.streams["events"].table.column("seq")
+    if len(seq) < 2 or seq.null_count:
+        return None
+    a = np.asarray(seq.to_numpy(zero_copy_only=False), dtype=np.int64)
+    bad = np.flatnonzero(np.diff(a) != 1)
+    return int(a[bad[0]]) if len(bad) else None
 
 
 def is_complete(trace) -> bool:
@@ -117,6 +142,9 @@ def compute(model) -> dict[str, ShardCut]:
             if "truncated" in reasons:
                 lost = [f"{t}.arrows" for t, st in s.streams.items() if st.truncated]
                 c.cut_to(end, f"shard {s.name}: {', '.join(lost)} cut short", "truncated")
+            if "gaps" in reasons:
+                at = seq_break(s)
+                c.cut_to(at, f"shard {s.name}: events are missing after seq {at} (its seqs jump there)", "gaps")
             if "unclosed" in reasons:
                 c.cut_to(end, f"shard {s.name}: not closed, so events after its last flush are lost", "unclosed")
             # a post whose descriptor rows (or prepared lists) did not survive: the writer
@@ -177,15 +205,15 @@ def unknowns(cuts: dict[str, ShardCut], missing: list[str]) -> list[Unknown]:
     out = []
     for name in missing:
         out.append(Unknown(f"shard {name} is listed in the manifest but missing: every fact of its agents "
-                           f"(allocations, reads, completions) and everything it sent", 1, _RECORD["missing"]))
+                           f"(allocations, reads, completions) and everything it sent", 0, _RECORD["missing"]))
     for c in cuts.values():
         if not c.kinds:
             continue
         beyond = 0 if c.last_seq is None or c.cut is None else max(0, c.last_seq - c.cut)
-        kind = next(k for k in ("lost_send", "descs", "truncated", "unclosed") if k in c.kinds)
+        kind = next(k for k in ("lost_send", "descs", "gaps", "truncated", "unclosed") if k in c.kinds)
         what = (f"shard {c.shard}: what happened after its last recorded event"
                 if beyond == 0 else f"shard {c.shard}: {beyond:,} recorded events after seq {c.cut} are not analysed")
-        out.append(Unknown(f"{what} ({'; '.join(_dedupe(c.why))})", max(beyond, 1), _RECORD[kind]))
+        out.append(Unknown(f"{what} ({'; '.join(_dedupe(c.why))})", beyond, _RECORD[kind]))
     return out
 
 
@@ -203,6 +231,7 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     """Point the model's ``events`` and ``descs`` at the cut prefix of an incomplete trace
     (``recorded_events``, ``recorded_descs`` keep every recorded row); a complete trace is
     left as it is. Returns the cuts and what they leave unknown."""
+    from .index import table_paths
     from .sqltext import query_sql
 
     trace, con = model.trace, model.con
@@ -211,7 +240,7 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     cuts = compute(model)
     names = [s.name for s in trace.shards]
     for t in ("events", "descs"):
-        con.read_parquet(os.path.join(model.index_dir, t + ".parquet")).create_view(f"recorded_{t}")
+        con.read_parquet(table_paths(trace, model.index_dir, t)).create_view(f"recorded_{t}")
     con.from_arrow(pa.table({"shard": pa.array(names, pa.string()),
                              "cut": pa.array([cuts[n].cut for n in names], pa.int64())})).create("shard_cut")
     con.execute(query_sql("cut_events"))

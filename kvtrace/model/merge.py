@@ -27,28 +27,29 @@ def grouped(shard_of: np.ndarray, seq: np.ndarray) -> bool:
     return bool(np.all((seq[1:] > seq[:-1]) | change))
 
 
-def write_in_order(src: str, out: str, perm: np.ndarray, pairs: dict) -> None:
-    """Write ``src``'s rows in the order ``perm`` (file row numbers, timeline order first)
+def write_in_order(src: str | list[str], out: str, perm: np.ndarray, pairs: dict) -> None:
+    """Write the rows of ``src`` (a Parquet file, or files read as one) in the order ``perm`` (file row numbers, timeline order first)
     to ``out`` with a leading dense ``ord`` and the receive pairing columns.
 
     Args:
         pairs: ``rows`` (sorted file rows of receives) and, parallel to it, ``shard``
             (pyarrow string array), ``seq`` and ``xfer`` (nullable pyarrow int64 arrays).
     """
-    pf = pq.ParquetFile(src)
-    md = pf.metadata
-    starts = np.cumsum([0] + [md.row_group(k).num_rows for k in range(md.num_row_groups)])
+    files = [pq.ParquetFile(f) for f in ([src] if isinstance(src, str) else src)]
+    # the row groups of every file, one after the other: file row numbers run across them
+    rgs = [(pf, k) for pf in files for k in range(pf.metadata.num_row_groups)]
+    starts = np.cumsum([0] + [pf.metadata.row_group(k).num_rows for pf, k in rgs])
     cache: collections.OrderedDict[int, pa.Table] = collections.OrderedDict()
 
     def group(k: int) -> pa.Table:
         if k not in cache:
-            cache[k] = pf.read_row_group(k)
+            cache[k] = rgs[k][0].read_row_group(rgs[k][1])
             if len(cache) > 6:
                 cache.popitem(last=False)
         cache.move_to_end(k)
         return cache[k]
 
-    base = pf.schema_arrow.remove_metadata()
+    base = files[0].schema_arrow.remove_metadata()
     schema = pa.schema([pa.field("ord", pa.int64())] + list(base) +
                        [pa.field("pair_shard", pa.string()), pa.field("pair_seq", pa.int64()),
                         pa.field("pair_xfer", pa.int64())])

@@ -19,7 +19,6 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from . import merge
 from .sqltext import query_sql
@@ -126,8 +125,9 @@ def build(model, path: str) -> None:
     """Compute the order and write the timeline: a merge of the shards when the index
     keeps each shard in seq order (it does), else a DuckDB sort."""
     con = model.con
-    events_path = os.path.join(model.index_dir, "events.parquet")
-    ev = pq.read_table(events_path, columns=["shard", "seq", "t_ns"])   # file order
+    from .index import read_table, table_paths
+    events_path = table_paths(model.trace, model.index_dir, "events")
+    ev = read_table(model.trace, model.index_dir, "events", ["shard", "seq", "t_ns"])   # file order
     in_file_order = merge.grouped(ev.column("shard").combine_chunks().dictionary_encode().indices.to_numpy(),
                                   ev.column("seq").to_numpy())
     if not in_file_order:

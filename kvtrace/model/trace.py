@@ -20,7 +20,7 @@ import os
 import pyarrow as pa
 
 from ..tracer.reader import Trace
-from .index import ensure_index
+from .index import ensure_index, table_paths
 from .registry import build_order, registry
 from .sqltext import query_sql
 
@@ -62,10 +62,10 @@ class TraceModel:
         self.con_spill = config["temp_directory"]
         from ..tracer.schema import TABLES
         for t in TABLES:
-            self.con.read_parquet(os.path.join(self.index_dir, t + ".parquet")).create_view(t)
+            self.con.read_parquet(table_paths(self.trace, self.index_dir, t)).create_view(t)
         # every recorded event, also past a partial trace's cut (cut.py then points
         # ``events`` at the cut prefix): program order covers what replay re-executes
-        self.con.read_parquet(os.path.join(self.index_dir, "events.parquet")).create_view("recorded_events")
+        self.con.read_parquet(table_paths(self.trace, self.index_dir, "events")).create_view("recorded_events")
         self.shards: list[str] = [s.name for s in self.trace.shards]
         self.clocks = None   #: hb.Clocks once "clocks" is built
         self._built: set[str] = set()

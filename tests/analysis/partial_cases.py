@@ -86,6 +86,18 @@ def null_request(*kinds: str):
     return t
 
 
+def lose_events(shard: str, at: float, n: int):
+    """The recorder lost ``n`` events in the middle of the shard (their seqs are missing;
+    shard.json still counts every event it numbered)."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "events.arrows")
+        ev = _read(p)
+        i = int(len(ev) * at)
+        _write(p, pa.concat_tables([ev.slice(0, i), ev.slice(i + n)]))
+    t.__name__ = f"lose_events({shard}@{at}x{n})"
+    return t
+
+
 def _shards(trace: str) -> list[str]:
     return sorted(d for d in os.listdir(trace) if os.path.isdir(os.path.join(trace, d)) and not d.startswith(("_", ".")))
 
@@ -113,6 +125,8 @@ DAMAGE = {
     "prefill_events_zero": [cut_stream("prefill", "events", 0.0)],
     "prefill_dlists_half": [cut_stream("prefill", "dlists", 0.5)],
     "both_events_half": [cut_stream("prefill", "events", 0.5), cut_stream("decode", "events", 0.6)],
+    "decode_events_lost_middle": [lose_events("decode", 0.4, 25)],
+    "prefill_events_lost_middle": [lose_events("prefill", 0.3, 25)],
     "no_page_messages": [drop_kinds("msg_send", "msg_recv")],
     "no_request_on_transfers": [null_request(*XFER_KINDS)],
 }
