@@ -78,6 +78,15 @@ else
   echo "$WANT" > "$STAMP"
 fi
 
+# NIXL's meta package picks its build from the CUDA major of the torch it finds; .venv has only
+# the CUDA 12 build (no torch), the torch here may be a CUDA 13 build: add the matching NIXL build
+CUDA_MAJOR=$("$PY" -c 'from nixl_meta_utils import detect_cuda_major as d; print(d() or "")')
+NIXL_VERSION=$("$PY" -c 'from importlib.metadata import version; print(version("nixl"))')
+if [ -n "$CUDA_MAJOR" ] && ! "$PY" -c "import nixl_cu$CUDA_MAJOR" 2>/dev/null; then
+  step "nixl-cu$CUDA_MAJOR $NIXL_VERSION (--no-deps: torch here is a CUDA $CUDA_MAJOR build)"
+  pip_install --no-deps "nixl-cu$CUDA_MAJOR==$NIXL_VERSION"
+fi
+
 if [ "$("$PY" -c 'import os, kvtrace; print(os.path.dirname(os.path.dirname(kvtrace.__file__)))' 2>/dev/null)" = "$ROOT" ]; then
   step "kvtrace (editable) present"
 else

@@ -1,0 +1,328 @@
+"""Play vLLM's scheduler around its real NIXL connector (0.34, pull mode): prefill and
+decode as two OS processes running ``NixlConnector``'s scheduler and worker halves over
+real NIXL (UCX, DRAM) and vLLM's own side channel. No kvtrace code here: record it with
+``kvtrace record --hooks vllm -- ...``.
+
+Prefill, per request: allocate blocks, stamp every (layer, block) with who wrote it,
+``update_state_after_alloc`` / ``request_finished`` / ``build_connector_meta`` (the
+scheduler half) and ``start_load_kv`` + ``get_finished`` (the worker half) until vLLM says
+the blocks may be freed (decode's notification, or the lease expired), then free them.
+Decode, per request: ``add_new_req_to_recv`` with the prefill's kv_transfer_params,
+``start_load_kv``, ``get_finished`` until received; the verifier then says which decode
+blocks hold whose bytes. ``--decode-delay S`` makes decode wait before reading (with a
+short ``--lease`` prefill's blocks are freed and reused first: vllm #52234's shape).
+
+    python tests/engines/vllm_pd.py --report out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+STAMP = np.dtype([("magic", "<u4"), ("req", "<i4"), ("layer", "<i4"), ("block", "<i4")])
+MAGIC_WRITTEN, MAGIC_UNWRITTEN = 0x4B565752, 0x4B56554E
+
+
+def fits(a) -> None:
+    """Process-wide settings a CPU run needs (REAL_ENGINES.md): before vLLM is imported."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    os.environ["VLLM_NIXL_SIDE_CHANNEL_HOST"] = "127.0.0.1"
+    os.environ["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(a.side_port)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+def model_dir(a) -> str:
+    d = os.path.join(a.xchg, "model")  # one path for both sides: it is part of vLLM's compatibility hash
+    os.makedirs(d, exist_ok=True)
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": a.heads * a.head_size,
+           "num_attention_heads": a.heads, "num_key_value_heads": a.heads, "num_hidden_layers": a.layers,
+           "intermediate_size": 64, "vocab_size": 256, "max_position_embeddings": 4096,
+           "torch_dtype": "float32", "rms_norm_eps": 1e-5, "head_dim": a.head_size}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return d
+
+
+def configs(a, role: str, engine_id: str):
+    import torch
+    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+    extra = {"kv_lease_duration": a.lease} if a.lease else {}
+    mc = ModelConfig(model=model_dir(a), skip_tokenizer_init=True, dtype="float32", max_model_len=1024)
+    cc = CacheConfig(block_size=a.block_size)
+    kt = KVTransferConfig(kv_connector="NixlConnector", kv_role=role, kv_buffer_device="cpu",
+                          engine_id=engine_id, kv_connector_extra_config=extra)
+    cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt)
+    cfg.cache_config.kv_cache_layout = "LBHNC"  # what the engine core resolves for the connector
+    names = [f"model.layers.{i}.self_attn.attn" for i in range(a.layers)]
+    spec = FullAttentionSpec(block_size=a.block_size, num_kv_heads=a.heads, head_size=a.head_size,
+                             dtype=torch.float32)
+    page = spec.page_size_bytes
+    tensors = [KVCacheTensor(size=page * a.blocks, layers=[n], layer_stride=page * a.blocks, block_stride=page)
+               for n in names]
+    kcc = KVCacheConfig(num_blocks=a.blocks, kv_cache_tensors=tensors,
+                        kv_cache_groups=[KVCacheGroupSpec(names, spec)], kv_cache_layout="LBHNC")
+    return cfg, kcc, names, page
+
+
+def parallel_state(port: int) -> None:
+    from vllm.distributed.parallel_state import ensure_model_parallel_initialized, init_distributed_environment
+    init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                 distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo")
+    ensure_model_parallel_initialized(1, 1)
+
+
+def connector(a, role: str, engine_id: str):
+    """The scheduler and worker halves of vLLM's NixlConnector, with the cache registered."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConnector
+    cfg, kcc, names, page = configs(a, role, engine_id)
+    with set_current_vllm_config(cfg):
+        parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1)
+        worker = NixlConnector(cfg, KVConnectorRole.WORKER, kcc)
+        sched = NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
+    # one contiguous region per layer, block-major: block b's page is bytes [b*page, (b+1)*page)
+    raw = {n: torch.zeros(a.blocks * page, dtype=torch.uint8) for n in names}
+    caches = {n: raw[n].view(torch.float32).view(a.blocks, 2, a.heads, a.block_size, a.head_size)
+              for n in names}
+    worker.register_kv_caches(caches)
+    meta = worker.get_handshake_metadata()
+    if meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
+        sched.set_xfer_handshake_metadata_pp_aware({(0, 0): meta})  # (pp, tp) rank
+    return cfg, worker, sched, {n: raw[n].numpy() for n in names}, names, page
+
+
+# ----------------------------------------------------------------- stamps
+def stamp(buf, page, block, magic, req, layer) -> None:
+    row = np.array([(magic, req, layer, block)], dtype=STAMP).view(np.uint8)
+    buf[block * page: block * page + min(page, 256)] = np.resize(row, min(page, 256))
+    buf[block * page + 256: (block + 1) * page: 509] = (req * 3 + layer * 7 + block * 13) % 251
+
+
+def read_stamp(buf, page, block) -> tuple:
+    s = buf[block * page: block * page + STAMP.itemsize].view(STAMP)[0]
+    return int(s["magic"]), int(s["req"]), int(s["layer"]), int(s["block"])
+
+
+def describe(st) -> str:
+    magic, req, layer, block = st
+    if magic == MAGIC_WRITTEN:
+        return f"request {req} layer {layer} block {block}"
+    return "zeros (nothing arrived)" if st == (0, 0, 0, 0) else f"unknown bytes {st}"
+
+
+def allocator(n: int, seed: int):
+    free = [int(x) for x in np.random.default_rng(seed).permutation(n)]
+
+    def alloc(k):
+        return [free.pop(0) for _ in range(k)]
+
+    def release(blocks):  # most recently freed first: what a prefix-less block pool hands out next
+        free[:0] = list(blocks)
+    return alloc, release
+
+
+class Req:
+    """The fields of vllm.v1.request.Request the connector's scheduler half reads."""
+
+    def __init__(self, req_id: str, tokens: int, params: dict):
+        from vllm.v1.request import RequestStatus
+        self.request_id = req_id
+        self.kv_transfer_params = params
+        self.num_prompt_tokens = tokens
+        self.num_computed_tokens = tokens
+        self.prompt_token_ids = list(range(tokens))
+        self.status = RequestStatus.FINISHED_LENGTH_CAPPED
+        self.skip_reading_external_kv = False
+
+
+def workload(a) -> list[dict]:
+    rng = np.random.default_rng(a.seed)
+    return [{"id": f"req-{i}", "num": i, "blocks": int(rng.integers(1, a.max_blocks + 1))}
+            for i in range(a.requests)]
+
+
+def wait_file(path, timeout):
+    t_end = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > t_end:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.01)
+    with open(path) as f:
+        return json.load(f)
+
+
+def put_file(path, obj):
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f)
+    os.replace(path + ".tmp", path)
+
+
+# ----------------------------------------------------------------- the two sides
+def run_prefill(a) -> None:
+    fits(a)
+    from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata  # noqa: F401
+    cfg, worker, sched, bufs, names, page = connector(a, "kv_producer", "prefill")
+    alloc, release = allocator(a.blocks, a.seed + 1)
+    did = {"requests": [], "notifications": 0, "expired": 0}
+    for r in workload(a):
+        blocks = alloc(r["blocks"])
+        for li, n in enumerate(names):  # the forward pass fills the request's blocks
+            for b in blocks:
+                stamp(bufs[n], page, b, MAGIC_WRITTEN, r["num"], li)
+        req = Req(r["id"], r["blocks"] * a.block_size, {"do_remote_decode": True})
+        sched.update_state_after_alloc(req, None, 0)
+        step(worker, sched)
+        _delay, params = sched.request_finished(req, blocks)
+        step(worker, sched)
+        put_file(os.path.join(a.xchg, f"{r['num']}.json"), {"params": params, "blocks": r["blocks"]})
+        t_end = time.monotonic() + a.timeout
+        while True:  # the engine loop: blocks stay held until vLLM says they are sent (or expired)
+            sent, _ = worker.get_finished(set())
+            if r["id"] in sent:
+                break
+            if time.monotonic() > t_end:
+                raise TimeoutError(f"prefill: {r['id']} never finished sending")
+            step(worker, sched)
+            time.sleep(0.005)
+        release(blocks)
+        did["requests"].append({"id": r["id"], "blocks": blocks})
+    print(f"prefill: {len(did['requests'])} requests sent", flush=True)
+    # a server stays up: decode may still handshake and read (late reads are the fault mode)
+    wait_file(os.path.join(a.xchg, "decode-done.json"), a.timeout)
+    for _ in range(20):  # take decode's last notifications, as the engine loop would
+        sent, _ = worker.get_finished(set())
+        time.sleep(0.01)
+    if a.report:
+        put_file(a.report + ".prefill", did)
+    done(worker)
+
+
+def step(worker, sched) -> None:
+    """One scheduler step: metadata from the scheduler half bound to the worker half."""
+    meta = sched.build_connector_meta(None)
+    worker.bind_connector_metadata(meta)
+    worker.start_load_kv(None)
+    worker.clear_connector_metadata()
+
+
+def run_decode(a) -> None:
+    fits(a)
+    from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata
+    cfg, worker, sched, bufs, names, page = connector(a, "kv_consumer", "decode")
+    alloc, release = allocator(a.blocks, a.seed + 2)
+    report = {"requests": [], "misaddressed": [], "reads": 0}
+    for r in workload(a):
+        got = wait_file(os.path.join(a.xchg, f"{r['num']}.json"), a.timeout)
+        if r["num"] == 0 and a.decode_delay:
+            time.sleep(a.decode_delay)  # the fault: decode reads after prefill's lease ran out
+        blocks = alloc(got["blocks"])
+        for n in names:
+            for b in blocks:
+                bufs[n][b * page:(b + 1) * page] = 0
+        meta = NixlConnectorMetadata()
+        meta.add_new_req_to_recv(request_id=r["id"], local_block_ids=[blocks],
+                                 kv_transfer_params=got["params"], awaiting_kvs=True)
+        worker.bind_connector_metadata(meta)
+        worker.start_load_kv(None)
+        worker.clear_connector_metadata()
+        t_end = time.monotonic() + a.timeout
+        while True:
+            _, recvd = worker.get_finished(set())
+            if r["id"] in recvd:
+                break
+            if time.monotonic() > t_end:
+                raise TimeoutError(f"decode: {r['id']} never arrived")
+            worker.bind_connector_metadata(NixlConnectorMetadata())
+            worker.start_load_kv(None)
+            worker.clear_connector_metadata()
+            time.sleep(0.005)
+        report["requests"].append({"id": r["id"], "num": r["num"], "blocks": blocks,
+                                   "remote_blocks": got["params"]["remote_block_ids"][0]})
+        for li, n in enumerate(names):  # the verifier: whose bytes does each block hold?
+            for g, b in enumerate(blocks):
+                st = read_stamp(bufs[n], page, b)
+                want = (MAGIC_WRITTEN, r["num"], li, got["params"]["remote_block_ids"][0][g])
+                if st != want:
+                    report["misaddressed"].append({"request": r["id"], "layer": li, "block": b,
+                                                   "page": g, "holds": describe(st)})
+        release(blocks)
+    bad = report["misaddressed"]
+    print(f"decode: {len(report['requests'])} requests received, {len(bad)} misaddressed block(s)", flush=True)
+    for m in bad[:8]:
+        print(f"  {m['request']} layer {m['layer']} block {m['block']} holds {m['holds']}")
+    if a.report:
+        put_file(a.report, report)
+    time.sleep(0.2)  # let the last notification leave before prefill stops listening
+    put_file(os.path.join(a.xchg, "decode-done.json"), {})
+    done(worker)
+
+
+def done(worker) -> None:
+    import atexit
+    time.sleep(0.2)
+    try:
+        worker.shutdown()
+    except Exception:
+        pass
+    sys.stdout.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--role", choices=("both", "prefill", "decode"), default="both")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=1)
+    p.add_argument("--head-size", type=int, default=16)
+    p.add_argument("--block-size", type=int, default=32, help="tokens per block (a multiple of 32 on CPU)")
+    p.add_argument("--blocks", type=int, default=16, help="blocks per layer on each side")
+    p.add_argument("--requests", type=int, default=3)
+    p.add_argument("--max-blocks", type=int, default=3)
+    p.add_argument("--lease", type=int, default=0, help="prefill's kv_lease_duration in seconds (0: vLLM's)")
+    p.add_argument("--decode-delay", type=float, default=0.0, help="decode waits this long before reading request 0")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--side-port", type=int, default=0)
+    p.add_argument("--dist-port", type=int, default=0)
+    p.add_argument("--xchg", help="folder where prefill hands kv_transfer_params to decode (the proxy)")
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--report", help="write the verifier's findings (JSON) here")
+    return p
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    if a.role == "prefill":
+        run_prefill(a)
+    if a.role == "decode":
+        run_decode(a)
+    side, dist = a.side_port or free_port(), a.dist_port or free_port()
+    xchg = a.xchg or tempfile.mkdtemp(prefix="vllm_pd_")
+    skip = {"--role", "both"}
+    base = [sys.executable, os.path.abspath(__file__)] + [x for x in (argv or sys.argv[1:]) if x not in skip]
+    procs = [subprocess.Popen(base + ["--role", role, "--side-port", str(side), "--dist-port", str(dist + i * 7),
+                                      "--xchg", xchg])
+             for i, role in enumerate(("prefill", "decode"))]
+    return max(p.wait() for p in procs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
