@@ -239,6 +239,8 @@ def run_decode(a) -> None:
         got = wait_file(os.path.join(a.xchg, f"{r['num']}.json"), a.timeout)
         if r["num"] == 0 and a.decode_delay:
             time.sleep(a.decode_delay)  # the fault: decode reads after prefill's lease ran out
+            if a.requests > 1:  # ...and after prefill reused the blocks for the next request
+                wait_file(os.path.join(a.xchg, "1.json"), a.timeout)
         blocks = alloc(got["blocks"])
         for n in names:
             for b in blocks:
