@@ -175,7 +175,7 @@ def run_prefill(a) -> None:
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata  # noqa: F401
     cfg, worker, sched, bufs, names, page = connector(a, "kv_producer", "prefill")
     alloc, release = allocator(a.blocks, a.seed + 1)
-    did = {"requests": [], "notifications": 0, "expired": 0}
+    did = {"requests": [], "vllm_stats": {}}
     for r in workload(a):
         blocks = alloc(r["blocks"])
         for li, n in enumerate(names):  # the forward pass fills the request's blocks
@@ -190,6 +190,7 @@ def run_prefill(a) -> None:
         t_end = time.monotonic() + a.timeout
         while True:  # the engine loop: blocks stay held until vLLM says they are sent (or expired)
             sent, _ = worker.get_finished(set())
+            tally(worker, did["vllm_stats"])
             if r["id"] in sent:
                 break
             if time.monotonic() > t_end:
@@ -202,11 +203,22 @@ def run_prefill(a) -> None:
     # a server stays up: decode may still handshake and read (late reads are the fault mode)
     wait_file(os.path.join(a.xchg, "decode-done.json"), a.timeout)
     for _ in range(20):  # take decode's last notifications, as the engine loop would
-        sent, _ = worker.get_finished(set())
+        worker.get_finished(set())
+        tally(worker, did["vllm_stats"])
         time.sleep(0.01)
+    vs = did["vllm_stats"]  # notifications prefill took: one per read unless its lease had expired
+    did["notifications"] = (len(did["requests"]) - vs.get("num_kv_expired_reqs", 0)
+                            + vs.get("num_notifications_after_expiry", 0))
     if a.report:
         put_file(a.report + ".prefill", did)
     done(worker)
+
+
+def tally(worker, acc: dict) -> None:
+    """vLLM's own transfer stats (what it says it did), summed over the run."""
+    st = worker.get_kv_connector_stats()
+    for k, v in (st.data.items() if st is not None else ()):
+        acc[k] = acc.get(k, 0) + (sum(v) if k in ("num_descriptors", "bytes_transferred") else len(v))
 
 
 def step(worker, sched) -> None:
@@ -222,7 +234,7 @@ def run_decode(a) -> None:
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata
     cfg, worker, sched, bufs, names, page = connector(a, "kv_consumer", "decode")
     alloc, release = allocator(a.blocks, a.seed + 2)
-    report = {"requests": [], "misaddressed": [], "reads": 0}
+    report = {"requests": [], "misaddressed": [], "vllm_stats": {}}
     for r in workload(a):
         got = wait_file(os.path.join(a.xchg, f"{r['num']}.json"), a.timeout)
         if r["num"] == 0 and a.decode_delay:
@@ -240,6 +252,7 @@ def run_decode(a) -> None:
         t_end = time.monotonic() + a.timeout
         while True:
             _, recvd = worker.get_finished(set())
+            tally(worker, report["vllm_stats"])
             if r["id"] in recvd:
                 break
             if time.monotonic() > t_end:
@@ -257,7 +270,12 @@ def run_decode(a) -> None:
                 if st != want:
                     report["misaddressed"].append({"request": r["id"], "layer": li, "block": b,
                                                    "page": g, "holds": describe(st)})
+        # the request finishes on decode: the scheduler half hears of it, the blocks go back
+        sched.request_finished(Req(r["id"], got["blocks"] * a.block_size,
+                                   dict(got["params"], do_remote_prefill=False)), blocks)
         release(blocks)
+    vs = report["vllm_stats"]
+    report["transfers"], report["descriptors"] = vs.get("transfer_duration", 0), vs.get("num_descriptors", 0)
     bad = report["misaddressed"]
     print(f"decode: {len(report['requests'])} requests received, {len(bad)} misaddressed block(s)", flush=True)
     for m in bad[:8]:

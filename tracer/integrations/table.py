@@ -59,5 +59,21 @@ SGLANG = Engine(
     ),
 )
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (SGLANG,)}
+_VN = "vllm.distributed.kv_transfer.kv_connector.v1.nixl"
+
+VLLM = Engine(
+    name="vllm", title="vLLM's NIXL connector", trigger=f"{_VN}.connector",
+    version_module="vllm.version", version_attr="__version__",
+    supported=("0.34.0",), handlers="vllm",
+    hooks=(
+        Hook(f"{_VN}.base_worker", "NixlBaseConnectorWorker", "register_kv_caches", "after", "regions", "layout"),
+        Hook(f"{_VN}.connector", "NixlBaseConnector", "request_finished", "before", "request_finished", "pages"),
+        Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "start_load_kv", "before", "start_load_kv", "pages"),
+        Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "_read_blocks_for_req", "before",
+             "read_blocks_for_req", "request"),
+        Hook(f"{_VN}.base_worker", "NixlBaseConnectorWorker", "get_finished", "after", "get_finished", "content"),
+    ),
+)
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (SGLANG, VLLM)}
 GROUPS = ("layout", "pages", "content", "messages", "request", "setup")
