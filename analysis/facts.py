@@ -15,10 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
-import re
-
-_HEADER = re.compile(r"^--\s*(fact|counts|absent|requires):\s*(.*)$")
-
+from .sql_header import names, read_header
 
 @dataclasses.dataclass(frozen=True)
 class Fact:
@@ -30,20 +27,8 @@ class Fact:
 
 
 def parse_fact(text: str) -> Fact:
-    meta: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if not line.startswith("--"):
-            break
-        m = _HEADER.match(line)
-        if m:
-            key = m.group(1)
-            meta[key] = m.group(2).strip()
-        elif key and line.startswith("--   "):
-            meta[key] += " " + line[2:].strip()
-        else:
-            key = None
-    req = tuple(r.strip() for r in meta.get("requires", "").split(",") if r.strip())
+    meta = read_header(text, ("fact", "counts", "absent", "requires"))
+    req = names(meta.get("requires", ""))
     return Fact(meta["fact"], meta.get("counts", ""), meta.get("absent", f"no {meta['fact']} in the trace"), req, text)
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
-import re
 from typing import Any
+
+from .sql_header import names, read_header
 
 SEVERITIES = ("warning", "error")
 
@@ -68,25 +69,10 @@ class Check:
     sql: str
 
 
-_HEADER = re.compile(r"^--\s*(check|severity|needs|summary|explain):\s*(.*)$")
-
-
 def parse_check(text: str) -> Check:
     """Parse a check file's header (see module doc)."""
-    meta: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if not line.startswith("--"):
-            break
-        m = _HEADER.match(line)
-        if m:
-            key = m.group(1)
-            meta[key] = m.group(2).strip()
-        elif key == "explain" and line.startswith("--   "):
-            meta["explain"] += " " + line[2:].strip()
-        else:
-            key = None
-    needs = tuple(n.strip() for n in meta.get("needs", "").split(",") if n.strip())
+    meta = read_header(text, ("check", "severity", "needs", "summary", "explain"), continued=("explain",))
+    needs = names(meta.get("needs", ""))
     return Check(meta["check"], meta.get("severity", "error"), needs, meta.get("summary", ""),
                  meta.get("explain", meta.get("summary", "")), text)
 

@@ -2,10 +2,9 @@
 example traces committed under traces/."""
 import glob
 import os
-import subprocess
-import sys
 
 import pytest
+from engine_recording import record_engine
 
 from kvtrace.replay.api import SCHEDULERS, make_executor, make_scheduler, replay, run_graph
 from kvtrace.replay.graph import load
@@ -15,15 +14,7 @@ COMMITTED = sorted(glob.glob(os.path.join(ROOT, "traces", "*.kvtrace")))
 
 
 def record(tmp, *inject):
-    out = str(tmp / ("engine-" + ("-".join(inject) or "clean") + ".kvtrace"))
-    args = [sys.executable, "-m", "kvtrace", "record", "--workload", "small", "--no-progress", "-o", out]
-    for bug in inject:
-        args += ["--inject", bug]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=240)
-    if r.returncode != 0 and not os.path.isdir(out):
-        pytest.importorskip("nixl._api")          # the engine needs NIXL; without it, skip
-        pytest.fail(f"the reference engine failed: {r.stderr.strip().splitlines()[-1:]}")
-    return out
+    return record_engine(str(tmp / ("engine-" + ("-".join(inject) or "clean") + ".kvtrace")), "small", inject)
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,9 @@ finds schedules that corrupt, ``minimize`` brings one to a single reordering, an
 ``--what-if free-after-done`` no seed fails. The clean twin (same workload, no bug)
 stays clean under the same search."""
 import os
-import subprocess
-import sys
 
 import pytest
+from engine_recording import record_engine
 
 from kvtrace.replay.api import make_executor, make_scheduler, replay, run_graph
 from kvtrace.replay.exploration import explore
@@ -23,15 +22,7 @@ SEEDS = range(0, 200)
 
 
 def _record(tmp, bug=None):
-    out = str(tmp / f"small-tight-{bug or 'clean'}.kvtrace")
-    args = [sys.executable, "-m", "kvtrace", "record", "--workload", "small-tight", "--no-progress", "-o", out]
-    if bug:
-        args += ["--inject", bug]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=240)
-    if r.returncode != 0 and not os.path.isdir(out):
-        pytest.importorskip("nixl._api")          # the engine needs NIXL; without it, skip
-        pytest.fail(f"the reference engine failed: {r.stderr.strip().splitlines()[-1:]}")
-    return out
+    return record_engine(str(tmp / f"small-tight-{bug or 'clean'}.kvtrace"), "small-tight", [bug] if bug else [])
 
 
 @pytest.fixture(scope="module")

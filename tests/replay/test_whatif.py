@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from engine_recording import record_engine
 
 from kvtrace.replay.graph import load
 from kvtrace.replay.whatif import BUILTIN, apply, resolve
@@ -19,17 +20,7 @@ CASES = [
 
 
 def _record(tmp, workload, bug):
-    out = str(tmp / f"{workload}-{bug or 'clean'}.kvtrace")
-    if os.path.isdir(out):
-        return out
-    args = [sys.executable, "-m", "kvtrace", "record", "--workload", workload, "--no-progress", "-o", out]
-    if bug:
-        args += ["--inject", bug]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=240)
-    if r.returncode != 0 and not os.path.isdir(out):
-        pytest.importorskip("nixl._api")          # the engine needs NIXL; without it, skip
-        pytest.fail(f"the reference engine failed: {r.stderr.strip().splitlines()[-1:]}")
-    return out
+    return record_engine(str(tmp / f"{workload}-{bug or 'clean'}.kvtrace"), workload, [bug] if bug else [])
 
 
 @pytest.fixture(scope="module")
