@@ -1,10 +1,14 @@
 """Follow a trace while it is being written and print each new finding as it lands.
 
 Works on a recording in progress (`kvtrace record -o s.kvtrace` in another terminal) and
-on a flight recorder's dump being written (s.dump1.kvtrace). The checks re-run only when
-a shard's streams grew; a finding is printed once it persisted --settle seconds (each
-process flushes on its own, so one side of a transfer can land before the other). A
-recording in progress ends mid-run, so `leak` waits for the trace to be complete.
+on a flight recorder's dump being written (s.dump1.kvtrace). The trace stays open for the
+whole watch: a re-check loads only the rows the streams gained, and runs when a shard's
+streams grew. Each process flushes on its own, so a re-check analyses every shard up to
+the time before which all processes' events are written (the recorders' clock, when they
+share this host's); a finding there is printed at once. Where the clocks cannot be
+compared (shards recorded on other hosts), a finding is printed once it persisted
+--settle seconds. A recording in progress ends mid-run, so `leak` waits for the trace to
+be complete.
 
 Exit status: 0 when the trace is complete (or --timeout passed) without --fail-fast
 tripping, 1 at the first error finding with --fail-fast, 2 bad input.
@@ -22,27 +26,35 @@ import argparse
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="trace directory (NAME.kvtrace), possibly still being written")
     p.add_argument("--fail-fast", action="store_true", help="exit 1 at the first error finding")
-    p.add_argument("--interval", type=float, default=0.2, help="seconds between polls (default 0.2)")
+    p.add_argument("--interval", type=float, default=0.1, help="seconds between polls (default 0.1)")
     p.add_argument("--settle", type=float, default=0.5,
-                   help="seconds a finding must persist before it is printed (the other processes' "
-                        "buffers flush meanwhile; default 0.5)")
+                   help="where the shards' clocks cannot be compared: seconds a finding must persist "
+                        "before it is printed (the other processes' buffers flush meanwhile; default 0.5)")
     p.add_argument("--timeout", type=float, default=None,
                    help="stop after this many seconds (default: when the trace is complete)")
 
 
 def run(args) -> int:
-    import sys
+    import os
     import time
 
     from kvtrace.errors import UsageError
 
     from .watch import Watcher
-    import os
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
     if os.path.exists(args.trace) and not os.path.isdir(args.trace):
         raise UsageError(f"{args.trace}: not a trace directory")
     w = Watcher(args.trace, time.monotonic, settle_s=max(0.0, args.settle))
+    try:
+        return _follow(args, w)
+    finally:
+        w.close()
+
+
+def _follow(args, w) -> int:
+    import sys
+    import time
     start = time.monotonic()
     while True:
         done = w.complete()          # read before the poll: a complete trace gets one last poll

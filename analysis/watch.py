@@ -3,17 +3,20 @@
 :class:`Watcher` is pure logic around two injected things -- what time it is and how to
 check a trace -- so tests drive it with a fake clock and no sleeps. A *poll* stats the
 stream files of every shard (size and mtime; nothing is read); only when one changed does
-it re-open the trace (the ``_index/`` cache is rebuilt from the changed streams) and re-run
-the checks. A finding is *new* when no earlier poll reported one with the same identity
-(check, agent, request, pool, side): a root cause whose count grows is not reported twice.
+it re-check. The default check (live_session.LiveCheck) keeps one model open for the whole
+watch and loads only the rows the streams gained. A finding is *new* when no earlier poll
+reported one with the same identity (check, agent, request, pool, side): a root cause
+whose count grows is not reported twice.
 
 A trace being written is cut at a different point in every process (each flushes its
-own buffer), so a check can briefly see one side of a fact before the other (prefill's
-post flushed, decode's alloc of the same page still in decode's buffer). A finding is
-therefore reported once it has *settled*: it is still found ``settle_s`` after it was
-first seen (every recorder has flushed since: the flush interval is 0.1-0.2 s), or the
-trace did not change meanwhile. A finding that disappears when the other side's facts
-land was an artefact of the cut and is never printed.
+own buffer), so a snapshot can hold one side of a fact before the other (prefill's
+post flushed, decode's alloc of the same page still in decode's buffer). When the check
+cuts each snapshot at a time frontier below which every process's facts are written
+(its ``consistent`` attribute, see kvtrace/model/live.py), a finding is final at once.
+Otherwise (clocks of several hosts, an injected check) a finding is reported once it has
+*settled*: it is still found ``settle_s`` after the snapshot that first showed it (every
+recorder has flushed since: the flush interval is 0.2 s). A finding that disappears when
+the other side's facts land was an artefact of the cut and is never printed.
 """
 from __future__ import annotations
 
@@ -56,10 +59,18 @@ def identity(f: Finding) -> tuple:
 
 
 def run_checks(path: str) -> list[Finding]:
-    """All checks over the trace as it is now (the default ``check`` of a Watcher)."""
+    """All checks over the trace as it is now, opened afresh (a stateless ``check``)."""
     from .session import TraceSession
     with TraceSession(path) as s:
         return s.findings()
+
+
+def first_change(old: tuple, new: tuple) -> float | None:
+    """The earliest mtime (Unix seconds) among the stream files that changed from stamp
+    ``old`` to ``new``: the earliest flush a check of ``new`` sees first (None: none)."""
+    before = {(d, t): (size, m) for d, t, size, m in old}
+    times = [m for d, t, size, m in new if t and before.get((d, t)) != (size, m)]
+    return min(times) / 1e9 if times else None
 
 
 @dataclasses.dataclass
@@ -68,6 +79,9 @@ class Report:
     finding: Finding
     seen_at: float          #: the watcher's clock when the poll that reported it ended
     landed_at: float        #: the watcher's clock when a poll first saw the files it was found in
+    flushed_at: float | None = None
+    """Unix time of the earliest flush the check that first found it saw first (its facts
+    were flushed at or after this)"""
 
 
 class Watcher:
@@ -76,34 +90,44 @@ class Watcher:
     Args:
         path: the trace directory (it may not exist yet).
         clock: returns the current time in seconds (injected for tests).
-        check: runs the checks over a trace path (injected for tests; default run_checks).
+        check: runs the checks over a trace path (injected for tests; default: a
+            live_session.LiveCheck). When it has a true ``consistent`` attribute after a
+            call, the findings of that call need no settling.
+        settle_s: how long a finding of an inconsistent snapshot must persist.
     """
 
-    def __init__(self, path: str, clock: Callable[[], float], check: Callable[[str], list[Finding]] = run_checks,
+    def __init__(self, path: str, clock: Callable[[], float], check: Callable[[str], list[Finding]] | None = None,
                  settle_s: float = 0.5):
+        if check is None:
+            from .live_session import LiveCheck
+            check = LiveCheck()
         self.path = path
         self.clock = clock
         self.check = check
         self.settle_s = settle_s
         self._stamp: tuple = ()
         self._seen: set = set()
-        self._pending: dict = {}    # identity -> (finding, first seen, when its facts were seen)
+        self._pending: dict = {}    # identity -> (finding, snapshot that showed it, flushed_at)
+        self._consistent = False
         self.checks_run = 0
         """how many times the checks ran (only when the streams grew)"""
 
     def poll(self) -> list[Report]:
         """Re-check if the trace grew; return the findings that settled since the last poll."""
         st = stamp(self.path)
-        grew = bool(st) and st != self._stamp
+        # behind: the last check left recorded events past its time frontier, which
+        # moves with the clock: check again even if nothing was written
+        grew = bool(st) and (st != self._stamp or bool(getattr(self.check, "behind", False)))
         if grew:
             landed = self.clock()
             try:
                 findings = self.check(self.path)
             except TraceError:   # a shard still being created (no manifest or stream yet): next poll
                 return []
+            flushed = first_change(self._stamp, st)
             self._stamp = st
             self.checks_run += 1
-            now = self.clock()
+            self._consistent = bool(getattr(self.check, "consistent", False))
             current = {}
             for f in findings:
                 current.setdefault(identity(f), f)
@@ -113,14 +137,15 @@ class Watcher:
                 if key in self._seen:
                     continue
                 first = self._pending.get(key)
-                self._pending[key] = (f, first[1] if first else now, first[2] if first else landed)
+                self._pending[key] = (f, first[1] if first else landed, first[2] if first else flushed)
         now = self.clock()
+        settle = 0.0 if self._consistent else self.settle_s
         out = []
-        for key, (f, first, landed) in list(self._pending.items()):
-            if now - first >= self.settle_s:
+        for key, (f, landed, flushed) in list(self._pending.items()):
+            if now - landed >= settle:
                 del self._pending[key]
                 self._seen.add(key)
-                out.append(Report(f, now, landed))
+                out.append(Report(f, now, landed, flushed))
         return out
 
     def complete(self) -> bool:
@@ -131,3 +156,9 @@ class Watcher:
                 return bool(json.load(f).get("complete"))
         except (OSError, ValueError):
             return False
+
+    def close(self) -> None:
+        """Close the check's open model, if it keeps one."""
+        close = getattr(self.check, "close", None)
+        if close is not None:
+            close()

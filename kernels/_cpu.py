@@ -8,25 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checksum import kvh64_rows
+from .checksum import kvh64_ranges
 from .provenance import GROUP_SALT, POISON, POISON_SALT, Provenance, decode
 
 
 def checksum(views: list[np.ndarray], regions: np.ndarray, offsets: np.ndarray,
              nbytes: np.ndarray) -> np.ndarray:
-    """kvh64 of ``views[regions[i]][offsets[i]: offsets[i] + nbytes[i]]`` for every i."""
+    """kvh64 of ``views[regions[i]][offsets[i]: offsets[i] + nbytes[i]]`` for every i,
+    hashed where the slots lie (one call per region)."""
     out = np.zeros(len(offsets), dtype=np.uint64)
-    # slots of one (region, size) hash together as one gathered 2D array
-    keys = np.stack([regions, nbytes], 1) if len(offsets) else np.zeros((0, 2), np.int64)
-    for r, n in np.unique(keys, axis=0):
-        sel = np.nonzero((regions == r) & (nbytes == n))[0]
-        if n == 0:
-            out[sel] = kvh64_rows(np.zeros((len(sel), 0), np.uint8))
-            continue
-        # every slot as a row of one sliding-window view: the gather copies whole rows
-        windows = np.lib.stride_tricks.sliding_window_view(views[r], int(n))
-        for chunk in np.array_split(sel, max(1, len(sel) * int(n) // (64 << 20) + 1)):
-            out[chunk] = kvh64_rows(windows[offsets[chunk]])
+    for r in np.unique(regions):
+        sel = np.nonzero(regions == r)[0]
+        out[sel] = kvh64_ranges(views[r], offsets[sel], nbytes[sel])
     return out
 
 

@@ -20,12 +20,23 @@
 --   count BIGINT       -- affected (read, slot) pairs
 --   how VARCHAR        -- freed | reallocated | overwritten
 --   message VARCHAR
-WITH delivered AS (
-    SELECT DISTINCT lk, request, alloc_seq
-    FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
-), r AS (
-    SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq, r.lw_req AS w_req  -- latest local write before the read (precomputed in reads)
-    FROM reads r SEMI JOIN delivered d USING (lk, request, alloc_seq)
+-- Only a read whose slot saw something after R's alloc can be hit: R freed it, the
+-- latest write of the layer is another request's, or the slot's next alloc (anyone's)
+-- comes before the read. Those few candidates alone take the ASOF join to the
+-- latest alloc; on a clean trace that is none, so no sort of every read.
+WITH nxt AS (   -- each alloc of a slot with the slot's next alloc (by any request)
+    SELECT sk, seq AS a_seq, lead(seq) OVER (PARTITION BY sk ORDER BY seq) AS next_a
+    FROM (SELECT DISTINCT sk, seq FROM slot_ev WHERE kind = 'alloc')
+), cand AS (
+    SELECT r.shard, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, r.sk, r.lk, r.alloc_seq, r.free_seq,
+           r.lw_seq AS w_seq, r.lw_req AS w_req  -- latest local write before the read (precomputed in reads)
+    FROM reads r JOIN nxt n ON n.sk = r.sk AND n.a_seq = r.alloc_seq
+    WHERE (r.free_seq IS NOT NULL AND r.free_seq < r.seq) OR n.next_a < r.seq
+       OR (r.lw_seq > r.alloc_seq AND r.lw_req <> r.request)
+), r AS (   -- read slots one of R's transfers delivered into, within R's holding (the
+            -- holding's alloc identifies R: one alloc event, one request)
+    SELECT * FROM cand c
+    WHERE EXISTS (SELECT 1 FROM end_hold e WHERE e.side = 'dst' AND e.managed AND e.lk = c.lk AND e.alloc_seq = c.alloc_seq)
 ), la AS (SELECT sk, seq AS a_seq, request AS a_req, shared FROM slot_ev WHERE kind = 'alloc'),
 j AS (
     SELECT r.*, la.a_seq, la.a_req, la.shared

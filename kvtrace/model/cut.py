@@ -121,8 +121,11 @@ def is_complete(trace) -> bool:
     return not missing and not any(state.values())
 
 
-def compute(model) -> dict[str, ShardCut]:
+def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str, ShardCut]:
     """The consistent cut of an incomplete trace, over the model's base views as recorded.
+
+    ``limit``: per shard, a last seq to analyse at most and why (a live trace's time
+    frontier, live.py), applied before the causal closure.
 
     The pairing (``sync_pairs``) and agents' homes (``agent_home``) of the recorded events
     are built and dropped again: the analysis derives them anew from the cut events."""
@@ -152,6 +155,8 @@ def compute(model) -> dict[str, ShardCut]:
             for (seq,) in q(query_sql("cut_lost_descs"), [s.name]):
                 if seq is not None:
                     c.cut_to(int(seq) - 1, f"shard {s.name}: the descriptors of its transfers from seq {seq} on were lost", "descs")
+        if limit and s.name in limit:
+            c.cut_to(limit[s.name][0], limit[s.name][1], "unclosed")
         cuts[s.name] = c
     model.derive(["sync_pairs", "agent_home"])
     try:

@@ -1,13 +1,21 @@
-"""kvtrace watch (issue 20): new findings reported at the first poll after their facts are
-flushed, checks re-run only when the trace grew. The clock is injected: no sleeps, no
-timed assertions."""
+"""kvtrace watch (issue 20): a new finding is reported at the first poll after its facts
+are below the live time frontier (every process's events up to there are written), the
+checks re-run only when the trace grew or the frontier can move, and what watch reported
+by the end of a recording is what `check` finds on the finished trace. The clocks are
+injected: no sleeps, no timed assertions."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
-from kvtrace.analysis.watch import Watcher
+import pytest
+
+from kvtrace.analysis.live_session import LiveCheck
+from kvtrace.analysis.watch import Watcher, identity
 from kvtrace.tracer.recorder import Recorder
+
+S = 1_000_000_000   # ns per second
 
 
 class FakeClock:
@@ -18,38 +26,76 @@ class FakeClock:
         return self.t
 
 
-def test_watch_reports_a_hazard_at_the_poll_after_its_flush(tmp_path):
+@pytest.mark.parametrize("bug", [True, False], ids=["double-free", "clean-twin"])
+def test_watch_reports_a_hazard_once_every_process_has_written_past_it(tmp_path, bug):
+    """Two live shards; decode's events at 1.0-1.2 s, prefill's at 1.0 and 1.4 s (their
+    monotonic clock, injected as the recorders' timestamps and as the watcher's now)."""
     path = str(tmp_path / "live.kvtrace")
-    clock = FakeClock()
-    w = Watcher(path, clock)
+    now = [0]
+    clock = lambda: now[0] / S  # noqa: E731  (the watcher's clock: the same fake time)
+    w = Watcher(path, clock, check=LiveCheck(now_ns=lambda: now[0]))
     assert w.poll() == []                          # nothing written yet
+    dec = Recorder(path, "decode", flush_interval=3600)
+    pre = Recorder(path, "prefill", flush_interval=3600)
+    try:
+        dec.event("alloc", "decode", "r1", pool="kv", slots=[1, 2], t_ns=S)
+        dec.event("free", "decode", "r1", pool="kv", slots=[1, 2], t_ns=S + S // 10)
+        if bug:
+            dec.event("free", "decode", "r1", pool="kv", slots=[2], t_ns=S + 2 * S // 10)   # a double free
+        dec.flush()
+        pre.event("mark", None, detail={"text": "prefill up"}, t_ns=S)
+        pre.flush()
+        now[0] = S + 25 * S // 100                     # 1.25 s: prefill may still hold events from after 1.0 s
+        assert w.poll() == [] and w.checks_run == 1
+        assert w.check.consistent and w.check.behind   # decode's events lie past the frontier (0.9 s)
+        pre.event("mark", None, detail={"text": "busy"}, t_ns=S + 4 * S // 10)
+        pre.flush()
+        now[0] = S + 45 * S // 100                     # frontier 1.1 s: alloc and first free only
+        assert w.poll() == [] and w.checks_run == 2
+        now[0] = S + 85 * S // 100                     # nothing written since: frontier 1.85 - 0.5 - 0.1 s
+        reports = w.poll()                              # nothing grew, but the frontier moved: re-checked
+        assert w.checks_run == 3
+        if bug:
+            assert [r.finding.check for r in reports] == ["double_free"]
+            assert reports[0].seen_at - 1.2 <= 1.0      # 0.65 s after the double free was written
+        else:
+            assert reports == []
+        now[0] = 2 * S                                  # frontier 1.4 s: every written event is analysed
+        assert w.poll() == [] and w.checks_run == 4 and not w.check.behind
+        assert w.poll() == [] and w.checks_run == 4    # nothing grew, nothing behind: no re-check
+        if bug:
+            dec.event("free", "decode", "r1", pool="kv", slots=[2], t_ns=2 * S)   # the same root cause again
+            dec.flush()
+            now[0] = 3 * S
+            assert w.poll() == [] and w.checks_run == 5    # not reported twice
+    finally:
+        w.close()
+        dec.close()
+        pre.close()
+
+
+def test_watch_settles_findings_of_an_inconsistent_snapshot(tmp_path):
+    """A check that cannot cut at a time frontier (no ``consistent``): a finding is
+    reported once it is still found settle_s after the snapshot that first showed it."""
+    from kvtrace.analysis.findings import Finding
+    path = str(tmp_path / "t.kvtrace")
+    clock = FakeClock()
+    f = Finding("double_free", "error", "decode", "r1", "kv", None, 2, [], 1, "freed twice")
+    results = [[f], [f]]
+    w = Watcher(path, clock, check=lambda p: results.pop(0), settle_s=0.5)
     rec = Recorder(path, "decode", flush_interval=3600)
     try:
-        rec.alloc("decode", "r1", "kv", [1, 2])
+        rec.mark("first")
         rec.flush()
-        clock.t = 0.2
+        clock.t = 0.25
+        assert w.poll() == []          # seen at the snapshot of 0.25 s, settling
+        clock.t = 0.5
         assert w.poll() == [] and w.checks_run == 1
-        clock.t = 0.4
-        assert w.poll() == [] and w.checks_run == 1   # nothing grew: the checks do not re-run
-        rec.free("decode", "r1", "kv", [1, 2])
+        rec.mark("more")
         rec.flush()
-        clock.t = 0.6
-        assert w.poll() == [] and w.checks_run == 2   # clean twin: alloc then free, no finding
-        rec.free("decode", "r1", "kv", [2])             # a double free lands at t=0.7
-        rec.flush()
-        landed = clock.t = 0.7
-        clock.t = 0.8
-        assert w.poll() == [] and w.checks_run == 3   # found, settling (0.5 s)
-        clock.t = 1.0
-        assert w.poll() == [] and w.checks_run == 3
-        clock.t = 1.4
-        reports = w.poll()                              # nothing changed since: settled
-        assert [r.finding.check for r in reports] == ["double_free"]
-        assert reports[0].seen_at - landed <= 1.0
-        rec.free("decode", "r1", "kv", [2])             # the same root cause again: not reported twice
-        rec.flush()
-        clock.t = 2.0
-        assert w.poll() == [] and w.checks_run == 4
+        clock.t = 0.75
+        reports = w.poll()             # still found 0.5 s after: reported
+        assert [r.finding.check for r in reports] == ["double_free"] and w.checks_run == 2
     finally:
         rec.close()
 
@@ -93,3 +139,40 @@ def test_watch_cli_fail_fast_and_bad_input(tmp_path):
     f.write_text("x")
     r = subprocess.run([sys.executable, "-m", "kvtrace", "watch", str(f)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inject", ["early-src-free", None], ids=["bug", "clean-twin"])
+def test_watch_on_a_live_recording_ends_with_what_check_finds(tmp_path, inject):
+    """The reference engine records while a Watcher follows it (real clocks; only the
+    result is asserted): every finding watch reported is one `check` finds on the finished
+    trace, and every finding `check` finds was reported by the end."""
+    import time
+
+    from kvtrace.analysis.session import TraceSession
+    out = str(tmp_path / "live.kvtrace")
+    toml = tmp_path / "w.toml"
+    toml.write_text('name = "watched"\nrequests = 60\nconcurrency = 4\n')
+    cmd = [sys.executable, "-m", "kvtrace", "record", "--workload", str(toml), "--no-progress", "--no-checksums",
+           "-o", out]
+    if inject:
+        cmd += ["--inject", inject, "--inject-after", "30"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NIXL_LOG_LEVEL": "WARN"})
+    w = Watcher(out, time.monotonic)
+    reported = []
+    try:
+        while True:
+            done = proc.poll() is not None
+            reported += [r.finding for r in w.poll()]
+            if done:
+                break
+            time.sleep(0.1)
+        reported += [r.finding for r in w.poll()]     # the last flush and the closed shards
+    finally:
+        w.close()
+    assert proc.returncode in (0, 1), proc.stderr.read()[-2000:]
+    with TraceSession(out) as s:
+        final = s.findings()
+    assert {identity(f) for f in reported} == {identity(f) for f in final}
+    assert bool(final) == bool(inject)

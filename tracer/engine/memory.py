@@ -13,7 +13,7 @@ import heapq
 
 import numpy as np
 
-from ...kernels.checksum import kvh64_rows
+from ...kernels.checksum import kvh64_ranges, kvh64_rows
 from ...kernels.provenance import poison
 from .verify import content
 
@@ -106,11 +106,11 @@ class Memory:
         slots = np.asarray(slots, dtype=np.int64)
         numpy_buf = isinstance(regions[0].buf, np.ndarray)
         if rows_by_layer is not None and (numpy_buf or not regions[0].buf.is_cuda):
-            return kvh64_rows(np.concatenate(rows_by_layer)).reshape(len(regions), len(slots))
-        if numpy_buf:
-            return kvh64_rows(np.concatenate([r.buf[slots] for r in regions])).reshape(len(regions), len(slots))
-        from ...kernels import api  # Triton: all layers' slots in one launch
+            return np.stack([kvh64_rows(rows) for rows in rows_by_layer]).reshape(len(regions), len(slots))
         item = self.pools[pool].item_len
+        if numpy_buf:  # hashed where the slots lie, no gather copy
+            return np.stack([kvh64_ranges(r.buf.reshape(-1), slots * item, item) for r in regions])
+        from ...kernels import api  # Triton: all layers' slots in one launch
         return api.checksum_slots([r.buf for r in regions], np.tile(slots * item, len(regions)), item,
                                   regions=np.repeat(np.arange(len(regions)), len(slots))
                                   ).reshape(len(regions), len(slots))

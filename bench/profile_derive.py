@@ -1,0 +1,62 @@
+"""Per derived object: wall time and peak RSS of building it, in build order (dependencies
+first, so each time is that object's own cost), then the checks, each timed.
+
+    python bench/profile_derive.py TRACE [--threads 2] [--memory 4GB] [--objects a b]
+
+Prints one line per object, sorted by build order, then the slowest first; use it to find
+what to speed up (bench_checks.py gives the totals)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from bench_checks import PeakRSS, load  # noqa: E402
+
+from kvtrace.analysis.findings import catalog  # noqa: E402
+from kvtrace.analysis.session import TraceSession  # noqa: E402
+from kvtrace.model.registry import build_order, registry  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--memory", default=None)
+    ap.add_argument("--objects", nargs="*", default=None, help="only these objects (and what they need)")
+    ap.add_argument("--checks", action="store_true", help="also time every check")
+    a = ap.parse_args()
+    rss = PeakRSS()
+    kw = {"memory_limit": a.memory} if a.memory else {}
+    t0 = time.perf_counter()
+    s = TraceSession(a.trace, threads=a.threads, **kw)
+    print(f"open {time.perf_counter() - t0:.2f} s  (load {load()})", flush=True)
+    rss.step()
+    times = {}
+    total = 0.0
+    for name in build_order(registry(), a.objects):
+        t = time.perf_counter()
+        s.derive([name])
+        dt = time.perf_counter() - t
+        total += dt
+        times[name] = dt
+        print(f"  {name:<18} {dt:7.2f} s  {rss.step():4.2f} GB", flush=True)
+    print(f"derive total {total:.2f} s  (load {load()})")
+    print("slowest: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(times.items(), key=lambda kv: -kv[1])[:8]))
+    if a.checks:
+        tc = time.perf_counter()
+        per = {}
+        for name in catalog():
+            t = time.perf_counter()
+            s.findings([name])
+            per[name] = time.perf_counter() - t
+        print(f"checks total {time.perf_counter() - tc:.2f} s {rss.step():4.2f} GB  (load {load()})")
+        print("slowest checks: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:8]))
+    s.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""LiveModel: a trace model that follows a trace while it is written (``kvtrace watch``).
+
+A TraceModel is opened once per trace state: Parquet index, connection, views, cut. A
+watcher that re-checks every few tenths of a second would pay all of that on every
+flush. This model keeps one DuckDB connection and holds the base tables in memory
+(``live_events`` ...: every shard's rows, shard column first, like the index);
+:meth:`LiveModel.refresh` appends only the rows each stream gained since the last
+refresh, then drops the derived objects and recomputes the cut, so the next
+``derive()`` / ``findings()`` sees the trace as it is now. The SQL is the same as
+``check``'s: a complete trace gives the same findings.
+
+While some shard is still being written its facts end at different times in every
+process (each recorder flushes its own buffer every ``flush_interval``), so a snapshot
+can hold one side of a fact before the other. When every shard stamps its events with
+this host's monotonic clock (``shard.json`` ``clock``), the model cuts every shard at a
+*time frontier*: the latest time up to which every live shard's events are on disk. A
+live shard's events are on disk up to its last written event and, since its recorder
+flushes at least every ``quiet_s``, up to ``now - quiet_s`` whatever it wrote; the
+frontier is the smallest of those, less ``skew_s`` (a thread can take its seq just before
+another thread takes a later seq and an earlier timestamp). Below the frontier the
+snapshot is consistent, so a finding there does not depend on which buffers happened to
+be flushed. ``frontier`` is None when the shards' clocks cannot be compared; a watcher
+must then let findings settle (watch.py). ``behind``: recorded events lie past the
+frontier, so a refresh shows more as time passes even when nothing new is written.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Callable
+
+import pyarrow as pa
+
+from ..tracer.reader import open_trace
+from ..tracer.schema import SCHEMAS, TABLES
+from .index import index_dir_for
+from .trace import TraceModel
+
+#: the base views every reader sees, over the in-memory tables
+_BASE_VIEWS = {"events": "live_events", "descs": "live_descs", "dlists": "live_dlists",
+               "layouts": "live_layouts", "recorded_events": "live_events", "recorded_descs": "live_descs"}
+
+
+def _schema(table: str) -> pa.Schema:
+    return pa.schema([pa.field("shard", pa.string())] + [pa.field(f.name, f.type) for f in SCHEMAS[table]])
+
+
+class LiveModel(TraceModel):
+    """A TraceModel over a trace being written; :meth:`refresh` brings it up to date.
+
+    Args:
+        path: the trace directory.
+        threads, memory_limit: as TraceModel.
+        quiet_s: a recorder flushes at least this often (its flush interval, 0.2 s by
+            default, with margin): bounds how old an unwritten event can be.
+        skew_s: how far a shard's timestamps may run out of seq order.
+        now_ns: this host's monotonic clock (injected for tests).
+    Raises:
+        kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
+    """
+
+    def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None,
+                 quiet_s: float = 0.5, skew_s: float = 0.1, now_ns: Callable[[], int] = time.monotonic_ns):
+        # no TraceModel.__init__: no Parquet index, the base tables live in the connection
+        import duckdb
+
+        from . import memory
+        cap = memory.resolve(memory_limit)
+        self.trace = open_trace(os.fspath(path))
+        self.path = self.trace.path
+        self.index_dir = index_dir_for(self.path)
+        config = {"preserve_insertion_order": False, "memory_limit": cap,
+                  "temp_directory": memory.spill_dir(self.index_dir)}
+        if threads:
+            config["threads"] = int(threads)
+        self.con = duckdb.connect(":memory:", config=config)
+        self.con_spill = config["temp_directory"]
+        self.quiet_ns, self.skew_ns, self.now_ns = int(quiet_s * 1e9), int(skew_s * 1e9), now_ns
+        self._loaded: dict[tuple[str, str], int] = {}    # (shard, table) -> rows in the live tables
+        for t in TABLES:
+            self._insert(t, _schema(t).empty_table(), create=True)
+        self.clocks = None
+        self._built: set[str] = set()
+        self._load()
+        self._analyse()
+
+    # ------------------------------------------------------------------ loading
+    def _insert(self, table: str, rows: pa.Table, create: bool = False) -> None:
+        self.con.register("_live_rows", rows)
+        try:
+            if create:
+                self.con.execute(f"CREATE TABLE live_{table} AS SELECT * FROM _live_rows")
+            else:
+                self.con.execute(f"INSERT INTO live_{table} SELECT * FROM _live_rows")
+        finally:
+            self.con.unregister("_live_rows")
+
+    def _load(self) -> int:
+        """Append the rows every stream gained since the last load; returns how many."""
+        added = 0
+        names = {s.name for s in self.trace.shards}
+        for (shard, t) in [k for k in self._loaded if k[0] not in names]:   # a shard removed
+            self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [shard])
+            del self._loaded[(shard, t)]
+        for s in self.trace.shards:
+            for t in TABLES:
+                tbl = s.streams[t].table
+                have = self._loaded.get((s.name, t), 0)
+                if len(tbl) < have:          # a stream rewritten shorter: load it again
+                    self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [s.name])
+                    have = 0
+                if len(tbl) > have:
+                    part = tbl.slice(have).select(SCHEMAS[t].names)
+                    part = part.add_column(0, "shard", pa.array([s.name] * len(part), pa.string()))
+                    self._insert(t, pa.Table.from_arrays(part.columns, schema=_schema(t)))
+                    added += len(tbl) - have
+                self._loaded[(s.name, t)] = len(tbl)
+        return added
+
+    def refresh(self) -> int:
+        """Re-read the trace's streams, load the rows they gained and redo the cut; the
+        derived objects are dropped (the next derive() builds them anew). Returns the
+        number of rows added.
+
+        Raises:
+            kvtrace.tracer.TraceError: the trace became unreadable.
+        """
+        self.trace = open_trace(self.path)
+        added = self._load()
+        self._analyse()
+        return added
+
+    # ------------------------------------------------------------------ the cut
+    def _analyse(self) -> None:
+        """Drop the derived objects, point the base views at everything loaded, then at
+        the consistent cut (with the live frontier) as cut.apply does."""
+        from . import cut
+        from .sqltext import query_sql
+        keep = set(_BASE_VIEWS) | {f"live_{t}" for t in TABLES}
+        for kind in ("VIEW", "TABLE"):
+            fn = "duckdb_views()" if kind == "VIEW" else "duckdb_tables()"
+            for (name,) in self.con.execute(f"SELECT {'view_name' if kind == 'VIEW' else 'table_name'} FROM {fn} "
+                                            "WHERE NOT internal AND schema_name = 'main'").fetchall():
+                if name not in keep:
+                    self.con.execute(f'DROP {kind} IF EXISTS "{name}"')
+        for view, table in _BASE_VIEWS.items():
+            self.con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {table}")
+        self._built = set()
+        self._caps = None
+        self.clocks = None
+        self.shards = [s.name for s in self.trace.shards]
+        self.notes = list(self.trace.notes)
+        self.frontier = None
+        self.behind = False   # events past the frontier: a later refresh sees more, even if nothing is written
+        if cut.is_complete(self.trace):
+            self.cuts, self.unknowns = {}, []
+            return
+        limit = self._frontier_limit()
+        self.cuts = cut.compute(self, limit)
+        self.con.from_arrow(pa.table({"shard": pa.array(self.shards, pa.string()),
+                                      "cut": pa.array([self.cuts[n].cut for n in self.shards], pa.int64())})
+                            ).create("shard_cut")
+        self.con.execute(query_sql("cut_events"))
+        self.con.execute(query_sql("cut_descs"))
+        self.unknowns = cut.unknowns(self.cuts, cut.shard_state(self.trace)[1])
+        self.notes += [u.note() for u in self.unknowns]
+
+    def _frontier_limit(self) -> dict[str, tuple[int, str]] | None:
+        """Per shard, the last seq at or before the time frontier (see the module doc);
+        None when the shards' clocks are not this host's monotonic clock."""
+        here = f"monotonic_ns@{socket.gethostname()}"
+        if not self.trace.shards or any(s.info.get("clock") != here for s in self.trace.shards):
+            return None
+        last = dict(self.con.execute("SELECT shard, max(t_ns) FROM live_events GROUP BY shard").fetchall())
+        floor = self.now_ns() - self.quiet_ns
+        live = [max(last.get(s.name) or floor, floor) for s in self.trace.shards if not s.closed]
+        if not live:
+            return None
+        self.frontier = min(live) - self.skew_ns
+        seqs = dict(self.con.execute("SELECT shard, max(seq) FROM live_events WHERE t_ns <= ? GROUP BY shard",
+                                     [self.frontier]).fetchall())
+        ends = dict(self.con.execute("SELECT shard, max(seq) FROM live_events GROUP BY shard").fetchall())
+        limit = {s.name: -1 if seqs.get(s.name) is None else int(seqs[s.name]) for s in self.trace.shards}
+        self.behind = any(ends.get(n) is not None and ends[n] > seq for n, seq in limit.items())
+        why = "not all of its processes' events up to now are written yet (a recording in progress)"
+        return {n: (seq, f"shard {n}: {why}") for n, seq in limit.items()}
