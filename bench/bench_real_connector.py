@@ -7,15 +7,23 @@ processes over NIXL/UCX on DRAM, index-K sized by tokens: a clean transfer) once
   plain     the driver alone
   traced    kvtrace record --hooks sglang (NIXL calls + layouts, pages, checksums, messages)
   no-sums   kvtrace record --hooks sglang:-content (everything but the page checksums)
+  ring      kvtrace record --hooks sglang --ring SPEC (with --ring: the flight recorder, in memory)
 
 Prints, per page size (bytes of one kv page of one layer), the transfer throughput
 (bytes of all pages and layers / time from the first chunk queued to the last Success,
-per wave of requests, summed) and the added median latency per request (first chunk queued
-to Success, prefill side). Target: traced ≥ 95% of plain throughput from 256 KiB pages on.
+per wave of requests, summed), each mode's ratio to plain, and the added median latency
+per request (first chunk queued to Success, prefill side). With --reps N every cell runs N
+times (all modes of a size interleaved in each rep, the order rotating) and the medians are
+shown. A second table says what the page checksums cost in the traced runs: the wall time
+SGLang's send() spent hashing (inside the timed window, prefill side) and the first Success
+poll spent (decode side), from KVTRACE_CHECKSUM_LOG (tracer/integrations/_memory.py). Targets: traced ≥ 95% of plain throughput from 256 KiB pages on (issue 22); ring
+≥ 98% (issue 20).
 
     .venv/bin/python bench/bench_real_connector.py [--sizes 16K,64K,256K,1M,2M] [--requests 24]
+        [--reps 3] [--ring 30s]
 
-Needs .venv-engines (scripts/setup_engines.sh). Results: bench/results/real_connector.{txt,json}.
+Needs .venv-engines (scripts/setup_engines.sh). Results: bench/results/real_connector.json, and a new
+section on top of bench/results/real_connector.txt.
 """
 from __future__ import annotations
 
@@ -33,7 +41,7 @@ VENV = os.environ.get("KVTRACE_ENGINES_VENV") or os.path.join(ROOT, ".venv-engin
 PY = os.path.join(VENV, "bin", "python")
 DRIVER = os.path.join(ROOT, "tests", "engines", "sglang_pd.py")
 KV_TOKEN_BYTES = 1152
-MODES = {"plain": None, "traced": "sglang", "no-sums": "sglang:-content"}
+MODES = {"plain": None, "traced": "sglang", "no-sums": "sglang:-content", "ring": "sglang"}
 
 
 def size(text: str) -> int:
@@ -49,15 +57,30 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
             "--requests", str(a.requests), "--max-pages", str(a.max_pages), "--wave", str(a.wave),
             "--report", rep]
     hooks = MODES[mode]
-    cmd = prog if hooks is None else [PY, "-m", "kvtrace", "record", "--hooks", hooks, "--force",
+    ring = ["--ring", a.ring] if mode == "ring" else []
+    cmd = prog if hooks is None else [PY, "-m", "kvtrace", "record", "--hooks", hooks, *ring, "--force",
                                       "-o", os.path.join(tmp, f"{mode}-{page_bytes}.kvtrace"), "--"] + prog
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=900)
+    log = os.path.join(tmp, f"{mode}-{page_bytes}.sums.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    env = dict(os.environ, KVTRACE_CHECKSUM_LOG=log)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=900, env=env)
     if p.returncode != 0 or not os.path.exists(rep + ".prefill"):
         raise SystemExit(f"{mode} {page_bytes}: driver failed (rc {p.returncode}): {p.stderr[-1500:]}")
     with open(rep + ".prefill") as f:
         t = json.load(f)["timing"]
+    sums = {"send": [0, 0.0, 0.0], "poll": [0, 0.0, 0.0]}   # bytes, wall s, cpu s of the hashing
+    if os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                e = json.loads(line)
+                side = sums["send" if e["by"] == "sender_send" else "poll"]
+                side[0] += e["bytes"]
+                side[1] += e["wall_s"]
+                side[2] += e["cpu_s"]
     return {"page_bytes": tokens * KV_TOKEN_BYTES, "mode": mode, "bytes": t["bytes"], "busy_s": t["busy_s"],
-            "gbps": t["bytes"] / t["busy_s"] / 1e9, "lat_ms": statistics.median(t["latency_s"]) * 1e3}
+            "gbps": t["bytes"] / t["busy_s"] / 1e9, "lat_ms": statistics.median(t["latency_s"]) * 1e3,
+            "sums": sums}
 
 
 def main(argv=None) -> int:
@@ -67,40 +90,90 @@ def main(argv=None) -> int:
     p.add_argument("--max-pages", type=int, default=8)
     p.add_argument("--wave", type=int, default=4)
     p.add_argument("--slots", type=int, default=48)
+    p.add_argument("--reps", type=int, default=1, help="runs per cell (medians shown)")
+    p.add_argument("--ring", nargs="?", const="30s", default=None, metavar="SPEC",
+                   help="add the ring column: recording with --ring SPEC (default 30s)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "real_connector"))
     a = p.parse_args(argv)
     if not os.path.exists(PY):
         print(f"bench_real_connector: {PY} missing: run scripts/setup_engines.sh", file=sys.stderr)
         return 2
+    modes = [m for m in MODES if m != "ring" or a.ring]
+    try:
+        sizes = [size(x) for x in a.sizes.split(",")]
+    except (ValueError, IndexError):
+        p.error(f"--sizes: page sizes like 16K,256K,2M, not {a.sizes!r}")
+    if a.reps < 1 or min(sizes) < KV_TOKEN_BYTES:
+        p.error(f"--reps must be >= 1 and page sizes >= {KV_TOKEN_BYTES} B (one token)")
     rows = []
-    t0 = time.time()
+    t0, load0 = time.time(), os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
-        for i, s in enumerate(size(x) for x in a.sizes.split(",")):
-            order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
-            for mode in order:
-                r = run_once(tmp, s, mode, a)
-                rows.append(r)
-                print(f"  {mode:>8} page {r['page_bytes']:>8} B: {r['gbps']:.3f} GB/s, {r['lat_ms']:.1f} ms/request",
-                      file=sys.stderr, flush=True)
+        for rep in range(a.reps):
+            for i, s in enumerate(sizes):
+                k = (rep + i) % len(modes)   # rotate the order: no mode always runs first or last
+                for mode in modes[k:] + modes[:k]:
+                    r = run_once(tmp, s, mode, a)
+                    r["rep"] = rep
+                    rows.append(r)
+                    print(f"  rep {rep} {mode:>8} page {r['page_bytes']:>8} B: {r['gbps']:.3f} GB/s, "
+                          f"{r['lat_ms']:.1f} ms/request", file=sys.stderr, flush=True)
+    load1 = os.getloadavg()
     lines = ["SGLang 0.5.21 NIXL connector, DRAM over UCX, two processes, "
              f"{a.requests} requests x 2..{a.max_pages} pages, {a.wave} in flight; "
              "kv 2 layers + index-K 2 layers per page",
-             f"{'page':>9} {'plain GB/s':>11} {'traced GB/s':>12} {'ratio':>6} {'no-sums GB/s':>13} {'ratio':>6}"
-             f" {'plain ms':>9} {'+traced ms':>11} {'+no-sums ms':>12}"]
-    by = {(r["page_bytes"], r["mode"]): r for r in rows}
+             f"{'page':>9} {'plain GB/s':>11}" + "".join(f" {m + ' GB/s':>13} {'ratio':>6}" for m in modes[1:])
+             + f" {'plain ms':>9}" + "".join(f" {'+' + m + ' ms':>11}" for m in modes[1:])]
+    med = {}
     for pb in sorted({r["page_bytes"] for r in rows}):
-        pl, tr, ns = by[(pb, "plain")], by[(pb, "traced")], by[(pb, "no-sums")]
-        lines.append(f"{_kib(pb):>9} {pl['gbps']:>11.3f} {tr['gbps']:>12.3f} {tr['gbps'] / pl['gbps']:>6.2f}"
-                     f" {ns['gbps']:>13.3f} {ns['gbps'] / pl['gbps']:>6.2f} {pl['lat_ms']:>9.1f}"
-                     f" {tr['lat_ms'] - pl['lat_ms']:>+11.1f} {ns['lat_ms'] - pl['lat_ms']:>+12.1f}")
-    lines.append(f"(one run per cell, modes interleaved; {time.time() - t0:.0f} s in all)")
+        for m in modes:
+            cell = [r for r in rows if r["page_bytes"] == pb and r["mode"] == m]
+            med[m] = (statistics.median(r["gbps"] for r in cell), statistics.median(r["lat_ms"] for r in cell))
+        pl = med["plain"]
+        lines.append(f"{_kib(pb):>9} {pl[0]:>11.3f}" + "".join(f" {med[m][0]:>13.3f} {med[m][0] / pl[0]:>6.2f}"
+                                                           for m in modes[1:])
+                     + f" {pl[1]:>9.1f}" + "".join(f" {med[m][1] - pl[1]:>+11.1f}" for m in modes[1:]))
+    lines += _cost_table(rows, [m for m in modes if MODES[m] == "sglang"])
+    kvh = "C extension" if _native_kvh64() else "numpy (no C extension built)"
+    lines.append(f"({a.reps} run(s) per cell, medians; modes interleaved; kvh64 on the CPU: {kvh}; "
+                 f"{time.time() - t0:.0f} s in all; load average {load0[0]:.1f} at the start, "
+                 f"{load1[0]:.1f} at the end)")
     print("\n".join(lines))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out + ".txt", "w") as f:
-        f.write("\n".join(lines) + "\n")
+    old = open(a.out + ".txt").read() if os.path.exists(a.out + ".txt") else ""
+    with open(a.out + ".txt", "w") as f:   # a new section on top; earlier runs stay below
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0))
+        f.write(f"## {stamp}: $ {' '.join(['.venv/bin/python', 'bench/bench_real_connector.py'] + sys.argv[1:])}\n"
+                + "\n".join(lines) + "\n\n" + old)
     with open(a.out + ".json", "w") as f:
-        json.dump({"args": vars(a), "rows": rows}, f, indent=1)
+        json.dump({"args": vars(a), "load": [load0, load1], "rows": rows}, f, indent=1)
     return 0
+
+
+def _cost_table(rows, modes) -> list[str]:
+    """Where the checksummed modes' time goes (medians over reps)."""
+    out = [f"page checksums (kvh64 of every page of every layer) in the {'/'.join(modes)} runs: hashing wall"
+           " time in send() (prefill, inside the timed window) and at the first Success poll (decode)",
+           f"{'page':>9} {'mode':>7} {'busy s':>7} {'send() hash s':>14} {'share':>6} {'poll hash s':>12}"
+           f" {'hash GB/s wall':>15} {'GB/s cpu':>9}"]
+    for pb in sorted({r["page_bytes"] for r in rows}):
+        for m in modes:
+            cell = [r for r in rows if r["page_bytes"] == pb and r["mode"] == m]
+            busy = statistics.median(r["busy_s"] for r in cell)
+            send = statistics.median(r["sums"]["send"][1] for r in cell)
+            poll = statistics.median(r["sums"]["poll"][1] for r in cell)
+            hashed = sum(r["sums"][k][0] for r in cell for k in ("send", "poll"))
+            wall = sum(r["sums"][k][1] for r in cell for k in ("send", "poll"))
+            cpu = sum(r["sums"][k][2] for r in cell for k in ("send", "poll"))
+            out.append(f"{_kib(pb):>9} {m:>7} {busy:>7.2f} {send:>14.2f} {send / busy:>6.0%} {poll:>12.2f}"
+                       f" {hashed / max(wall, 1e-9) / 1e9:>15.2f} {hashed / max(cpu, 1e-9) / 1e9:>9.2f}")
+    return out
+
+
+def _native_kvh64() -> bool:
+    """Whether the engines' Python hashes pages with the C extension (what traced runs use)."""
+    p = subprocess.run([PY, "-c", "from kvtrace.kernels import checksum; print(checksum.NATIVE)"],
+                       capture_output=True, text=True)
+    return p.stdout.strip() == "True"
 
 
 def _kib(n: int) -> str:

@@ -2,13 +2,44 @@
 
 DRAM is hashed in place from the pointer (a zero-copy numpy view); VRAM through the
 GPU checksum kernel on a zero-copy CUDA view (``__cuda_array_interface__``). Both give
-kvh64 (kernels/checksum.py), the hash the checks and replay compare.
+kvh64 (kernels/checksum.py), the hash the checks and replay compare; on DRAM its C path reads
+the slots where they lie, with the GIL released.
+
+``KVTRACE_CHECKSUM_LOG=FILE``: each hashing call appends one JSON line (pid, the hook that
+asked, bytes, wall and thread CPU seconds) to FILE, so a benchmark can say how much of a
+traced run was hashing (bench/bench_real_connector.py).
 """
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import sys
+import time
 
 import numpy as np
+
+_LOG = os.environ.get("KVTRACE_CHECKSUM_LOG")
+
+
+def _logged(nbytes_of):
+    """Time the decorated hashing call into KVTRACE_CHECKSUM_LOG when it is set (else leave
+    it as it is); ``nbytes_of(*args)``: the bytes that call hashes."""
+    def wrap(fn):
+        if not _LOG:
+            return fn
+
+        def timed(*args, **kw):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            out = fn(*args, **kw)
+            wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+            with open(_LOG, "a") as f:   # one short line per call: appends do not interleave
+                f.write(json.dumps({"pid": os.getpid(), "fn": fn.__name__, "by": sys._getframe(1).f_code.co_name,
+                                    "bytes": nbytes_of(*args), "wall_s": wall, "cpu_s": cpu}) + "\n")
+            return out
+        timed.__name__, timed.__doc__ = fn.__name__, fn.__doc__
+        return timed
+    return wrap
 
 
 class _CudaBytes:
@@ -27,6 +58,7 @@ def region_view(ptr: int, nbytes: int, mem_type: str, device: int = 0):
     return np.ctypeslib.as_array((ctypes.c_ubyte * int(nbytes)).from_address(int(ptr)))
 
 
+@_logged(lambda ptr, slot_bytes, num_slots, slots, *a: len(slots) * slot_bytes)
 def slot_checksums(ptr: int, slot_bytes: int, num_slots: int, slots, mem_type: str = "DRAM",
                    device: int = 0) -> list[int]:
     """kvh64 of each of ``slots`` of a region of ``num_slots`` slots of ``slot_bytes``."""
@@ -40,6 +72,7 @@ def slot_checksums(ptr: int, slot_bytes: int, num_slots: int, slots, mem_type: s
     return checksum_slots(view, s * slot_bytes, slot_bytes).tolist()
 
 
+@_logged(lambda regions, slots: len(slots) * sum(r.item for r in regions))
 def region_checksums(regions, slots) -> list[list[int]]:
     """kvh64 of the same ``slots`` in each of ``regions`` (objects with ptr, item, slots,
     mem, device), in one kernel call: per-call overhead dominates small pages."""
