@@ -86,3 +86,26 @@ def test_vllm_without_control_message_hooks_gives_notes_not_findings(tmp_path, c
     said, traced = whose(run, res)
     assert said == traced
     assert bool(said) == (case == "late read")
+
+
+def test_vllm_two_engines_in_one_process_keep_their_own_blocks(tmp_path):
+    """Prefill and decode engines as two threads of one process: each scheduler half's
+    blocks, writes and frees belong to its own engine's worker (its NIXL agent), never to
+    whichever worker registered last (that gave double_alloc, leak and layer_offset_mismatch
+    on this clean run)."""
+    need_engines()
+    run = record(tmp_path, VLLM, ["--role", "one-process"], hooks="vllm")
+    assert run.rc == 0, run.stderr[-2000:]
+    assert run.report["misaddressed"] == [] and len(run.report["requests"]) == 3
+    res = check(run.trace)
+    assert findings(res) == [], [f["message"] for f in findings(res)][:3]
+    from kvtrace.tracer import open_trace
+    ev = open_trace(run.trace).table("events").to_pylist()
+    pre, dec = prefill_report(run)["agent"], run.report["agent"]
+    by = {(e["kind"], e["agent"]) for e in ev if e["kind"] in ("alloc", "free", "write", "read", "msg_send", "msg_recv")}
+    assert by == {(k, pre) for k in ("alloc", "free", "write", "msg_send")} | \
+        {(k, dec) for k in ("alloc", "free", "read", "msg_recv")}
+    reqs = {r["id"] for r in run.report["requests"]}
+    for agent in (pre, dec):  # every request allocated and freed once on each side
+        assert sorted(e["request"] for e in ev if e["kind"] == "alloc" and e["agent"] == agent) == sorted(reqs)
+        assert sorted(e["request"] for e in ev if e["kind"] == "free" and e["agent"] == agent) == sorted(reqs)

@@ -72,10 +72,13 @@ def test_vllm_connector_raising_during_setup(tmp_path):
     need_engines()
     args = [PY, driver("vllm_pd.py"), "--role", "prefill", "--nixl-backend", "NO_SUCH_BACKEND", "--timeout", "5",
             "--side-port", str(free_port()), "--dist-port", str(free_port())]
-    plain = subprocess.run(args + ["--xchg", str(tmp_path / "x1")], capture_output=True, text=True, timeout=300,
-                           env=env_for(), cwd=str(tmp_path))
-    args[-1] = str(free_port())  # a port of its own: the first run's may linger
+    # the same program unrecorded, at the same time (ports of its own): ~20 s of imports each
+    mine = args[:-4] + ["--side-port", str(free_port()), "--dist-port", str(free_port()), "--xchg", str(tmp_path / "x1")]
+    plain_run = subprocess.Popen(mine, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env_for(), cwd=str(tmp_path))
     out, p = kvtrace_record(tmp_path, "vllm", args + ["--xchg", str(tmp_path / "x2")], env=env_for())
+    plain_out, _ = plain_run.communicate(timeout=300)
+    plain = subprocess.CompletedProcess(mine, plain_run.returncode, plain_out, "")
     assert p.returncode == plain.returncode != 0
     assert same_output(p.stdout) == same_output(plain.stdout)
     lines = kv_lines(p.stderr)

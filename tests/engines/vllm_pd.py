@@ -27,10 +27,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
 
+_SETUP = threading.Lock()
 STAMP = np.dtype([("magic", "<u4"), ("req", "<i4"), ("layer", "<i4"), ("block", "<i4")])
 MAGIC_WRITTEN, MAGIC_UNWRITTEN = 0x4B565752, 0x4B56554E
 
@@ -105,7 +107,7 @@ def connector(a, role: str, engine_id: str):
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConnector
     cfg, kcc, names, page = configs(a, role, engine_id)
-    with set_current_vllm_config(cfg):
+    with _SETUP, set_current_vllm_config(cfg):  # one engine at a time sets up vLLM's process-wide state
         parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1)
         worker = NixlConnector(cfg, KVConnectorRole.WORKER, kcc)
         sched = NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
@@ -208,7 +210,7 @@ def put_file(path, obj):
 
 
 # ----------------------------------------------------------------- the two sides
-def run_prefill(a) -> None:
+def run_prefill(a):
     fits(a)
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata  # noqa: F401
     cfg, worker, sched, bufs, names, page = connector(a, "kv_producer", "prefill")
@@ -250,7 +252,7 @@ def run_prefill(a) -> None:
                             + vs.get("num_notifications_after_expiry", 0))
     if a.report:
         put_file(a.report + ".prefill", did)
-    done(worker)
+    return worker
 
 
 def registered(worker) -> dict:
@@ -280,7 +282,7 @@ def step(worker, sched) -> None:
     worker.clear_connector_metadata()
 
 
-def run_decode(a) -> None:
+def run_decode(a):
     fits(a)
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata
     cfg, worker, sched, bufs, names, page = connector(a, "kv_consumer", "decode")
@@ -339,16 +341,17 @@ def run_decode(a) -> None:
         put_file(a.report, report)
     time.sleep(0.2)  # let the last notification leave before prefill stops listening
     put_file(os.path.join(a.xchg, "decode-done.json"), {})
-    done(worker)
+    return worker
 
 
-def done(worker) -> None:
+def done(*workers) -> None:
     import atexit
     time.sleep(0.2)
-    try:
-        worker.shutdown()
-    except Exception:
-        pass
+    for worker in workers:
+        try:
+            worker.shutdown()
+        except Exception:
+            pass
     sys.stdout.flush()
     atexit._run_exitfuncs()
     os._exit(0)
@@ -362,7 +365,8 @@ def free_port() -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--role", choices=("both", "prefill", "decode"), default="both")
+    p.add_argument("--role", choices=("both", "prefill", "decode", "one-process"), default="both",
+                   help="both: two processes; one-process: prefill and decode engines as two threads of one")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--head-size", type=int, default=16)
@@ -384,14 +388,44 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def one_process(a, side: int, dist: int, xchg: str) -> int:
+    """Prefill and decode engines in one process (two threads): two connector workers and
+    two scheduler halves side by side, each engine's own."""
+    a.side_port, a.dist_port, a.xchg = side, dist, xchg
+    fits(a)
+    workers, errors = {}, []
+
+    def run(role, fn):
+        try:
+            workers[role] = fn(a)
+        except BaseException as e:  # noqa: BLE001 - reported below, the process exits non-zero
+            errors.append(f"{role}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=run, args=(r, f), name=r)
+               for r, f in (("prefill", run_prefill), ("decode", run_decode))]
+    for t in threads:
+        t.start()
+        time.sleep(0.5)  # prefill first: its side channel serves decode's handshake
+    for t in threads:
+        t.join()
+    for e in errors:
+        print(e, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    if errors:
+        os._exit(1)
+    done(*workers.values())
+
+
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
     if a.role == "prefill":
-        run_prefill(a)
+        done(run_prefill(a))
     if a.role == "decode":
-        run_decode(a)
+        done(run_decode(a))
     side, dist = a.side_port or free_port(), a.dist_port or free_port()
     xchg = a.xchg or tempfile.mkdtemp(prefix="vllm_pd_")
+    if a.role == "one-process":
+        return one_process(a, side, dist, xchg)
     skip = {"--role", "both"}
     base = [sys.executable, os.path.abspath(__file__)] + [x for x in (argv or sys.argv[1:]) if x not in skip]
     procs = [subprocess.Popen(base + ["--role", role, "--side-port", str(side), "--dist-port", str(dist + i * 7),
