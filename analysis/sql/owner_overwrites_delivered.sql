@@ -36,12 +36,15 @@ WITH deliv AS NOT MATERIALIZED (   -- slot layers transfers deliver into, with t
     FROM run_hold WHERE side = 'dst' AND h IS NOT NULL
 ), cand AS (
     SELECT d.*, w.seq AS w_seq, w.shard AS w_shard, w.page AS w_page0
-    FROM deliv d JOIN writes w ON w.lk = d.lk AND w.request = d.request
+    FROM deliv d
+    JOIN (SELECT * FROM writes   -- writes on the consumers' side only (a producer's writes never qualify)
+          WHERE (shard, agent, pool) IN (SELECT DISTINCT (h_shard, agent, pool) FROM end_hold WHERE side = 'dst')) w
+      ON w.lk = d.lk AND w.request = d.request
     WHERE NOT w.seq <= d.bound                          -- not before the post
       AND w.seq > d.alloc_seq AND (d.free_seq IS NULL OR w.seq < d.free_seq)
 ), last_page AS (  -- the last page R's transfers delivered in a pool
-    SELECT d.agent, d.pool, d.request, max(d.page) AS last_page FROM deliv d
-    SEMI JOIN cand c ON c.agent = d.agent AND c.pool = d.pool AND c.request = d.request
+    SELECT agent, pool, request, max(page) AS last_page FROM deliv
+    WHERE (agent, pool, request) IN (SELECT (agent, pool, request) FROM cand)   -- hashes the few candidates
     GROUP BY ALL
 ), one_state AS (  -- pools holding one state per request: no page above 0 on that agent
     SELECT agent, pool FROM slot_ev WHERE kind = 'alloc' GROUP BY ALL HAVING max(coalesce(page, 0)) = 0
