@@ -7,6 +7,7 @@
 #                     image lacks, as cp312 wheels unpacked into one tree (pip --target)
 #   sglang-0.5.21.txz SGLang from .venv-engines, without .so files (the connector loads none),
 #   sglang-0.5.23.txz tests, benchmarks, multimodal_gen and srt/models (never imported by it)
+#   duckdb312.txz     duckdb (cp312) for `pytest -m gpu tests/engines` there (kvtrace check)
 #   standins/         scripts/gpu/standins (flashinfer, sgl_kernel)
 #   sglang_pd.py, sglang_h200.sh   this checkout's driver and run script
 # Needs scripts/setup_engines.sh done (.venv-engines) and PyPI access. ~40 MB, ~3 min.
@@ -33,6 +34,11 @@ PLAT+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
     --target "$TMP/site" "$TMP"/whl/*.whl
 rm -rf "$TMP/site/nixl_ep_cu13"   # NIXL's expert-parallel extension: 91 MB, not used
 tar cJf "$DIR/site312.txz" -C "$TMP/site" .
+DUCK=$(.venv/bin/python -c "from importlib.metadata import version; print(version('duckdb'))")
+"$EV/bin/python" -m pip download -q --no-deps "${PLAT[@]}" -d "$TMP/whl-duck" "duckdb==$DUCK"
+"$EV/bin/python" -m pip install -q --no-deps --no-index --no-compile "${PLAT[@]}" \
+    --target "$TMP/duck" "$TMP"/whl-duck/*.whl
+tar cJf "$DIR/duckdb312.txz" -C "$TMP/duck" .
 EX=(--exclude=__pycache__ --exclude='*.so' --exclude=sglang/multimodal_gen --exclude=sglang/test
     --exclude=sglang/benchmark --exclude=sglang/srt/models)
 SP=$("$EV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
