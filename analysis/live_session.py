@@ -17,6 +17,19 @@ from .findings import Finding
 from .session import TraceSession
 
 
+class _Rows:
+    """A check's result rows as rows_to_findings reads them (``to_pylist``), fetched with
+    execute(): the relation API (``.sql()``) binds every statement twice."""
+
+    def __init__(self, cursor, sql: str):
+        cur = cursor.execute(sql)
+        names = [d[0] for d in cur.description]
+        self.rows = [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def to_pylist(self) -> list[dict]:
+        return self.rows
+
+
 class LiveSession(TraceSession, LiveModel):
     """A TraceSession that :meth:`refresh` brings up to date (see LiveModel for the args).
 
@@ -100,7 +113,7 @@ class LiveSession(TraceSession, LiveModel):
             self.derive()
             caps = self.capabilities()
             names = [n for n, c in cat.items() if n not in self._findings and all(caps.get(x) for x in c.needs)]
-            futs = {n: self._submit(lambda sql: self._cursor().sql(sql).to_arrow_table(), cat[n].sql) for n in names}
+            futs = {n: self._submit(lambda sql: _Rows(self._cursor(), sql), cat[n].sql) for n in names}
             for n, fut in futs.items():
                 self._findings[n] = rows_to_findings(n, fut.result())
         return TraceSession.findings(self, only)

@@ -5,7 +5,7 @@ real NIXL (UCX, DRAM) and vLLM's own side channel. No kvtrace code here: record 
 
 Prefill, per request: allocate blocks, stamp every (layer, block) with who wrote it,
 ``update_state_after_alloc`` / ``request_finished`` / ``build_connector_meta`` (the
-scheduler half) and ``start_load_kv`` + ``get_finished`` (the worker half) until vLLM says
+scheduler half) and ``start_load_kv`` + ``get_transfer_results`` (the worker half) until vLLM says
 the blocks may be freed (decode's notification, or the lease expired), then free them.
 Decode, per request: ``add_new_req_to_recv`` with the prefill's kv_transfer_params,
 ``start_load_kv``, ``get_finished`` until received; the verifier then says which decode
@@ -230,7 +230,7 @@ def run_prefill(a):
         put_file(os.path.join(a.xchg, f"{r['num']}.json"), {"params": params, "blocks": r["blocks"]})
         t_end = time.monotonic() + a.timeout
         while True:  # the engine loop: blocks stay held until vLLM says they are sent (or expired)
-            sent, _ = worker.get_finished(set())
+            sent = worker.get_transfer_results(set()).finished_sending  # what vLLM's model runner calls
             tally(worker, did["vllm_stats"])
             if r["id"] in sent:
                 break
@@ -244,7 +244,7 @@ def run_prefill(a):
     # a server stays up: decode may still handshake and read (late reads are the fault mode)
     wait_file(os.path.join(a.xchg, "decode-done.json"), a.timeout)
     for _ in range(20):  # take decode's last notifications, as the engine loop would
-        worker.get_finished(set())
+        worker.get_transfer_results(set())
         tally(worker, did["vllm_stats"])
         time.sleep(0.01)
     vs = did["vllm_stats"]  # notifications prefill took: one per read unless its lease had expired
@@ -308,7 +308,7 @@ def run_decode(a):
         worker.clear_connector_metadata()
         t_end = time.monotonic() + a.timeout
         while True:
-            _, recvd = worker.get_finished(set())
+            _, recvd = worker.get_finished(set())  # the legacy API (a wrapper of get_transfer_results)
             tally(worker, report["vllm_stats"])
             if r["id"] in recvd:
                 break

@@ -74,7 +74,9 @@ VLLM = Engine(
         Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "start_load_kv", "before", "start_load_kv", "pages"),
         Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "_read_blocks_for_req", "before",
              "read_blocks_for_req", "request"),
-        Hook(f"{_VN}.base_worker", "NixlBaseConnectorWorker", "get_finished", "after", "get_finished", "content"),
+        # what vLLM's model runner calls each step (get_finished is a wrapper around it)
+        Hook(f"{_VN}.base_worker", "NixlBaseConnectorWorker", "get_transfer_results", "after", "transfer_results",
+             "content"),
     ),
 )
 

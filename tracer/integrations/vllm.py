@@ -24,8 +24,10 @@ What each hook point says (rows in table.py):
   decode's ``start_load_kv`` are a control message (msg_send / msg_recv, ``detail.id``
   ``blocks:{request}``): it orders prefill's allocs and writes before decode's READs.
 - ``NixlPullConnectorWorker._read_blocks_for_req``: the request of the READs it posts.
-- ``NixlBaseConnectorWorker.get_finished``: prefill frees what vLLM reports sent (read
-  by decode, or its lease expired); decode reads what it reports received (checksums).
+- ``NixlBaseConnectorWorker.get_transfer_results`` (what the model runner calls each step;
+  the legacy ``get_finished`` wraps it): prefill frees what vLLM reports sent (read by
+  decode, or its lease expired); decode reads what it reports received (checksums), not
+  what it reports failed.
 
 Request key: prefill's request id (what decode names as ``remote_request_id`` and what
 the notification tags carry), on both sides.
@@ -320,11 +322,15 @@ def read_blocks_for_req(self, req_id, meta, *a, **kw) -> None:
     current_request.set(str(remote.request_id) if remote is not None else str(req_id))
 
 
-def get_finished(out, self, *a, **kw) -> None:
+def transfer_results(out, self, *a, **kw) -> None:
     st, rec = _state(self), default_recorder()
-    if st is None or rec is None or not out:
+    if st is None or rec is None or out is None:
         return
-    done_sending, done_recving = out
+    done_sending = getattr(out, "finished_sending", None) or ()
+    failed = set(getattr(out, "failed_recving", None) or ())
+    done_recving = [r for r in getattr(out, "finished_recving", None) or () if r not in failed]
+    for local_id in failed:  # nothing arrived: decode does not use these blocks' bytes
+        st.recving.pop(str(local_id), None)
     for req in done_sending or ():
         held = st.sending.pop(str(req), None)
         if held and _on("pages"):
