@@ -17,6 +17,11 @@ What each hook point says (rows in table.py):
 - ``NixlPullConnectorWorker._read_blocks_for_req``: the request of the READs it posts.
 - ``NixlBaseConnectorWorker.get_finished``: prefill frees what vLLM reports sent (read
   by decode, or its lease expired); decode reads what it reports received (checksums).
+- ``NixlBaseConnectorWorker._handle_failed_transfer`` (a KV transfer failed) and
+  ``NixlKVConnectorStats.record_notification_after_expiry`` (prefill learns a decode read
+  blocks whose lease had expired: they may hold another request's KV): a ``--ring``
+  recording dumps. vLLM 0.34's connector verifies no KV digest (its only hash is the
+  handshake's compatibility hash, a configuration check), so these are its KV failures.
 
 Request key: prefill's request id (what decode names as ``remote_request_id`` and what
 the notification tags carry), on both sides. The scheduler half runs in the worker's
@@ -171,3 +176,18 @@ def get_finished(out, self, *a, **kw) -> None:
         pages = list(range(len(blocks)))
         for r, sums in zip(st.kv, region_checksums(st.kv, blocks)):
             rec.read(st.agent, req, r.pool, r.layer, blocks, sums, pages)
+
+
+# ------------------------------------------------------------------ engine-reported failure
+def failed_transfer(self, req_id, *a, **kw) -> None:
+    """vLLM records a failed KV transfer: dump the session's rings (no-op without one)."""
+    from ..ring import trigger
+    trigger(f"vLLM: KV transfer failed, request {req_id}", repeated=True)
+
+
+def read_after_expiry(self, *a, **kw) -> None:
+    """vLLM's prefill learned a decode read the blocks of a request whose lease had expired
+    (freed, maybe reused by another request): dump the session's rings."""
+    from ..ring import trigger
+    trigger("vLLM: a decode read KV blocks whose lease had expired (they may hold another request's data)",
+            repeated=True)
