@@ -1,6 +1,7 @@
 """TUI benchmark on a synthetic 10M-event trace (bench/gen_synthetic.py): first-open index
-build, open time with the index built, step latency, RSS. Targets (DESIGN.md): open
-< 2 s, step < 50 ms, memory < 500 MB.
+build, open time with the index built, step latency, RSS. Targets (issue 17): first open
+of 10M events < 15 s and < 1.5 GB, open with the index < 1 s, step < 50 ms; memory while
+stepping < 500 MB (DESIGN.md).
 
 Each phase runs in a fresh process so its time and peak RSS are its own:
 
@@ -63,9 +64,14 @@ def phase_open(trace: str) -> dict:
     from kvtrace.analysis.session import TraceSession
     from kvtrace.tui.source import TimelineSource
 
-    src = TimelineSource(TraceSession(trace, threads=2))
+    src = TimelineSource(TraceSession(trace, threads=2), background=True)   # as `kvtrace tui` opens it
     src.row(0)
-    return {"open_s": time.perf_counter() - t, "events": src.total, "rss_mb": rss_mb(), **rss_parts()}
+    out = {"open_s": time.perf_counter() - t, "events": src.total, "rss_mb": rss_mb(), **rss_parts()}
+    src.wait_ready()    # the panels' objects, built in the background meanwhile
+    out["panels_ready_s"] = time.perf_counter() - t
+    out["rss_ready_mb"] = rss_mb()
+    src.close()
+    return out
 
 
 def phase_steps(trace: str, n_steps: int) -> dict:
@@ -78,7 +84,7 @@ def phase_steps(trace: str, n_steps: int) -> dict:
     from kvtrace.tui.source import TimelineSource
 
     t0 = time.perf_counter()
-    src = TimelineSource(TraceSession(trace, threads=2))
+    src = TimelineSource(TraceSession(trace, threads=2), background=True)   # as `kvtrace tui` opens it
     app_mod.PANEL_DELAY = 3600.0      # panels are timed on their own below
     app = app_mod.KvtraceApp(src, run_findings=False)
     out: dict = {}
@@ -117,6 +123,9 @@ def phase_steps(trace: str, n_steps: int) -> dict:
             out["press_unbound_ms"] = [await pressed(pilot, "z", out["press_unbound_cpu_ms"]) for _ in range(40)]
             row = src.row(src.position_of(src.find("kind = 'xfer_post'", [], tl.row["ord"])))
             t = time.perf_counter()
+            src.wait_ready()   # the steps above ran while the panels' objects were built in the background
+            out["ready_wait_s"] = time.perf_counter() - t
+            t = time.perf_counter()
             view = app.facts.transfer(row["shard"], row["xfer"], row["ord"])
             out["inspector_ms"] = (time.perf_counter() - t) * 1000
             out["descs_in_view"] = view.ndescs
@@ -131,6 +140,7 @@ def phase_steps(trace: str, n_steps: int) -> dict:
             out["rss_mb"] = rss_mb()
             out.update(rss_parts())
     asyncio.run(go())
+    src.close()
     return out
 
 
@@ -167,16 +177,21 @@ def main() -> None:
     shutil.rmtree(os.path.join(trace, "_index"), ignore_errors=True)
     print(f"kvtrace tui benchmark — {os.cpu_count()} CPUs, DuckDB threads=2, terminal 80x24")
     b = run_phase("build", trace, a.steps)
+    first = b['analysis_index_s'] + b['tui_index_s']
     print(f"first open, index build: analysis _index {b['analysis_index_s']:.1f} s + tui order "
-          f"{b['tui_index_s']:.1f} s  (peak RSS {b['rss_mb']:.0f} MB; once per trace)")
+          f"{b['tui_index_s']:.1f} s = {first:.1f} s (target < 15 s: {'OK' if first < 15 else 'MISSED'}); "
+          f"peak RSS {b['rss_mb']:.0f} MB (target < 1500 MB: {'OK' if b['rss_mb'] < 1500 else 'MISSED'}); once per trace")
     opens = [run_phase("open", trace, a.steps) for _ in range(3)]
     o = min(opens, key=lambda r: r["open_s"])
     print(f"events: {o['events']:,}")
     print(f"open with index built: best {o['open_s']:.2f} s, worst {max(r['open_s'] for r in opens):.2f} s of 3 "
-          f"(target < 2 s: {'OK' if max(r['open_s'] for r in opens) < 2 else 'MISSED'}); peak RSS {o['rss_mb']:.0f} MB "
+          f"(target < 1 s: {'OK' if max(r['open_s'] for r in opens) < 1 else 'MISSED'}); peak RSS {o['rss_mb']:.0f} MB "
           f"(now: {o['RssAnon']:.0f} MB anonymous + {o['RssFile']:.0f} MB file-backed mmap)")
+    print(f"side panels ready (built in the background after the open): {o['panels_ready_s']:.1f} s, "
+          f"peak RSS then {o['rss_ready_mb']:.0f} MB")
     s = run_phase("steps", trace, a.steps)
-    print(f"app ready (open + first paint, pilot): {s['app_ready_s']:.2f} s")
+    print(f"app ready (open + first paint, pilot): {s['app_ready_s']:.2f} s; the steps below ran while the side "
+          f"panels' objects were built in the background (waited {s['ready_wait_s']:.1f} s more for them after the steps)")
     print("step = the key's handler + drawing the timeline's lines (page reads included); the pilot rows "
           "below add Textual's message/idle round trip, which an unbound key costs too")
     for key, label in (("j_ms", "step j"), ("k_ms", "step k"), ("jump_ms", "jump (cold page)"),

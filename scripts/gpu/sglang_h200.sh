@@ -54,6 +54,10 @@ if os.path.exists(p + ".prefill"):
     lat = sorted(t["latency_s"])
     print(f"   prefill: {t['bytes']/2**20:.1f} MiB in {t['busy_s']:.3f} s busy = {t['bytes']/max(t['busy_s'],1e-9)/1e9:.3f} GB/s;"
           f" request latency median {lat[len(lat)//2]*1e3:.1f} ms")
+    wb, ws = t.get("wave_bytes", [])[1:], t.get("wave_busy_s", [])[1:]
+    if ws:
+        print(f"   after the first wave: {sum(wb)/2**20:.1f} MiB in {sum(ws):.3f} s busy = {sum(wb)/max(sum(ws),1e-9)/1e9:.3f} GB/s"
+              f" (first wave {t['wave_bytes'][0]/2**20:.1f} MiB in {t['wave_busy_s'][0]:.3f} s)")
 if os.path.exists(p):
     r = json.load(open(p))
     print(f"   verifier: sglang {r['version']}, memory {r.get('memory')}, {len(r['requests'])} requests,"
@@ -89,6 +93,19 @@ step_cases() {
   run tokens-vram 0.5.21 sglang --memory vram --index-k tokens
   run fixed-0523-vram 0.5.23 sglang --memory vram --index-k bytes --index-dtype bf16
   run usc-fp8-vram 0.5.21 sglang --memory vram --index-k bytes --index-dtype fp8
+}
+
+# the same, longer (12 waves), UCX's protocol choice printed for the unrecorded VRAM run
+step_thru2() {
+  local big="--slots 512 --page-tokens 64 --requests 96 --max-pages 48 --wave 8 --index-k tokens"
+  UCX_PROTO_INFO=y run thru2-vram 0.5.21 - --memory vram $big
+  grep -i "cuda\|tcp\|posix\|sysv\|cma" $T/thru2-vram.log | sort | uniq -c | sort -rn | head -12
+  for m in vram dram; do
+    export KVTRACE_CHECKSUM_LOG=$T/thru2-$m-rec.sums
+    run thru2-$m-rec 0.5.21 sglang --memory $m $big
+    unset KVTRACE_CHECKSUM_LOG
+    [ $m = dram ] && run thru2-dram 0.5.21 - --memory dram $big
+  done
 }
 
 # NIXL VRAM throughput through SGLang's connector: bigger pages, unrecorded and recorded,

@@ -231,7 +231,8 @@ def run_prefill(a) -> int:
                         get_context().server_args, True)
     alloc, release = allocator(geom["regions"][0][1], a.seed + 1)
     addr = f"127.0.0.1:{a.port}"
-    timing = {"latency_s": [], "busy_s": 0.0, "bytes": 0}
+    # per wave too: the first wave also pays one-time costs (kernel compilation, connections)
+    timing = {"latency_s": [], "busy_s": 0.0, "bytes": 0, "wave_busy_s": [], "wave_bytes": []}
     for wave in waves(workload(a), a.wave):
         senders, pages = {}, {}
         for r in wave:
@@ -247,16 +248,19 @@ def run_prefill(a) -> int:
                     pool.push(int(slot) * item, (int(slot) + 1) * item)
             aux[0][r["aux"] * AUX_ITEM:(r["aux"] + 1) * AUX_ITEM] = r["room"] % 251
         sync(a.memory)
-        t0, started = time.perf_counter(), {}
+        t0, started, nbytes = time.perf_counter(), {}, 0
         for r in wave:  # what the timing measures: queueing the chunks until SGLang says Success
             s = senders[r["room"]]
             started[r["room"]] = time.perf_counter()
             s.init(len(pages[r["room"]]), r["aux"])
             for chunk in np.array_split(pages[r["room"]], r["chunks"]):
                 s.send(chunk)
-            timing["bytes"] += len(pages[r["room"]]) * sum(item for item, _ in geom["regions"])
+            nbytes += len(pages[r["room"]]) * sum(item for item, _ in geom["regions"])
         done = wait(senders, "Success", a.timeout, "prefill transfer")
         timing["busy_s"] += max(done.values()) - t0
+        timing["bytes"] += nbytes
+        timing["wave_busy_s"].append(max(done.values()) - t0)
+        timing["wave_bytes"].append(nbytes)
         timing["latency_s"] += [done[k] - started[k] for k in started]
         for r in wave:
             senders[r["room"]].clear()
