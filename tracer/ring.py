@@ -106,14 +106,16 @@ class RingRecorder(Recorder):
             self.store.add(name, batch)
 
     def flush(self) -> None:
-        """Move buffered rows into the ring, evict, and dump if the session was triggered."""
+        """Move buffered rows into the ring, dump if the session was triggered, then evict.
+
+        Dump before evicting: a process whose flush comes late (a busy engine) would
+        otherwise evict what the trigger's window needs before writing it."""
         global _signal_pending
         super().flush()
         with self._io_lock:
             now = time.monotonic_ns()
             self._exchange_live(now)
             evicted = self.store.evicted_events
-            self.store.evict(now)
             with _signal_lock:
                 got_signal, _signal_pending = _signal_pending, False
             if got_signal:
@@ -125,6 +127,7 @@ class RingRecorder(Recorder):
             for trig in self._triggers.poll():
                 self.dumps.append(ring_dump.dump(self, trig))
                 dumped = True
+            self.store.evict(now)
             if dumped or self.store.evicted_events != evicted or self.store.chunks_dropped:
                 self.store.chunks_dropped = 0
                 _trim_heap(now)
