@@ -8,7 +8,7 @@ the smallest size, in the same run — the ratio to a naive checker of the same 
 (bench/naive_checker/*.sql: straightforward DuckDB SQL over the same index). The
 planted-bug twin of the small size shows both still find what they should.
 
-    python bench/bench_checks.py [--sizes 1000000 10000000] [--threads 2] [--memory 4GB]
+    python bench/bench_checks.py [--sizes 1000000 10000000] [--threads 2] [--memory 4GB] [--ab REV] [--reuse]
 """
 from __future__ import annotations
 
@@ -86,6 +86,36 @@ def measure(path: str, threads: int | None, memory: str | None, rss: PeakRSS) ->
             "rss": {"index": r_index, "derive": r_derive, "checks": r_checks}, "index_dir": index_dir}
 
 
+def ab_checks(path: str, rev: str, threads: int | None, memory: str | None, reps: int = 3) -> None:
+    """Every check's SQL at git revision ``rev`` against the working tree's, interleaved on one
+    derived session (best of ``reps`` each), with whether their rows agree."""
+    kw = {"memory_limit": memory} if memory else {}
+    s = TraceSession(path, threads=threads, **kw)
+    s.derive()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tot_old = tot_new = 0.0
+    print(f"    per-check A/B: {rev} vs working tree (best of {reps}, interleaved; load {load()})")
+    for name, c in catalog().items():
+        old = subprocess.run(["git", "-C", root, "show", f"{rev}:analysis/sql/{name}.sql"],
+                             capture_output=True, text=True).stdout or None
+        if old is None:
+            continue
+        to, tn = [], []
+        for _ in range(reps):
+            t = time.perf_counter()
+            ro = s.con.sql(old).fetchall()
+            to.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            rn = s.con.sql(c.sql).fetchall()
+            tn.append(time.perf_counter() - t)
+        same = sorted(map(repr, ro)) == sorted(map(repr, rn))
+        tot_old, tot_new = tot_old + min(to), tot_new + min(tn)
+        print(f"      {name:28s} {min(to):6.2f} s -> {min(tn):6.2f} s  x{min(to) / max(min(tn), 1e-6):5.1f}  "
+              f"rows {len(ro)}/{len(rn)} {'same' if same else 'DIFFERENT'}", flush=True)
+    print(f"      {'all checks':28s} {tot_old:6.2f} s -> {tot_new:6.2f} s  x{tot_old / max(tot_new, 1e-6):5.1f}  (load {load()})")
+    s.close()
+
+
 def naive(index_dir: str, threads: int | None, memory: str | None, rss: PeakRSS) -> tuple[float, float, dict]:
     rss.step()
     t = time.perf_counter()
@@ -104,6 +134,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--memory", default=None, help="DuckDB memory cap (default: kvtrace's)")
     ap.add_argument("--dir", default="/tmp/kvtrace-bench")
+    ap.add_argument("--ab", metavar="REV", default=None,
+                    help="also time every check's SQL at git revision REV against the working tree's, "
+                         "interleaved on the smallest size (findings compared)")
+    ap.add_argument("--reuse", action="store_true", help="reuse traces already generated under --dir")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     rss = PeakRSS()
@@ -112,9 +146,10 @@ def main() -> None:
     rows = []
     for n in a.sizes:
         path = os.path.join(a.dir, f"syn-{n}.kvtrace")
-        shutil.rmtree(path, ignore_errors=True)
         t = time.perf_counter()
-        gen_synthetic.build(path, n)
+        if not (a.reuse and os.path.isdir(path)):
+            shutil.rmtree(path, ignore_errors=True)
+            gen_synthetic.build(path, n)
         gen = time.perf_counter() - t
         m = measure(path, a.threads, a.memory, rss)
         m["gen"] = gen
@@ -127,6 +162,8 @@ def main() -> None:
               f"(load {load()})", flush=True)
         slow = sorted(m["per"].items(), key=lambda kv: -kv[1])[:4]
         print("    slowest checks: " + ", ".join(f"{k} {v:.1f} s" for k, v in slow), flush=True)
+        if n == a.sizes[0] and a.ab:
+            ab_checks(path, a.ab, a.threads, a.memory)
         if n == a.sizes[0]:
             ns, nr, res = naive(m["index_dir"], a.threads, a.memory, rss)
             print(f"    naive checker ({len(res)} hazards, bench/naive_checker) {ns:6.1f} s {nr:4.1f} GB, "
@@ -138,8 +175,9 @@ def main() -> None:
               f"derive x{f('derive'):.1f}, checks x{f('checks'):.1f}, index x{f('index'):.1f}")
     # the planted-bug twin: the same workload with every 97th request freeing early
     path = os.path.join(a.dir, "syn-bug.kvtrace")
-    shutil.rmtree(path, ignore_errors=True)
-    gen_synthetic.build(path, a.sizes[0], bug="early-free")
+    if not (a.reuse and os.path.isdir(path)):
+        shutil.rmtree(path, ignore_errors=True)
+        gen_synthetic.build(path, a.sizes[0], bug="early-free")
     m = measure(path, a.threads, a.memory, rss)
     kinds = sorted({f.check for f in m["findings"]})
     _, _, res = naive(m["index_dir"], a.threads, a.memory, rss)

@@ -106,7 +106,15 @@ from kvtrace.tracer import ring as ringmod
 arm, out, size, n = {arm!r}, {out!r}, {size!r}, {n}
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def rss_anon():   # anonymous pages: heap and pools (the rest is mapped files: library code)
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+def packed(st):   # the bytes the ring's packed batches take in memory
+    return (sum(len(c.events.data) + sum(len(d.data) for d in c.descs) for c in list(st.chunks) if c.events is not None)
+            + sum(len(p[0].data) for p in list(st.pinned) + list(st.pinned_descs)))
 peak_store = [0]
+peak_packed = [0]
 recs, samples = [], []
 orig = runner._recorder
 def spy(*a, **k):
@@ -116,13 +124,16 @@ def spy(*a, **k):
 runner._recorder = spy
 triggered = [False]
 def on_step(done, total):
-    store = sum(x.store.nbytes for x in recs if getattr(x, "store", None))
+    stores = [x.store for x in recs if getattr(x, "store", None)]
+    store = sum(x.nbytes for x in stores)
     peak_store[0] = max(peak_store[0], store)
-    samples.append((done, rss(), store))
+    if stores and len(samples) % 10 == 0:
+        peak_packed[0] = max(peak_packed[0], sum(packed(x) for x in stores))
+    samples.append((done, rss(), rss_anon()))
     if arm == "ring" and done >= total - 20 and not triggered[0]:   # near the end: one dump of a full ring
         triggered[0] = True
         ringmod.trigger("bench")
-start_rss = rss()
+start_rss, start_anon = rss(), rss_anon()
 t0 = time.perf_counter()
 if arm == "ring":
     s = runner.run_inprocess(_workload(n), [], out, checksums=False, ring=size, on_step=on_step)
@@ -141,8 +152,9 @@ if arm == "ring":
                     info["ring"]["window"]["pinned_events"], info["ring"]["window"]["evicted_events"],
                     info["ring"]["window"]["state_complete"]]
 print(json.dumps({{"wall": wall, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "start_rss": start_rss, "samples": samples, "pyarrow_pool": pyarrow.total_allocated_bytes(),
-                  "peak_store": peak_store[0], "requests": s["requests"], "dump": dump}}))
+                  "start_rss": start_rss, "start_anon": start_anon, "samples": samples,
+                  "pyarrow_pool": pyarrow.total_allocated_bytes(), "peak_store": peak_store[0],
+                  "peak_packed": peak_packed[0], "requests": s["requests"], "dump": dump}}))
 """
 
 _FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
@@ -156,9 +168,10 @@ def _child(root: str, arm: str, size: str, n: int, tmp: str):
                                  text=True)
 
 
-def _at(samples: list, n: int, frac: float) -> int:
-    """Highest RSS sampled up to ``frac`` of the run's requests (RSS as the run goes)."""
-    upto = [r for done, r, _ in samples if done <= frac * n] or [samples[0][1]]
+def _at(samples: list, n: int, frac: float, col: int = 1) -> int:
+    """Highest RSS (col 1; col 2: anonymous RSS) sampled up to ``frac`` of the run's
+    requests (RSS as the run goes)."""
+    upto = [s[col] for s in samples if s[0] <= frac * n] or [samples[0][col]]
     return max(upto)
 
 
@@ -184,24 +197,33 @@ def memory(longs: list[int], sizes: list[str], tmp: str, jobs: int = 1) -> None:
     mib = 2 ** 20
     print(f"[memory] workload small, checksums off, each arm in a fresh process ({jobs} at a time); RSS growth "
           f"= RSS - RSS just before the engine started (pyarrow + kvtrace loaded in every arm), MiB, "
-          f"the highest sample up to that share of the requests")
+          f"the highest sample up to that share of the requests. A ring's bound: SIZE per shard, 2 shards "
+          f"in this process; the store counts each batch's Arrow bytes (what a dump writes) and holds it "
+          f"LZ4-packed (held = packed bytes in memory)")
     for n in longs:
         print(f"  run of {n} requests        " + "".join(f"{int(f * 100):>7d}%" for f in _FRACTIONS)
-              + "   peak RSS   ring stores max (bound)")
+              + "   peak RSS   ring stores max (bound), held")
         for arm, z in arms:
             v = res[(n, arm)]
             row = "".join(f"{(_at(v['samples'], n, f) - v['start_rss']) / mib:+8.1f}" for f in _FRACTIONS)
             extra = ""
             if z:
                 cap = parse_ring(z)[0] or 0
-                extra = f"   {v['peak_store'] / mib:5.2f} ({2 * cap / mib:.0f}: 2 shards x {z})"
+                extra = (f"   {v['peak_store'] / mib:5.2f} ({2 * cap / mib:.0f}: 2 shards x {z}), "
+                         f"{v['peak_packed'] / mib:.2f}")
             print(f"    {arm:22s} {row}   {v['maxrss_kb'] / 1024:7.1f}{extra}")
         for arm, z in arms[2:]:
             v, f_ = res[(n, arm)], res[(n, "file")]
             cap = 2 * (parse_ring(z)[0] or 0)
-            over = (_at(v["samples"], n, 1.0) - v["start_rss"]) - (_at(f_["samples"], n, 1.0) - f_["start_rss"])
-            print(f"    {arm}: growth over file recording {over / mib:+.1f} MiB = ring bound {cap / mib:.0f} MiB "
-                  f"{(over - cap) / mib:+.1f} MiB")
+            over = max((_at(v["samples"], n, fr) - v["start_rss"]) - (_at(f_["samples"], n, fr) - f_["start_rss"])
+                       for fr in _FRACTIONS)
+            anon = max((_at(v["samples"], n, fr, 2) - v["start_anon"]) - (_at(f_["samples"], n, fr, 2) - f_["start_anon"])
+                       for fr in _FRACTIONS)
+            peak = v["maxrss_kb"] * 1024 - f_["maxrss_kb"] * 1024
+            print(f"    {arm}: most RSS growth over file recording at any of those points {over / mib:+.1f} MiB "
+                  f"(anonymous {anon / mib:+.1f}, mapped library code {(over - anon) / mib:+.1f}); peak RSS "
+                  f"{peak / mib:+.1f} MiB; vs ring bound {cap / mib:.0f} MiB: anonymous "
+                  + ("within" if anon <= cap else "OVER") + ", all RSS " + ("within" if max(over, peak) <= cap else "OVER"))
         for arm, z in arms[2:]:
             for sh, (delay, events, pinned, evicted, whole) in res[(n, arm)]["dump"].items():
                 print(f"    {arm} dump near the end, shard {sh:7s}: written {delay:5.2f} s after the trigger, "

@@ -13,7 +13,9 @@ except ImportError:
 
 
 def pytest_collection_modifyitems(config, items):
-    gpu = [item for item in items if "gpu" in item.keywords]
+    # the marker, not item.keywords: keywords also hold the names of the folders above the
+    # test (a checkout in a folder named "gpu" would skip every test)
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu and not has_cuda():                  # probe only when a gpu test was collected
         skip = pytest.mark.skip(reason="needs a CUDA GPU")
         for item in gpu:

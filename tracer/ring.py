@@ -18,6 +18,7 @@ Triggers (any of them reaches every process of the session, through
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -111,6 +112,7 @@ class RingRecorder(Recorder):
         with self._io_lock:
             now = time.monotonic_ns()
             self._exchange_live(now)
+            evicted = self.store.evicted_events
             self.store.evict(now)
             with _signal_lock:
                 got_signal, _signal_pending = _signal_pending, False
@@ -119,8 +121,13 @@ class RingRecorder(Recorder):
             if self._auto_reason is not None:
                 reason, self._auto_reason = self._auto_reason, None
                 self._triggers.append(reason, self.shard, self.session_dir, min_gap_s=self.min_gap_s)
+            dumped = False
             for trig in self._triggers.poll():
                 self.dumps.append(ring_dump.dump(self, trig))
+                dumped = True
+            if dumped or self.store.evicted_events != evicted or self.store.chunks_dropped:
+                self.store.chunks_dropped = 0
+                _trim_heap(now)
 
     def _exchange_live(self, now: int) -> None:
         """Publish this shard's live requests; take the other shards' (see ring_store).
@@ -158,6 +165,29 @@ class RingRecorder(Recorder):
         self.trigger(reason)
         self.flush()
         return self.dumps[-1]
+
+
+_libc = None
+_trimmed_ns = 0
+
+
+def _trim_heap(now_ns: int) -> None:
+    """Give the C heap's free pages back to the OS (glibc ``malloc_trim``), at most once a
+    second. Why: what the ring evicts was allocated among the Recorder's short-lived
+    buffers; glibc keeps the freed pages between live blocks resident until trimmed, and
+    over a long run that is most of the ring's growth beyond what it holds (measured in
+    bench/bench_ring.py). A no-op where there is no glibc."""
+    global _libc, _trimmed_ns
+    if now_ns - _trimmed_ns < 1_000_000_000:
+        return
+    _trimmed_ns = now_ns
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc(0)
 
 
 def trigger(reason: str) -> list[str]:

@@ -14,6 +14,7 @@ recorder writes its own shard of the dump; the last one to finish marks it compl
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import socket
@@ -193,20 +194,14 @@ def dump(rec, trig: dict) -> str:
     end_ns = mono - int((unix - float(trig["unix"])) * 1e9)
     tables, window = rec.store.snapshot(start_ns, end_ns)
     window.update(from_unix=start_unix, to_unix=float(trig["unix"]), to_t_ns=end_ns)
-    for name in TABLES:
-        batches = [b for b in tables[name] if b.num_rows]
-        schema = batches[0].schema if batches else SCHEMAS[name]
-        with pa.OSFile(os.path.join(sdir, name + ".arrows"), "wb") as sink:
-            with pa.ipc.new_stream(sink, schema) as writer:
-                writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema))
-                for b in batches:
-                    writer.write_batch(b)
+    rows = {name: _write_stream(os.path.join(sdir, name + ".arrows"), tables[name], SCHEMAS[name])
+            for name in TABLES}
     host = socket.gethostname()
     info = {"pid": os.getpid(), "host": host, "clock": f"monotonic_ns@{host}", "shard": rec.shard,
             # a window, not the whole run: its end is a cut like a crash's (facts after it
             # are unknown), and its start is described by ring.window
             "closed": False,
-            "events": sum(b.num_rows for b in tables["events"]),
+            "events": rows["events"],
             "ring": {"spec": rec.ring_spec, "trigger": trig, "dumped_unix": time.time(),
                      "window": window}}
     tmp = os.path.join(sdir, SHARD_INFO + ".tmp")
@@ -218,3 +213,20 @@ def dump(rec, trig: dict) -> str:
     if all(os.path.exists(os.path.join(out, s, SHARD_INFO)) for s in man.get("shards", [])):
         manifest.finish(out)
     return out
+
+
+def _write_stream(path: str, batches, default: pa.Schema) -> int:
+    """Write ``batches`` (an iterable: the ring unpacks one at a time) as one Arrow stream,
+    in the schema of the first (the wire schema of dictionary columns); rows written."""
+    it = iter(batches)
+    first = next(it, None)
+    schema = first.schema if first is not None else default
+    n = 0
+    with pa.OSFile(path, "wb") as sink:
+        with pa.ipc.new_stream(sink, schema) as writer:
+            writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema))
+            for b in itertools.chain([first] if first is not None else [], it):
+                if b.num_rows:
+                    writer.write_batch(b)
+                    n += b.num_rows
+    return n

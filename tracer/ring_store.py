@@ -32,6 +32,14 @@ owners that shared a slot generation (the turns of one session whose prefix page
 passed on) are kept or dropped together.
 What pinning cannot keep (pinned facts over half the ring's size) is dropped and the
 loss is reported by :meth:`RingStore.window` (``state_complete: false``).
+
+Memory. Every batch the ring holds is kept *packed* (:class:`Packed`): one LZ4-compressed
+Arrow IPC message in one exact-size allocation, not the Arrow arrays the Recorder built.
+Arrays built row by row sit in buffers grown by doubling (an allocator keeps a block it
+shrinks in place), each with its own C++ objects, scattered among short-lived allocations:
+measured, the process grew by about twice the Arrow bytes it held (bench/bench_ring.py).
+The ring's size counts, per batch, the larger of its Arrow bytes (what a dump writes) and
+its packed bytes, plus the bookkeeping per distinct owner of each batch (:data:`OWNER_BYTES`).
 """
 from __future__ import annotations
 
@@ -56,14 +64,15 @@ _STATE_KIND_SET = pa.array(sorted(_STATE_KINDS), pa.string())
 
 @dataclasses.dataclass
 class _Chunk:
-    """The batches of one flush: descriptors first, then the events referencing them."""
-    descs: list
-    events: pa.RecordBatch | None
+    """The batches of one flush (packed): descriptors first, then the events referencing them."""
+    descs: list           # of Packed
+    events: "Packed | None"
     owners: "Owners"      # per event row: its owner key (None: not pinnable)
     desc_owners: list     # per descs batch: its rows' Owners
     t_first: int
     t_last: int
     nbytes: int
+    seq0: int | None = None   # the first event's seq
 
 
 class RingStore:
@@ -88,6 +97,7 @@ class RingStore:
         self.pinned: list = []              # (events batch, its rows' owners, their set)
         self.pinned_descs: list = []        # (descs batch, its rows' owners, their set)
         self.evicted_events = 0
+        self.chunks_dropped = 0             # chunks that left the ring (the recorder resets it)
         self.state_complete = True
         self._chunk_bytes = 0               # running totals behind nbytes
         self._pinned_total = 0
@@ -138,7 +148,7 @@ class RingStore:
         waiting, descs, self._descs = self._descs, [], []
         carried = {id(b) for b in self._carried}
         for b in waiting:
-            if id(b) in carried or all(x in self._xfer_owner for x in pc.unique(b.column("xfer")).to_pylist()):
+            if id(b) in carried or all(x in self._xfer_owner for x in pc.unique(b.column("xfer"), memory_pool=_POOL).to_pylist()):
                 descs.append(b)
             else:
                 self._descs.append(b)
@@ -146,11 +156,13 @@ class RingStore:
         desc_owners = [self._ingest_descs(b) for b in descs]
         t = events.column("t_ns")
         t_first, t_last = (t[0].as_py(), t[-1].as_py()) if len(t) else (0, 0)
+        seq0 = events.column("seq")[0].as_py() if len(t) else None
+        events, descs = Packed(events), [Packed(b) for b in descs]
         nbytes = (events.nbytes + owners.nbytes + sum(b.nbytes for b in descs)
                   + sum(o.nbytes for o in desc_owners))
         if self.max_bytes is not None:     # make room first: the bound holds at every instant
             self._evict_while(lambda: self.nbytes + nbytes > self.max_bytes, t_first)
-        self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes))
+        self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes, seq0))
         self._chunk_bytes += nbytes
         self._pending_bytes = sum(b.nbytes for b in self._descs)
 
@@ -174,10 +186,10 @@ class RingStore:
         # make most of a trace.
         own = Owners.encode(batch.column("request"))
         kinds = batch.column("kind")
-        mask = pc.is_in(kinds, value_set=_STATE_KIND_SET)
+        mask = pc.is_in(kinds, value_set=_STATE_KIND_SET, memory_pool=_POOL)
         idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) if pc.any(mask).as_py() else ()
         if len(idx):
-            sub = batch.take(pa.array(idx, pa.int64()))
+            sub = pc.take(batch, pa.array(idx, pa.int64(), memory_pool=_POOL), memory_pool=_POOL)
             cols = [sub.column(c).to_pylist() for c in _COLS]
             for i, (seq, t, agent, kind, req, pool, slots, xfer, addr, detail) in zip(idx, zip(*cols)):
                 if req is not None:
@@ -328,6 +340,7 @@ class RingStore:
         evicted = False
         while self.chunks and over():
             old = self.chunks.popleft()
+            self.chunks_dropped += 1
             self._chunk_bytes -= old.nbytes
             self._pin(old, self._evict_cut(now_ns))
             evicted = True
@@ -376,9 +389,12 @@ class RingStore:
             del self._xfer_owner[x]
 
     # ------------------------------------------------------------ dump
-    def snapshot(self, start_ns: int, end_ns: int | None = None) -> tuple[dict[str, list], dict]:
+    def snapshot(self, start_ns: int, end_ns: int | None = None) -> tuple[dict, dict]:
         """The batches of a dump of the window ``[start_ns, end_ns]`` (per table, in stream
         order: events by seq), and its description for shard.json.
+
+        Each table is an iterable that unpacks one batch at a time (a dump writes it as it
+        goes, so dumping never holds more than one unpacked batch beside the ring).
 
         Events after ``end_ns`` (the trigger) are left out, and the descriptors of postings
         left out with them: shards that dump at different moments still end at one instant,
@@ -408,7 +424,7 @@ class RingStore:
                 continue
             if c.events is not None:
                 if from_seq is None and c.events.num_rows:
-                    from_seq = c.events.column("seq")[0].as_py()
+                    from_seq = c.seq0
                 events.append(c.events)
             descs += c.descs
         descs += self._descs
@@ -416,33 +432,47 @@ class RingStore:
         pinned = sum(b.num_rows for b in events) - window_rows
         if end_ns is not None:
             events, descs = _until(events, descs, end_ns)
+        else:
+            events, descs = _Unpacked(events), _Unpacked(descs)
         window = {"from_seq": from_seq, "from_t_ns": start_ns, "pinned_events": pinned,
                   "evicted_events": self.evicted_events + dropped, "state_complete": self.state_complete}
         return {"events": events, "descs": descs, "dlists": list(self.dlists), "layouts": list(self.layouts)}, window
 
 
-def _until(events: list, descs: list, end_ns: int) -> tuple[list, list]:
+class _Unpacked:
+    """Batches (packed or not) read back one at a time, as often as iterated."""
+
+    def __init__(self, items: list, keep=None):
+        self._items, self._keep = items, keep
+
+    def __iter__(self):
+        for b in self._items:
+            b = _unpack(b)
+            if self._keep is not None:
+                b = self._keep(b)
+            if b is not None and b.num_rows:
+                yield b
+
+
+def _until(events: list, descs: list, end_ns: int) -> tuple[_Unpacked, _Unpacked]:
     """Events at or before ``end_ns``; descriptors of the postings among them."""
-    import pyarrow.compute as pc
-    out = []
-    for b in events:
+    def early(b):
         if b.num_rows and pc.max(b.column("t_ns")).as_py() > end_ns:
-            b = b.filter(pc.less_equal(b.column("t_ns"), end_ns))
-        if b.num_rows:
-            out.append(b)
+            b = pc.filter(b, pc.less_equal(b.column("t_ns"), end_ns, memory_pool=_POOL), memory_pool=_POOL)
+        return b
+    out = _Unpacked(events, early)
     posts = set()
-    for b in out:
-        mask = pc.equal(b.column("kind"), "xfer_post")
-        posts.update(x for x in b.column("xfer").filter(mask).to_pylist())
+    for b in out:                # a first pass, one batch at a time: which postings stay
+        mask = pc.equal(b.column("kind"), "xfer_post", memory_pool=_POOL)
+        posts.update(x for x in pc.filter(b.column("xfer"), mask, memory_pool=_POOL).to_pylist())
     keep = pa.array(sorted(posts), pa.int64())
-    kept = []
-    for b in descs:
-        m = pc.is_in(b.column("xfer"), value_set=keep)
+
+    def posted(b):
+        m = pc.is_in(b.column("xfer"), value_set=keep, memory_pool=_POOL)
         if pc.all(m).as_py():
-            kept.append(b)
-        elif pc.any(m).as_py():
-            kept.append(b.filter(m))
-    return out, kept
+            return b
+        return pc.filter(b, m, memory_pool=_POOL) if pc.any(m).as_py() else None
+    return out, _Unpacked(descs, posted)
 
 
 class _Liveness:
@@ -465,8 +495,9 @@ class _Liveness:
         return v
 
 
-def _keep(batch: pa.RecordBatch, owners: "Owners", live) -> tuple[list, int]:
-    """([(rows of live owners, their owners, owner set)] or [], how many rows were dropped)."""
+def _keep(batch: "Packed | pa.RecordBatch", owners: "Owners", live) -> tuple[list, int]:
+    """([(rows of live owners, their owners, owner set)] or [], how many rows were dropped).
+    A packed batch stays packed: it is unpacked only when some rows go and others stay."""
     alive = [bool(live(o)) for o in owners.uniq]
     if all(alive):
         return [(batch, owners, set(owners.uniq))], 0
@@ -475,13 +506,72 @@ def _keep(batch: pa.RecordBatch, owners: "Owners", live) -> tuple[list, int]:
     if n == len(keep):
         return [], n
     kept = owners.subset(keep, alive)
-    return [(batch.filter(pa.array(keep)), kept, set(kept.uniq))], n
+    rows = pc.filter(_unpack(batch), pa.array(keep, memory_pool=_POOL), memory_pool=_POOL)
+    return [(Packed(rows) if isinstance(batch, Packed) else rows, kept, set(kept.uniq))], n
+
+
+#: The pool of every Arrow buffer the ring makes (packing, filtering, its bookkeeping's
+#: kernels): the system allocator. pyarrow's default pool (mimalloc) kept the freed
+#: transient buffers of this work cached: measured, a 2 MB ring process stayed 13-16 MiB
+#: above file recording with nothing held in Arrow; with this pool, 1 MiB.
+_POOL = pa.system_memory_pool()
+#: how a batch is packed: LZ4 over its Arrow IPC stream (measured on recorded traces: events
+#: 3.2x, descriptor batches 3.9x smaller, at about 1 us per event; zstd packs 5.8x at 5x
+#: the CPU). In this thread: the IPC writer's threaded compression allocates in the
+#: default pool from Arrow's worker threads.
+_CODEC = "lz4"
+
+
+class Packed:
+    """One record batch as the ring holds it: its Arrow IPC stream (schema, dictionaries,
+    the batch), LZ4-compressed, in one exact-size ``bytes`` object.
+
+    Why: the Recorder's batches are built row by row; their buffers grew by doubling and
+    each array brings C++ objects, all scattered among short-lived allocations. Held for
+    minutes they cost the process about twice their Arrow bytes (bench/bench_ring.py).
+    Packed, a batch is one allocation of a third to a quarter of its Arrow bytes."""
+
+    __slots__ = ("data", "size", "num_rows", "raw")
+
+    def __init__(self, batch: pa.RecordBatch):
+        sink = pa.BufferOutputStream(memory_pool=_POOL)
+        with pa.ipc.new_stream(sink, batch.schema) as w:
+            w.write_batch(batch)
+        stream = sink.getvalue()
+        self.size = stream.size
+        self.data = pa.compress(stream, codec=_CODEC, asbytes=True, memory_pool=_POOL)   # an exact-size copy
+        self.num_rows = batch.num_rows
+        self.raw = batch.nbytes
+
+    def unpack(self) -> pa.RecordBatch:
+        """The batch again (its buffers point into one decompressed buffer)."""
+        stream = pa.decompress(self.data, self.size, codec=_CODEC, memory_pool=_POOL)
+        return pa.ipc.open_stream(stream).read_next_batch()
+
+    @property
+    def nbytes(self) -> int:
+        """What the ring counts: the larger of its Arrow bytes (what a dump writes) and the
+        memory it takes (the packed bytes and the object)."""
+        return max(self.raw, len(self.data) + 100)
+
+
+def _unpack(b) -> pa.RecordBatch:
+    return b.unpack() if isinstance(b, Packed) else b
+
+
+#: Python memory a batch's distinct owner costs while the batch is in the ring: its entry in
+#: the batch's owner list (the key object and the pointer) and its share of the liveness
+#: bookkeeping (last-seen times, references, generation members). Measured by tracemalloc
+#: over 1500 reference-engine requests replayed into an 8 MB ring: about 200 bytes per
+#: (batch, owner) entry at the margin; counted with room to spare.
+OWNER_BYTES = 256
 
 
 class Owners:
     """The owner key of every row of a batch, held compactly: one int32 code per row into
     a list of the batch's distinct owners (a flush has many rows per request), so a ring of
-    N rows costs 4 N bytes here, counted in the store's size, not a Python object per row."""
+    N rows with K distinct owners per batch costs 4 N + OWNER_BYTES K bytes here, counted in
+    the store's size, not a Python object per row."""
 
     __slots__ = ("codes", "uniq")
 
@@ -491,7 +581,7 @@ class Owners:
     @classmethod
     def encode(cls, column) -> "Owners":
         """Owners keyed by a column's values (a null value: the owner None)."""
-        enc = pc.dictionary_encode(column)
+        enc = pc.dictionary_encode(column, memory_pool=_POOL)
         if isinstance(enc, pa.ChunkedArray):
             enc = enc.combine_chunks()
         uniq = enc.dictionary.to_pylist()
@@ -524,9 +614,8 @@ class Owners:
 
     @property
     def nbytes(self) -> int:
-        """The codes plus the list of distinct owners (pointers; the keys are shared with
-        the liveness bookkeeping)."""
-        return int(self.codes.nbytes) + 8 * len(self.uniq) + 56
+        """The codes plus :data:`OWNER_BYTES` per distinct owner."""
+        return int(self.codes.nbytes) + OWNER_BYTES * len(self.uniq) + 56
 
     def __len__(self) -> int:
         return len(self.codes)

@@ -128,12 +128,13 @@ class KvtraceApp(App):
             self.pool_choice = self.finding_pool   # stay on the finding's pool while walking it
         elif row.get("pool") is not None and row.get("agent") is not None:
             self.pool_choice = (row["agent"], row["pool"])
-        elif self.pool_choice is None and self.facts.pools():
-            self.pool_choice = self.facts.pools()[0][:2]
         self._load_panels(row, self.pool_choice)
 
     @work(thread=True, exclusive=True, group="panels")
     def _load_panels(self, row: dict, pool: tuple[str, str] | None) -> None:
+        if pool is None and self.facts.pools():   # no pool yet: the first one (the facts may still be building)
+            pool = self.facts.pools()[0][:2]
+            self.call_from_thread(setattr, self, "pool_choice", self.pool_choice or pool)
         k = xfer_key(row)
         view = self.facts.transfer(k[0], k[1], row["ord"]) if k else None
         cells = None
@@ -154,6 +155,7 @@ class KvtraceApp(App):
     def load_findings(self) -> None:
         session = self.source.session
         try:
+            self.source.wait_ready()   # the session's connection is the background build's until then
             found = session.findings()
             who = session.attribute(found)     # who wrote the bytes of each corrupted read
             self.carried = {}

@@ -29,8 +29,7 @@ def run(args) -> int:
     if not session.timeline_ready():
         # ~30 s at 10M events, once: say so rather than look hung
         print(f"kvtrace tui: building the timeline index of {args.trace} (first open only)…", file=sys.stderr)
-    source = TimelineSource(session)
-    session.sandbox()   # the SQL console reads nothing outside the trace
+    source = TimelineSource(session, sandbox=True, background=True)   # the SQL console reads nothing outside the trace
     if source.total == 0:
         raise UsageError(f"{args.trace}: the trace has no events")
     app = KvtraceApp(source, run_findings=not args.no_checks)
@@ -41,7 +40,10 @@ def run(args) -> int:
             raise UsageError(str(e)) from None
         if target is not None:
             app.call_later(lambda: app.timeline.move_to_ord(target))
-    app.run()
+    try:
+        app.run()
+    finally:
+        source.close()
     for note in session.notes:
         print(f"note: {note}")
     return 0

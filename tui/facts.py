@@ -88,6 +88,7 @@ class Facts:
         return r
 
     def _cur(self):
+        self.source.wait_ready()   # in a worker: the panels' tables may still be building
         return self.source.con.cursor()
 
     def pools(self) -> list[tuple[str, str, int, int]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import re
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +39,28 @@ class OrdReader:
         self._cache: collections.OrderedDict[int, pa.Table] = collections.OrderedDict()
         self._size = cache
 
+    @property
+    def num_rows(self) -> int:
+        return int(self._starts[-1])
+
+    def min_of(self, column: str):
+        """The smallest non-null value of ``column`` from the row groups' statistics (no
+        data read); None when a row group has no statistics for it."""
+        md = self._pf.metadata
+        leaves = [j for j in range(md.num_columns) if md.schema.column(j).path == column]
+        if not leaves:
+            return None
+        i = leaves[0]
+        lows = []
+        for k in range(md.num_row_groups):
+            st = md.row_group(k).column(i).statistics
+            if st is None or not st.has_min_max:
+                if md.row_group(k).num_rows and (st is None or st.null_count != md.row_group(k).num_rows):
+                    return None
+                continue
+            lows.append(st.min)
+        return min(lows) if lows else None
+
     def _group(self, k: int) -> pa.Table:
         t = self._cache.get(k)
         if t is None:
@@ -66,23 +89,77 @@ class TimelineSource:
 
     Args:
         session: an open kvtrace.model.TraceModel (a TraceSession, when findings are wanted).
+        sandbox: bound the session's SQL to the trace (session.sandbox()) once the timeline
+            is open, before anything runs in the background: for a console typing SQL.
+        background: build what the side panels read in a thread (see wait_ready, close)
+            instead of before returning.
     """
 
-    def __init__(self, session):
+    #: derived objects only the side panels and the slot filter read
+    PANEL_OBJECTS = ("xfer_span", "slot_history", "desc_match")
+
+    def __init__(self, session, sandbox: bool = False, background: bool = False):
         self.session = session
-        self.events_path = session.timeline_file()
-        session.derive(["xfer_span", "slot_history", "desc_match"])
+        self.events_path = _timeline(session)
         session.release_streams()
         self.con = session.cursor()          # own cursor: workers take others
-        self.con.execute(sql_text("tl_view"))
+        # ``tl``: the file itself (the model's ``timeline`` view over it comes with the
+        # background build below, which the panels' objects require)
+        self.con.read_parquet(self.events_path).create_view("tl")
+        # What the panels read (descriptor ends, holdings: most of the model's derivation,
+        # tens of seconds at 10M events). In the background (`kvtrace tui`) it is built on
+        # the session's own connection while the timeline already opens and steps; panels
+        # wait for it (wait_ready), and so must anything else using that connection.
+        if sandbox:   # before the background build touches the connection (model/sandbox.py)
+            session.sandbox()
+        self._ready = threading.Event()
+        self._derive_error: BaseException | None = None
+        self._thread = threading.Thread(target=self._derive_panels, name="kvtrace-derive", daemon=True)
+        if background:
+            self._thread.start()
+        else:
+            self._derive_panels()
+            self.wait_ready()
         self.reader = OrdReader(self.events_path)
         self.con.execute("CREATE OR REPLACE TEMP TABLE tui_slot_xfers (shard VARCHAR, xfer BIGINT)")
         self.con.execute("CREATE OR REPLACE TEMP TABLE tui_visible (ord BIGINT)")
-        self.total = self.con.execute("SELECT count(*) FROM tl").fetchone()[0]
-        self.t0 = self.con.execute("SELECT min(t_ns) FROM tl").fetchone()[0] or 0
+        # from the file's metadata: a scan of 10M t_ns values would cost more than the rest of the open
+        self.total = self.reader.num_rows
+        t0 = self.reader.min_of("t_ns")
+        if t0 is None:
+            t0 = self.con.execute("SELECT min(t_ns) FROM tl").fetchone()[0]
+        self.t0 = t0 or 0
         self.filter = Filter()
         self._ords: np.ndarray | None = None     # visible ords when filtered
         self._pages: collections.OrderedDict[int, list[dict]] = collections.OrderedDict()
+
+    def _derive_panels(self) -> None:
+        try:
+            self.session.derive(list(self.PANEL_OBJECTS))
+        except BaseException as e:   # re-raised to whoever waits (wait_ready), not lost in the thread
+            self._derive_error = e
+        finally:
+            self._ready.set()
+
+    @property
+    def ready(self) -> bool:
+        """Whether what the panels read is built (see wait_ready)."""
+        return self._ready.is_set()
+
+    def wait_ready(self) -> None:
+        """Block until the panels' derived objects exist (call from a worker, not the UI
+        thread); re-raises what building them raised. The session's own connection is
+        free for this thread's use afterwards."""
+        self._ready.wait()
+        if self._derive_error is not None:
+            raise self._derive_error
+
+    def close(self) -> None:
+        """Stop the background build if it still runs (quitting must not wait for it)."""
+        if self._thread.is_alive():
+            if not self._ready.is_set():
+                self.session.con.interrupt()
+            self._thread.join()
 
     # -- filtering --------------------------------------------------------------
     def set_filter(self, flt: Filter) -> int:
@@ -93,6 +170,7 @@ class TimelineSource:
             self._ords = None
             return self.total
         if flt.slot is not None and flt.agent is not None and flt.pool is not None:
+            self.wait_ready()   # descriptor ends (chosen on the slot map: already built then)
             self.con.execute(sql_text("slot_xfers"), [flt.agent, flt.pool, flt.slot])
             params = flt.params(by_desc=True)
         else:
@@ -181,6 +259,14 @@ class TimelineSource:
             shard, _, seq = text.rpartition(":")
             return self.ord_of(shard, _int(seq))
         return _int(text)
+
+
+def _timeline(session) -> str:
+    """The timeline file. Once it is current, opening derives nothing (building it the
+    first time needs the model's cross-shard pairs, see order.py)."""
+    from kvtrace.model import order
+
+    return order.ensure(session) if session.timeline_ready() else session.timeline_file()
 
 
 def _int(s: str) -> int:

@@ -24,9 +24,25 @@
 --   count BIGINT       -- (read, slot) pairs of the dropped class
 --   src_agent VARCHAR  -- the producer
 --   message VARCHAR
-WITH ends AS (
-    SELECT s.agent AS a, d.agent AS b, d.request, d.pool AS d_pool, d.shard, d.post_seq
-    FROM end_hold s JOIN end_hold d ON d.shard = s.shard AND d.xfer = s.xfer AND d.pos = s.pos AND d.side = 'dst'
+-- Cheap first: per transfer and side its agents and destination pools (one grouped scan
+-- of end_hold instead of joining its 1.4M ends to themselves), then the pools a producer
+-- registers that a flow does not carry (few), and only then the consumer's reads.
+WITH eg AS (   -- per transfer, side, agent and pool
+    SELECT psidx, xfer, side, agent, pool, any_value(shard) AS shard, any_value(request) AS request,
+           any_value(post_seq) AS post_seq
+    FROM end_hold GROUP BY psidx, xfer, side, agent, pool
+), src AS (    -- the source agents of each transfer
+    SELECT psidx, xfer, list(DISTINCT agent) AS agents FROM eg WHERE side = 'src' GROUP BY ALL
+), ends AS (
+    -- a transfer with one source agent: each destination (agent, pool) pairs with it
+    SELECT s.agents[1] AS a, d.agent AS b, d.request, d.pool AS d_pool, d.shard, d.post_seq
+    FROM eg d JOIN src s USING (psidx, xfer)
+    WHERE d.side = 'dst' AND len(s.agents) = 1 AND s.agents[1] <> d.agent
+    UNION ALL
+    -- several source agents (not seen in NIXL, where a transfer joins two agents): pair per descriptor
+    SELECT s.agent, d.agent, d.request, d.pool, d.shard, d.post_seq
+    FROM end_hold s JOIN end_hold d ON d.psidx = s.psidx AND d.xfer = s.xfer AND d.pos = s.pos AND d.side = 'dst'
+    SEMI JOIN src m ON m.psidx = s.psidx AND m.xfer = s.xfer AND len(m.agents) > 1
     WHERE s.side = 'src' AND s.agent <> d.agent
 ), flows AS (   -- producer → consumer per request, and the pools its transfers carry
     SELECT a, b, request, list(DISTINCT d_pool) FILTER (WHERE d_pool IS NOT NULL) AS carried,
@@ -34,23 +50,22 @@ WITH ends AS (
            list(DISTINCT shard) AS x_shards
     FROM ends GROUP BY ALL
 ), reg AS (SELECT DISTINCT agent, pool FROM layouts),
-own AS (SELECT DISTINCT agent, request, pool FROM writes),
-rd AS (
-    SELECT r.agent, r.request, r.pool, r.shard, r.seq, r.layer, r.slot
-    FROM reads r
-    WHERE r.managed AND r.alloc_seq IS NOT NULL AND r.alloc_seq = r.gen_seq   -- its own pages
-      AND NOT EXISTS (SELECT 1 FROM own o WHERE o.agent = r.agent AND o.request = r.request AND o.pool = r.pool)
-), bad AS (
-    SELECT rd.*, f.a, f.n_x, f.post_seq, f.x_shard, f.carried
-    FROM rd JOIN flows f ON f.b = rd.agent AND f.request = rd.request
-    JOIN reg g ON g.agent = f.a AND g.pool = rd.pool
+gap AS (   -- a pool the producer registers that none of the flow's transfers carry
+    SELECT f.*, g.pool
+    FROM flows f JOIN reg g ON g.agent = f.a
     -- "none of the request's transfers" is a fact only when every transfer between the two
     -- agents is recorded: both agents' shards present and not cut (see model/cut.py)
     JOIN agent_home ha ON ha.agent = f.a JOIN shard_cut ca ON ca.shard = ha.h_shard AND ca.cut IS NULL
     JOIN agent_home hb ON hb.agent = f.b JOIN shard_cut cb ON cb.shard = hb.h_shard AND cb.cut IS NULL
-    WHERE NOT list_contains(coalesce(f.carried, []), rd.pool)
+    WHERE NOT list_contains(coalesce(f.carried, []), g.pool)
       -- an absence is proven only where every post is present: no initiator's shard is cut
       AND NOT EXISTS (SELECT 1 FROM shard_cut c WHERE list_contains(f.x_shards, c.shard) AND c.cut IS NOT NULL)
+), own AS (SELECT DISTINCT agent, request, pool FROM writes),
+bad AS (   -- the consumer's reads of such a pool, of pages its own allocation began
+    SELECT r.agent, r.request, r.pool, r.shard, r.seq, r.layer, r.slot, f.a, f.n_x, f.post_seq, f.x_shard, f.carried
+    FROM reads r JOIN gap f ON f.b = r.agent AND f.request = r.request AND f.pool = r.pool
+    WHERE r.managed AND r.alloc_seq IS NOT NULL AND r.alloc_seq = r.gen_seq   -- its own pages
+      AND NOT EXISTS (SELECT 1 FROM own o WHERE o.agent = r.agent AND o.request = r.request AND o.pool = r.pool)
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,

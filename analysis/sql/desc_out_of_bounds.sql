@@ -28,28 +28,41 @@ WITH reg AS (
     SELECT agent, addr, nbytes FROM events WHERE kind = 'register' AND addr IS NOT NULL
     UNION ALL
     SELECT agent, addr, nbytes FROM lay WHERE agent NOT IN (SELECT agent FROM events WHERE kind = 'register')
-), e AS (
-    SELECT e.*, NOT EXISTS (SELECT 1 FROM reg r WHERE r.agent = e.agent AND e.addr >= r.addr
-                                                  AND e.addr + e.nbytes <= r.addr + r.nbytes) AS outside
-    FROM end_hold e WHERE e.agent IN (SELECT agent FROM reg)
 ), lr AS (  -- ends that start in a layout region but run past its end (desc_end leaves them unresolved)
-    SELECT e.shard, e.xfer, e.pos, e.side, any_value(l.pool) AS l_pool, any_value(l.layer) AS l_layer,
+    SELECT e.psidx, e.shard, e.xfer, e.pos, e.side, any_value(l.pool) AS l_pool, any_value(l.layer) AS l_layer,
            any_value((e.addr - l.addr) // l.slot_bytes)::BIGINT AS l_slot
     FROM end_hold e JOIN lay l ON e.pool IS NULL AND l.agent = e.agent
          AND e.addr >= l.addr AND e.addr < l.addr + l.nbytes AND e.addr + e.nbytes > l.addr + l.nbytes
     GROUP BY ALL
 ), dr AS (SELECT shard, seq, agent, addr, nbytes FROM events WHERE kind = 'deregister' AND addr IS NOT NULL),
 dead AS (  -- ends in memory its agent deregistered before the post (happens-before), not registered again
-    SELECT DISTINCT e.shard, e.xfer, e.pos, e.side
+    SELECT DISTINCT e.psidx, e.shard, e.xfer, e.pos, e.side
     FROM end_hold e JOIN dr ON dr.agent = e.agent AND dr.shard = e.h_shard AND dr.seq <= e.bound
                   AND e.addr < dr.addr + dr.nbytes AND dr.addr < e.addr + e.nbytes
     WHERE NOT EXISTS (SELECT 1 FROM events g WHERE g.kind = 'register' AND g.agent = e.agent AND g.shard = dr.shard
                       AND g.seq > dr.seq AND g.seq <= e.bound AND g.addr <= e.addr AND g.addr + g.nbytes >= e.addr + e.nbytes)
+), rng AS (   -- the distinct ranges descriptors use (far fewer than descriptor ends)
+    SELECT DISTINCT agent, addr, nbytes FROM end_hold
+    WHERE agent IN (SELECT agent FROM reg) AND addr IS NOT NULL AND nbytes IS NOT NULL
+), out AS (    -- ranges no region of their agent contains
+    SELECT * FROM rng g WHERE NOT EXISTS (SELECT 1 FROM reg r WHERE r.agent = g.agent AND g.addr >= r.addr
+                                                            AND g.addr + g.nbytes <= r.addr + r.nbytes)
+), e0 AS (   -- narrow first: which ends are outside every region, and which can be bad at all
+    SELECT e.psidx, e.xfer, e.pos, e.side,
+           e.addr IS NULL OR e.nbytes IS NULL OR (e.agent, e.addr, e.nbytes) IN (SELECT (agent, addr, nbytes) FROM out) AS outside,
+           coalesce(e.crosses AND NOT (e.off = 0 AND e.nbytes % e.slot_bytes = 0), false) AS crossing
+    FROM end_hold e WHERE e.agent IN (SELECT agent FROM reg)
+), e AS (   -- the full rows of those few ends only
+    SELECT e.*, c.outside FROM end_hold e
+    JOIN (SELECT * FROM e0 WHERE outside OR crossing
+             OR (psidx, xfer, pos, side) IN (SELECT (psidx, xfer, pos, side) FROM lr)
+             OR (psidx, xfer, pos, side) IN (SELECT (psidx, xfer, pos, side) FROM dead)) c
+      USING (psidx, xfer, pos, side)
 ), bad AS (
     SELECT e.* REPLACE (coalesce(e.pool, lr.l_pool) AS pool, coalesce(e.layer, lr.l_layer) AS layer,
                         coalesce(e.slot, lr.l_slot) AS slot),
            CASE WHEN outside THEN 'outside' WHEN dd.xfer IS NOT NULL THEN 'deregistered' ELSE 'crosses' END AS problem
-    FROM e LEFT JOIN lr USING (shard, xfer, pos, side) LEFT JOIN dead dd USING (shard, xfer, pos, side)
+    FROM e LEFT JOIN lr USING (psidx, shard, xfer, pos, side) LEFT JOIN dead dd USING (psidx, shard, xfer, pos, side)
     WHERE outside
        OR (crosses AND NOT (off = 0 AND nbytes % slot_bytes = 0))   -- a whole run of slots is legal
        OR (lr.l_pool IS NOT NULL AND NOT outside)

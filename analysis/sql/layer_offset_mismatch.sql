@@ -38,15 +38,19 @@ sg AS (
                           CASE WHEN s_page IS NULL THEN ', which the request does not hold' ELSE ' (page ' || s_page || ')' END),
                    (post_seq, pos)) AS example
     FROM stray GROUP BY ALL
+), sk AS (SELECT DISTINCT request, agent, pool FROM sg),   -- coverage is only reported for these
+okd AS (    -- the correct descriptors of a (request, pool) with stray ones (few: no grouping of all)
+    SELECT d.* FROM d SEMI JOIN sk ON sk.request = d.request AND sk.agent = d.d_agent AND sk.pool = d.d_pool
+    WHERE d.ok
 ), cov AS (  -- correct coverage: which (layer, page)s of each pool the request received
-    SELECT request, d_agent AS agent, d_pool AS pool, d_layer, d_page FROM d WHERE ok GROUP BY ALL
+    SELECT request, d_agent AS agent, d_pool AS pool, d_layer, d_page FROM okd GROUP BY ALL
 ), nl AS (SELECT agent, pool, count(DISTINCT layer) AS n_layers FROM lay GROUP BY ALL),
 pages AS (
     SELECT request, agent, pool, count(DISTINCT d_page) AS n_pages, count(*) AS n_cov FROM cov GROUP BY ALL
 ), short AS (  -- the request's own destination slots that miss some layer
     SELECT d.request, d.d_agent AS agent, d.d_pool AS pool, list(DISTINCT d.d_slot ORDER BY d.d_slot) AS missing_slots
     FROM (SELECT request, d_agent, d_pool, d_page, any_value(d_slot) AS d_slot, count(DISTINCT d_layer) AS n
-          FROM d WHERE ok GROUP BY ALL) d
+          FROM okd GROUP BY ALL) d
     JOIN nl ON nl.agent = d.d_agent AND nl.pool = d.d_pool
     WHERE d.n < nl.n_layers GROUP BY ALL
 ),

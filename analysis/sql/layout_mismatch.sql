@@ -33,12 +33,20 @@ WITH geo AS (   -- each agent's geometry per buffer class
     SELECT agent, pool, coalesce(part, '') AS part, min(slot_bytes) AS sb, min(page_tokens) AS pt,
            min(dtype) AS dt, count(DISTINCT layer) AS regions
     FROM layouts GROUP BY ALL
-), pairs AS (   -- the two ends of every descriptor inside the same class
+), gd AS (    -- classes two agents store differently (few): only their descriptors are paired below
+    SELECT ga.agent AS a, gb.agent AS b, ga.pool, ga.part FROM geo ga
+    JOIN geo gb ON gb.pool = ga.pool AND gb.part = ga.part AND gb.agent <> ga.agent
+    WHERE coalesce(ga.dt <> gb.dt, false) OR ga.sb * gb.pt <> gb.sb * ga.pt
+), sc AS MATERIALIZED (   -- source ends inside such a class
+    SELECT s.* FROM end_hold s
+    SEMI JOIN gd ON gd.a = s.agent AND gd.pool = s.pool AND gd.part = coalesce(s.part, '')
+    WHERE s.side = 'src' AND s.pool IS NOT NULL
+), pairs AS (   -- the two ends of each such descriptor (the destinations looked up for those alone)
     SELECT s.agent AS a, d.agent AS b, s.pool, coalesce(s.part, '') AS part, s.crosses <> d.crosses AS uneven,
            s.request, s.shard, s.post_seq
-    FROM end_hold s JOIN end_hold d ON d.shard = s.shard AND d.xfer = s.xfer AND d.pos = s.pos AND d.side = 'dst'
-    WHERE s.side = 'src' AND s.pool IS NOT NULL AND d.pool = s.pool AND coalesce(d.part, '') = coalesce(s.part, '')
-      AND s.agent <> d.agent
+    FROM sc s JOIN (SELECT * FROM end_hold WHERE side = 'dst' AND (psidx, xfer, pos) IN (SELECT (psidx, xfer, pos) FROM sc)) d
+      ON d.psidx = s.psidx AND d.xfer = s.xfer AND d.pos = s.pos
+    WHERE d.pool = s.pool AND coalesce(d.part, '') = coalesce(s.part, '') AND s.agent <> d.agent
 ), cls AS (
     SELECT a, b, pool, part, count(*) AS n, count(*) FILTER (WHERE uneven) AS n_uneven,
            arg_min(request, post_seq) AS request, list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:3] AS events

@@ -26,28 +26,37 @@
 --   count BIGINT       -- overwritten (slot layer, write) pairs
 --   how VARCHAR        -- 'state' (one-state pool) | 'page' (below the last delivered page)
 --   message VARCHAR
-WITH deliv AS (   -- slot layers transfers deliver into, with the holding they land in
+-- The candidate overwrites (the request's write after the post, within its holding) come
+-- first; the last page delivered and the reads in between are looked up for those alone.
+WITH deliv AS NOT MATERIALIZED (   -- slot layers transfers deliver into, with the holding they land in
     SELECT shard, xfer, post_seq, bound, agent, pool, layer, slot, lk, request, alloc_seq, free_seq, page
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
     UNION ALL
     SELECT shard, xfer, post_seq, bound, agent, pool, layer, slot, lk, request, h.a, h.f, h.p
     FROM run_hold WHERE side = 'dst' AND h IS NOT NULL
+), cand AS (
+    SELECT d.*, w.seq AS w_seq, w.shard AS w_shard, w.page AS w_page0
+    FROM deliv d
+    JOIN (SELECT * FROM writes   -- writes on the consumers' side only (a producer's writes never qualify)
+          WHERE (shard, agent, pool) IN (SELECT DISTINCT (h_shard, agent, pool) FROM end_hold WHERE side = 'dst')) w
+      ON w.lk = d.lk AND w.request = d.request
+    WHERE NOT w.seq <= d.bound                          -- not before the post
+      AND w.seq > d.alloc_seq AND (d.free_seq IS NULL OR w.seq < d.free_seq)
 ), last_page AS (  -- the last page R's transfers delivered in a pool
-    SELECT agent, pool, request, max(page) AS last_page FROM deliv GROUP BY ALL
+    SELECT agent, pool, request, max(page) AS last_page FROM deliv
+    WHERE (agent, pool, request) IN (SELECT (agent, pool, request) FROM cand)   -- hashes the few candidates
+    GROUP BY ALL
 ), one_state AS (  -- pools holding one state per request: no page above 0 on that agent
     SELECT agent, pool FROM slot_ev WHERE kind = 'alloc' GROUP BY ALL HAVING max(coalesce(page, 0)) = 0
 ), over AS (
-    SELECT d.*, w.seq AS w_seq, w.shard AS w_shard, coalesce(w.page, d.page) AS w_page,
+    SELECT d.* EXCLUDE (w_page0), coalesce(d.w_page0, d.page) AS w_page,
            CASE WHEN o.pool IS NOT NULL THEN 'state' ELSE 'page' END AS how
-    FROM deliv d
-    JOIN writes w ON w.lk = d.lk AND w.request = d.request
+    FROM cand d
     JOIN last_page l ON l.agent = d.agent AND l.pool = d.pool AND l.request = d.request
     LEFT JOIN one_state o ON o.agent = d.agent AND o.pool = d.pool
-    WHERE NOT w.seq <= d.bound                          -- not before the post
-      AND w.seq > d.alloc_seq AND (d.free_seq IS NULL OR w.seq < d.free_seq)
-      AND (o.pool IS NOT NULL OR coalesce(w.page, d.page) < l.last_page)
+    WHERE (o.pool IS NOT NULL OR coalesce(d.w_page0, d.page) < l.last_page)
       AND NOT EXISTS (SELECT 1 FROM reads r          -- no read of the delivered bytes before it
-                      WHERE r.lk = d.lk AND NOT r.seq <= d.bound AND r.seq < w.seq)
+                      WHERE r.lk = d.lk AND NOT r.seq <= d.bound AND r.seq < d.w_seq)
 ), bad AS (  -- one row per (slot layer, write): the latest delivery it overwrites
     SELECT lk, w_seq, any_value(w_shard) AS w_shard, arg_max(shard, post_seq) AS x_shard, max(post_seq) AS post_seq,
            arg_max(xfer, post_seq) AS xfer, any_value(agent) AS agent, any_value(pool) AS pool,

@@ -21,17 +21,23 @@
 --   count BIGINT       -- affected descriptor sources
 --   late BIGINT        -- of them, written only after (not before) the post
 --   message VARCHAR
+-- The ASOF join to the latest write before the post carries integer keys only; the
+-- payload and the first write after the post are looked up for the bad sources alone.
 WITH wp AS (SELECT DISTINCT shard, agent, pool FROM writes),
 s AS (
-    SELECT e.* FROM end_hold e
+    SELECT e.psidx, e.xfer, e.pos, e.lk, e.bound, e.gen_seq FROM end_hold e
     SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
     WHERE e.side = 'src' AND e.managed AND e.alloc_seq IS NOT NULL
 ), lw AS (SELECT lk, seq AS w_seq FROM writes),
-j AS (
-    SELECT s.*, b.w_seq AS before_seq, a.w_seq AS after_seq
+b AS (
+    SELECT s.psidx, s.xfer, s.pos, s.lk, s.bound
     FROM s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
-           ASOF LEFT JOIN lw a ON a.lk = s.lk AND s.bound < a.w_seq
-), bad AS (SELECT * FROM j WHERE before_seq IS NULL OR before_seq < gen_seq)
+    WHERE b.w_seq IS NULL OR b.w_seq < s.gen_seq
+), bad AS (
+    SELECT e.*, a.w_seq AS after_seq
+    FROM b JOIN end_hold e ON e.side = 'src' AND e.psidx = b.psidx AND e.xfer = b.xfer AND e.pos = b.pos
+    ASOF LEFT JOIN lw a ON a.lk = b.lk AND b.bound < a.w_seq
+)
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(any_value(h_shard), min(after_seq))] AS events,

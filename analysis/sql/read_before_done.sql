@@ -28,17 +28,22 @@ WITH run_t AS (  -- further slots of destination ends spanning a run of slots (g
     SELECT lk, request, h.a AS alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq, 0::BIGINT AS lo,
            least(off + nbytes - (slot - s0) * slot_bytes, slot_bytes) AS hi
     FROM run_hold WHERE side = 'dst'
-), t AS (
+), t AS NOT MATERIALIZED (  -- inlined: cand reads only its integer columns
     SELECT lk, request, alloc_seq, shard AS x_shard, xfer, post_seq, bound, seen_seq,
            off AS lo, least(off + nbytes, slot_bytes) AS hi   -- the bytes it delivers into this slot
     FROM end_hold WHERE side = 'dst' AND managed AND alloc_seq IS NOT NULL
     UNION ALL
     SELECT * FROM run_t WHERE alloc_seq IS NOT NULL
+), cand AS (  -- reads with a delivering transfer not observed before them: only these can be hit
+    -- (one hash join on integer keys; the holding's alloc identifies the request)
+    SELECT DISTINCT r.sidx, r.seq, r.lk
+    FROM reads r JOIN t USING (lk, alloc_seq)
+    WHERE NOT r.seq <= t.bound AND NOT coalesce(t.seen_seq <= r.seq, false)
 ), rg AS MATERIALIZED (  -- per read slot layer and delivered byte range: is a transfer of it observed
     SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, t.lo, t.hi,
            min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
            bool_or(coalesce(t.seen_seq <= r.seq, false)) AS obs
-    FROM reads r JOIN t USING (lk, request, alloc_seq)
+    FROM reads r SEMI JOIN cand USING (sidx, seq, lk) JOIN t USING (lk, request, alloc_seq)
     WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data
     GROUP BY ALL
 ), j AS (  -- not observed: a range that no observed transfer's range covers

@@ -31,12 +31,12 @@ WITH j AS (  -- with the latest local write before the read (precomputed in read
     SELECT lk, bound FROM end_hold WHERE side = 'dst' AND h_unknown
     UNION ALL
     SELECT lk, bound FROM run_hold WHERE side = 'dst' AND h_unknown
-), undelivered AS (
+), undelivered AS (   -- anti joins: hash joins on the integer keys, no per-read subquery
     SELECT j.* FROM j
+    ANTI JOIN t ON t.lk = j.lk AND t.gen_seq = j.gen_seq AND j.seq > t.bound
+    -- one of them, not known to be posted after the read, may have delivered it: unknown
+    ANTI JOIN maybe m ON m.lk = j.lk AND j.seq > m.bound
     WHERE NOT (j.w_seq IS NOT NULL AND (j.gen_seq IS NULL OR j.w_seq > j.gen_seq))
-      AND NOT EXISTS (SELECT 1 FROM t WHERE t.lk = j.lk AND t.gen_seq = j.gen_seq AND NOT j.seq <= t.bound)
-      -- one of them, not known to be posted after the read, may have delivered it: unknown
-      AND NOT EXISTS (SELECT 1 FROM maybe m WHERE m.lk = j.lk AND NOT j.seq <= m.bound)
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events,

@@ -29,16 +29,17 @@
 --   waits VARCHAR      -- 'notification' (transfers posted, their end never reached it) | 'post' (nobody posted)
 --   peer VARCHAR       -- the agent it waits on
 --   message VARCHAR
+-- Grouped by the integer key of (shard, agent, pool, slot, request) (slot_ev's hk), and
+-- every lookup below is a join on the few requests still holding pages, not a per-row
+-- subquery over all events.
 WITH last AS (
-    SELECT shard, agent, pool, slot, request, arg_max(req_cnt_after, seq) AS held
-    FROM slot_life GROUP BY ALL
+    SELECT hk, arg_max(req_cnt_after, seq) AS held FROM slot_life GROUP BY hk
 ), held AS (   -- what each (agent, request) holds at trace end, since its first alloc of it
-    SELECT l.agent, l.request, any_value(l.shard) AS shard, list(DISTINCT l.pool ORDER BY l.pool) AS pools,
-           list(DISTINCT l.slot ORDER BY l.slot) AS slots, count(*) AS n,
+    SELECT a.agent, a.request, any_value(a.shard) AS shard, list(DISTINCT a.pool ORDER BY a.pool) AS pools,
+           list(DISTINCT a.slot ORDER BY a.slot) AS slots, count(*) AS n,
            min(a.seq) AS since_seq
-    FROM last l JOIN slot_life a ON a.shard = l.shard AND a.agent = l.agent AND a.pool = l.pool
-                                AND a.slot = l.slot AND a.request = l.request AND a.kind = 'alloc'
-    WHERE l.held > 0 GROUP BY l.agent, l.request
+    FROM last l JOIN slot_life a ON a.hk = l.hk AND a.kind = 'alloc'
+    WHERE l.held > 0 GROUP BY a.agent, a.request
 ), t0 AS (SELECT shard, min(t_ns) AS t0 FROM events GROUP BY shard),
 involved AS (  -- transfers of the request the holder takes part in, and whether it learnt their end
     SELECT h.agent, h.request, x.shard AS x_shard, x.xfer, x.post_seq, x.agent AS initiator,
@@ -59,9 +60,12 @@ involved AS (  -- transfers of the request the holder takes part in, and whether
 ), w AS (
     SELECT h.*, p.xs, p.peer AS x_peer, p.posts, p.x_shard, p.n_done, p.done_seq, p.n_err, p.err_seq, p.n_x, p.own,
            q.peer AS m_peer, q.seq AS m_seq, q.shard AS m_shard,
-           (SELECT count(*) FROM involved i WHERE i.agent = h.agent AND i.request = h.request) AS n_involved,
-           (SELECT e.t_ns - t0.t0 FROM events e JOIN t0 USING (shard) WHERE e.shard = h.shard AND e.seq = h.since_seq) AS since_ns
+           coalesce(ni.n, 0) AS n_involved, sn.since_ns
     FROM held h LEFT JOIN pending p USING (agent, request) LEFT JOIN asked q USING (agent, request)
+    LEFT JOIN (SELECT agent, request, count(*) AS n FROM involved GROUP BY ALL) ni USING (agent, request)
+    LEFT JOIN (SELECT h.agent, h.request, e.t_ns - t0.t0 AS since_ns
+               FROM held h JOIN events e ON e.shard = h.shard AND e.seq = h.since_seq JOIN t0 ON t0.shard = h.shard) sn
+         USING (agent, request)
 )
 SELECT 'warning' AS severity, agent, request, pools[1] AS pool, pools, NULL::INTEGER AS layer, slots[1] AS slot, slots,
        list_concat([ev(shard, since_seq)], CASE WHEN xs IS NOT NULL THEN posts[1:3] ELSE [ev(m_shard, m_seq)] END) AS events,

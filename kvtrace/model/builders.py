@@ -1,6 +1,6 @@
 """The derived objects built in Python (registered beside the SQL ones, see registry.py):
-the shard index, the vector clocks, when each shard learns a transfer ended, and the
-checksum of never-written memory. Each creates one table of its name."""
+the shard index, the vector clocks, when each shard learns a transfer ended, the
+checksum of never-written memory, and the in-flight overlap sweep (inflight.py). Each creates one table of its name."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,6 +70,14 @@ def build_shard_cut(model) -> None:
         return
     _create(model, "shard_cut", pa.table({"shard": pa.array(model.shards, pa.string()),
                                           "cut": pa.nulls(len(model.shards), pa.int64())}))
+
+
+@builder("inflight_pairs", requires=("end_hold", "xfer_seen"))
+def build_inflight_pairs(model) -> None:
+    """inflight_pairs: overlapping descriptor ends of transfers in flight together (see
+    inflight.py for the rule and the columns)."""
+    from . import inflight
+    _create(model, "inflight_pairs", inflight.build(model.ask, model.shards))
 
 
 @builder("timeline", requires=("sync_pairs",), on_demand=True)

@@ -13,6 +13,12 @@ written" with its region and slot), so the verifier on decode says which destina
 pages hold whose bytes. Exit code 0 whatever the verifier finds (SGLang reports Success
 either way); ``--report FILE`` gets the verifier's findings as JSON.
 
+``--memory vram`` puts the kv and index-K pools on the GPU (CUDA tensors, given to SGLang
+as ``kv_data_mem_kinds = VRAM``, so its connector registers and transfers them as NIXL
+VRAM); stamps are written on the host and copied into the pool, and the verifier copies
+the pools back through torch. Aux stays in DRAM, as in SGLang. Without a CUDA GPU it
+refuses with one line and exit code 2.
+
     python tests/engines/sglang_pd.py --index-k bytes --index-dtype bf16 --report out.json
 """
 from __future__ import annotations
@@ -68,12 +74,53 @@ def allocator(slots: int, seed: int):
 
 
 # ----------------------------------------------------------------- memory and stamps
-def make_regions(geom) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    kv = [np.zeros(item * n, dtype=np.uint8) for item, n in geom["regions"]]
+class Pool:
+    """One kv_data region: host bytes (what is stamped and verified) and, for VRAM, the
+    CUDA tensor SGLang registers. DRAM: the host array is the region itself."""
+
+    def __init__(self, nbytes: int, memory: str, gpu: int):
+        self.host = np.zeros(nbytes, dtype=np.uint8)
+        self.dev = None
+        if memory == "vram":
+            import torch
+            self.dev = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{gpu}")
+
+    @property
+    def ptr(self) -> int:
+        return self.dev.data_ptr() if self.dev is not None else self.host.ctypes.data
+
+    @property
+    def nbytes(self) -> int:
+        return self.host.nbytes
+
+    def push(self, lo: int = 0, hi: int | None = None) -> None:
+        """Host bytes [lo, hi) into the pool (VRAM: a copy onto the GPU)."""
+        if self.dev is not None:
+            import torch
+            hi = self.nbytes if hi is None else hi
+            self.dev[lo:hi].copy_(torch.from_numpy(self.host[lo:hi]))
+
+    def pull(self) -> None:
+        """The pool's bytes into the host copy (VRAM: read back through torch)."""
+        if self.dev is not None:
+            self.host[:] = self.dev.cpu().numpy()
+
+
+def sync(memory: str) -> None:
+    """Writes to VRAM pools finish before the connector reads them."""
+    if memory == "vram":
+        import torch
+        torch.cuda.synchronize()
+
+
+def make_regions(geom, memory: str = "dram", gpu: int = 0) -> tuple[list[Pool], list[np.ndarray]]:
+    kv = [Pool(item * n, memory, gpu) for item, n in geom["regions"]]
     aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
-    for r, (buf, (item, n)) in enumerate(zip(kv, geom["regions"])):
+    for r, (pool, (item, n)) in enumerate(zip(kv, geom["regions"])):
         for s in range(n):
-            stamp(buf, item, s, MAGIC_UNWRITTEN, -1, r, s)
+            stamp(pool.host, item, s, MAGIC_UNWRITTEN, -1, r, s)
+        pool.push()
+    sync(memory)
     return kv, aux
 
 
@@ -97,11 +144,11 @@ def sglang_version() -> str:
     return __version__
 
 
-def configure(mode: str, port: int):
-    """What a launcher publishes: server args (CPU, NIXL, loopback) and parallel ranks."""
+def configure(mode: str, port: int, device: str = "cpu"):
+    """What a launcher publishes: server args (device, NIXL, loopback) and parallel ranks."""
     from sglang.srt.runtime_context import get_context, get_parallel
     get_context().override_server_args(
-        device="cpu", host="127.0.0.1", disaggregation_bootstrap_port=port,
+        device=device, host="127.0.0.1", disaggregation_bootstrap_port=port,
         disaggregation_transfer_backend="nixl", disaggregation_mode=mode).install()
     ranks = dict(attn_tp_rank=0, attn_cp_rank=0, attn_dcp_rank=0, attn_dp_rank=0, dp_rank=0,
                  pp_rank=0, tp_rank=0, pp_group=None)
@@ -112,18 +159,18 @@ def configure(mode: str, port: int):
     return get_context().server_args
 
 
-def kv_args(kv, aux, geom, page_tokens):
+def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0):
     from sglang.srt.disaggregation.base.conn import KVArgs
     a = KVArgs()
     a.engine_rank = 0
     a.pp_rank = 0
     a.system_dp_rank = 0
     a.rust_http_port = None
-    a.kv_data_ptrs = [b.ctypes.data for b in kv]
+    a.kv_data_ptrs = [b.ptr for b in kv]
     a.kv_data_lens = [b.nbytes for b in kv]
     a.kv_item_lens = [item for item, _ in geom["regions"]]
     a.kv_layer_ids = list(range(len(kv)))
-    a.kv_data_mem_kinds = ["DRAM"] * len(kv)
+    a.kv_data_mem_kinds = ["VRAM" if memory == "vram" else "DRAM"] * len(kv)
     a.kv_cache_dtype_str = "bfloat16"
     a.num_draft_entries = 0
     a.prefill_start_layer = 0
@@ -136,7 +183,7 @@ def kv_args(kv, aux, geom, page_tokens):
     a.state_conv_shard_groups = []
     a.is_hybrid_mla_backend = False
     a.ib_device = None
-    a.gpu_id = 0
+    a.gpu_id = gpu
     a.kv_head_num = 1
     a.total_kv_head_num = 1
     a.page_size = page_tokens
@@ -174,18 +221,18 @@ def wait(objs, want, timeout, what):
 # ----------------------------------------------------------------- the two sides
 def run_prefill(a) -> int:
     geom = geometry(a)
-    configure("prefill", a.port)
-    from sglang.srt.disaggregation.base.conn import KVPoll
+    configure("prefill", a.port, device(a))
     from sglang.srt.disaggregation.nixl.conn import NixlKVBootstrapServer, NixlKVManager, NixlKVSender
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.runtime_context import get_context
-    kv, aux = make_regions(geom)
+    kv, aux = make_regions(geom, a.memory, a.gpu)
     call_kw(NixlKVBootstrapServer, host="127.0.0.1", port=a.port)
-    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens), DisaggregationMode.PREFILL,
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu), DisaggregationMode.PREFILL,
                         get_context().server_args, True)
     alloc, release = allocator(geom["regions"][0][1], a.seed + 1)
     addr = f"127.0.0.1:{a.port}"
-    timing = {"latency_s": [], "busy_s": 0.0, "bytes": 0}
+    # per wave too: the first wave also pays one-time costs (kernel compilation, connections)
+    timing = {"latency_s": [], "busy_s": 0.0, "bytes": 0, "wave_busy_s": [], "wave_bytes": []}
     for wave in waves(workload(a), a.wave):
         senders, pages = {}, {}
         for r in wave:
@@ -195,20 +242,25 @@ def run_prefill(a) -> int:
         for r in wave:
             s = senders[r["room"]]
             p = pages[r["room"]] = alloc(r["pages"])
-            for reg, (buf, (item, _)) in enumerate(zip(kv, geom["regions"])):
+            for reg, (pool, (item, _)) in enumerate(zip(kv, geom["regions"])):
                 for g, slot in enumerate(p):  # the forward pass fills the request's pages
-                    stamp(buf, item, slot, MAGIC_WRITTEN, r["room"], reg, g)
+                    stamp(pool.host, item, slot, MAGIC_WRITTEN, r["room"], reg, g)
+                    pool.push(int(slot) * item, (int(slot) + 1) * item)
             aux[0][r["aux"] * AUX_ITEM:(r["aux"] + 1) * AUX_ITEM] = r["room"] % 251
-        t0, started = time.perf_counter(), {}
+        sync(a.memory)
+        t0, started, nbytes = time.perf_counter(), {}, 0
         for r in wave:  # what the timing measures: queueing the chunks until SGLang says Success
             s = senders[r["room"]]
             started[r["room"]] = time.perf_counter()
             s.init(len(pages[r["room"]]), r["aux"])
             for chunk in np.array_split(pages[r["room"]], r["chunks"]):
                 s.send(chunk)
-            timing["bytes"] += len(pages[r["room"]]) * sum(item for item, _ in geom["regions"])
+            nbytes += len(pages[r["room"]]) * sum(item for item, _ in geom["regions"])
         done = wait(senders, "Success", a.timeout, "prefill transfer")
         timing["busy_s"] += max(done.values()) - t0
+        timing["bytes"] += nbytes
+        timing["wave_busy_s"].append(max(done.values()) - t0)
+        timing["wave_bytes"].append(nbytes)
         timing["latency_s"] += [done[k] - started[k] for k in started]
         for r in wave:
             senders[r["room"]].clear()
@@ -227,14 +279,13 @@ def run_prefill(a) -> int:
 
 def run_decode(a) -> int:
     geom = geometry(a)
-    configure("decode", a.port)
+    configure("decode", a.port, device(a))
     from sglang.srt.disaggregation.nixl.conn import NixlKVManager, NixlKVReceiver
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.runtime_context import get_context
-    kv, aux = make_regions(geom)
-    for buf, (item, n) in zip(kv, geom["regions"]):  # decode's own memory: zeros until written
-        buf[:] = 0
-    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens), DisaggregationMode.DECODE,
+    kv = [Pool(item * n, a.memory, a.gpu) for item, n in geom["regions"]]  # decode's own memory: zeros until written
+    aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu), DisaggregationMode.DECODE,
                         get_context().server_args, True)
     addr = f"127.0.0.1:{a.port}"
     t_end = time.monotonic() + a.timeout
@@ -243,7 +294,8 @@ def run_decode(a) -> int:
             raise TimeoutError("decode: prefill bootstrap server never answered")
         time.sleep(0.05)
     alloc, release = allocator(geom["regions"][0][1], a.seed + 2)
-    report = {"version": sglang_version(), "geometry": geom, "requests": [], "misaddressed": []}
+    report = {"version": sglang_version(), "memory": a.memory, "geometry": geom, "requests": [],
+              "misaddressed": []}
     for wave in waves(workload(a), a.wave):
         recvs, pages = {}, {}
         for r in wave:
@@ -254,12 +306,14 @@ def run_decode(a) -> int:
             p = pages[r["room"]] = alloc(r["pages"])
             rv.send_metadata(p, r["aux"], None)
         wait(recvs, "Success", a.timeout, "decode transfer")
+        for pool in kv:  # VRAM: what NIXL delivered, read back through torch
+            pool.pull()
         for r in wave:  # the verifier: whose bytes does each destination page hold?
             p = pages[r["room"]]
             report["requests"].append({"room": r["room"], "pages": [int(x) for x in p]})
-            for reg, (buf, (item, _)) in enumerate(zip(kv, geom["regions"])):
+            for reg, (pool, (item, _)) in enumerate(zip(kv, geom["regions"])):
                 for g, slot in enumerate(p):
-                    got = read_stamp(buf, item, int(slot))
+                    got = read_stamp(pool.host, item, int(slot))
                     if got != (MAGIC_WRITTEN, r["room"], reg, g):
                         report["misaddressed"].append({
                             "room": r["room"], "region": reg, "page": g, "slot": int(slot),
@@ -288,6 +342,24 @@ def describe(st) -> str:
     return "zeros (nothing arrived)" if st == (0, 0, 0, 0) else f"unknown bytes {st}"
 
 
+def device(a) -> str:
+    """The device SGLang's server args name (its connector sets it current before NIXL starts)."""
+    return "cuda" if a.memory == "vram" else "cpu"
+
+
+def cuda_missing(gpu: int) -> str | None:
+    """Why VRAM pools cannot be made here, or None."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU"
+    if gpu >= torch.cuda.device_count():
+        return f"GPU {gpu} does not exist ({torch.cuda.device_count()} visible)"
+    return None
+
+
 def waves(reqs, n):
     return [reqs[i:i + n] for i in range(0, len(reqs), n)]
 
@@ -314,12 +386,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--report", help="write the verifier's findings (JSON) here")
+    p.add_argument("--memory", choices=("dram", "vram"), default="dram",
+                   help="where the kv and index-K pools live (vram: CUDA tensors, NIXL VRAM)")
+    p.add_argument("--gpu", type=int, default=0, help="the GPU of VRAM pools")
     return p
 
 
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
     os.environ.setdefault("SGLANG_HOST_IP", "127.0.0.1")
+    if a.memory == "vram" and (why := cuda_missing(a.gpu)):
+        print(f"sglang_pd: --memory vram needs a CUDA GPU: {why}", file=sys.stderr)
+        return 2
     if a.role == "prefill":
         return run_prefill(a)
     if a.role == "decode":

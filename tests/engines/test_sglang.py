@@ -32,15 +32,13 @@ def assert_clean(run, res):
 BUGGY = [("bf16", 144), ("fp8", 279)]  # bytes-sized index-K: slot counts differ from kv's 32
 
 
-@pytest.mark.parametrize("dtype,idx_slots", BUGGY)
-def test_sglang_0521_bytes_sized_index_k_misaddressed_pages_found(tmp_path, dtype, idx_slots):
-    need_engines()
-    run = record(tmp_path, SGL, ["--index-k", "bytes", "--index-dtype", dtype], hooks="sglang")
+def assert_bug_found(run, res, idx_slots):
+    """The verifier's misaddressed pages are exactly the pages of the layer_offset_mismatch
+    findings, explained by the source list's misapplied slot count (kv's 32)."""
     assert run.rc == 0, run.stderr[-2000:]
     assert run.report["version"] == "0.5.21"
     bad = run.report["misaddressed"]
     assert bad, "the driver's verifier should see index-K layer 1 pages holding other bytes"
-    res = check(run.trace)
     hits = findings(res, "layer_offset_mismatch")
     # exactly the verifier's pages: (request, pool, layer, destination slot)
     want = {(str(m["room"]),) + pool_layer(m["region"]) + (m["slot"],) for m in bad}
@@ -52,6 +50,14 @@ def test_sglang_0521_bytes_sized_index_k_misaddressed_pages_found(tmp_path, dtyp
         assert f["extra"]["pool_slots"] == idx_slots
         assert "layer * 32 + page" in f["message"]
     assert "uniform slot count" in supported(res)
+    return hits
+
+
+@pytest.mark.parametrize("dtype,idx_slots", BUGGY)
+def test_sglang_0521_bytes_sized_index_k_misaddressed_pages_found(tmp_path, dtype, idx_slots):
+    need_engines()
+    run = record(tmp_path, SGL, ["--index-k", "bytes", "--index-dtype", dtype], hooks="sglang")
+    hits = assert_bug_found(run, check(run.trace), idx_slots)
     if dtype == "bf16":
         print("\n".join(f["message"] for f in hits))
 

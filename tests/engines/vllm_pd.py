@@ -5,12 +5,16 @@ real NIXL (UCX, DRAM) and vLLM's own side channel. No kvtrace code here: record 
 
 Prefill, per request: allocate blocks, stamp every (layer, block) with who wrote it,
 ``update_state_after_alloc`` / ``request_finished`` / ``build_connector_meta`` (the
-scheduler half) and ``start_load_kv`` + ``get_finished`` (the worker half) until vLLM says
+scheduler half) and ``start_load_kv`` + ``get_transfer_results`` (the worker half) until vLLM says
 the blocks may be freed (decode's notification, or the lease expired), then free them.
 Decode, per request: ``add_new_req_to_recv`` with the prefill's kv_transfer_params,
 ``start_load_kv``, ``get_finished`` until received; the verifier then says which decode
 blocks hold whose bytes. ``--decode-delay S`` makes decode wait before reading (with a
 short ``--lease`` prefill's blocks are freed and reused first: vllm #52234's shape).
+``--kv-layout`` picks how each layer's cache is laid out in memory (what vLLM registers):
+``packed`` (K and V inside each block: one region per layer), ``split`` (all K blocks,
+then all V blocks: two regions per layer) or ``mla`` (one latent vector per token, a
+DeepSeek-style model: one region per layer).
 
     python tests/engines/vllm_pd.py --report out.json
 """
@@ -23,10 +27,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
 
+_SETUP = threading.Lock()
 STAMP = np.dtype([("magic", "<u4"), ("req", "<i4"), ("layer", "<i4"), ("block", "<i4")])
 MAGIC_WRITTEN, MAGIC_UNWRITTEN = 0x4B565752, 0x4B56554E
 
@@ -47,6 +53,13 @@ def model_dir(a) -> str:
            "num_attention_heads": a.heads, "num_key_value_heads": a.heads, "num_hidden_layers": a.layers,
            "intermediate_size": 64, "vocab_size": 256, "max_position_embeddings": 4096,
            "torch_dtype": "float32", "rms_norm_eps": 1e-5, "head_dim": a.head_size}
+    if a.kv_layout == "mla":  # latent width = kv_lora_rank + qk_rope_head_dim = head_size
+        cfg.update({"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+                    "kv_lora_rank": a.head_size - 8, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+                    "v_head_dim": 8, "q_lora_rank": None, "moe_intermediate_size": 64,
+                    "n_routed_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1,
+                    "first_k_dense_replace": a.layers})
+        cfg.pop("head_dim")
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
     return d
@@ -57,6 +70,8 @@ def configs(a, role: str, engine_id: str):
     from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
     extra = {"kv_lease_duration": a.lease} if a.lease else {}
+    if a.nixl_backend != "UCX":
+        extra["backends"] = [a.nixl_backend]
     mc = ModelConfig(model=model_dir(a), skip_tokenizer_init=True, dtype="float32", max_model_len=1024)
     cc = CacheConfig(block_size=a.block_size)
     kt = KVTransferConfig(kv_connector="NixlConnector", kv_role=role, kv_buffer_device="cpu",
@@ -64,8 +79,12 @@ def configs(a, role: str, engine_id: str):
     cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt)
     cfg.cache_config.kv_cache_layout = "LBHNC"  # what the engine core resolves for the connector
     names = [f"model.layers.{i}.self_attn.attn" for i in range(a.layers)]
-    spec = FullAttentionSpec(block_size=a.block_size, num_kv_heads=a.heads, head_size=a.head_size,
-                             dtype=torch.float32)
+    if a.kv_layout == "mla":
+        from vllm.v1.kv_cache_interface import MLAAttentionSpec
+        spec = MLAAttentionSpec(block_size=a.block_size, num_kv_heads=1, head_size=a.head_size, dtype=torch.float32)
+    else:
+        spec = FullAttentionSpec(block_size=a.block_size, num_kv_heads=a.heads, head_size=a.head_size,
+                                 dtype=torch.float32)
     page = spec.page_size_bytes
     tensors = [KVCacheTensor(size=page * a.blocks, layers=[n], layer_stride=page * a.blocks, block_stride=page)
                for n in names]
@@ -88,14 +107,12 @@ def connector(a, role: str, engine_id: str):
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConnector
     cfg, kcc, names, page = configs(a, role, engine_id)
-    with set_current_vllm_config(cfg):
+    with _SETUP, set_current_vllm_config(cfg):  # one engine at a time sets up vLLM's process-wide state
         parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1)
         worker = NixlConnector(cfg, KVConnectorRole.WORKER, kcc)
         sched = NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
-    # one contiguous region per layer, block-major: block b's page is bytes [b*page, (b+1)*page)
     raw = {n: torch.zeros(a.blocks * page, dtype=torch.uint8) for n in names}
-    caches = {n: raw[n].view(torch.float32).view(a.blocks, 2, a.heads, a.block_size, a.head_size)
-              for n in names}
+    caches = {n: cache_view(a, raw[n]) for n in names}
     worker.register_kv_caches(caches)
     meta = worker.get_handshake_metadata()
     if meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
@@ -103,22 +120,45 @@ def connector(a, role: str, engine_id: str):
     return cfg, worker, sched, {n: raw[n].numpy() for n in names}, names, page
 
 
+def cache_view(a, raw):
+    """The layer's cache tensor over its bytes, as the attention backend would shape it."""
+    import torch
+    f = raw.view(torch.float32)
+    if a.kv_layout == "mla":  # one latent vector per token, block-major
+        return f.view(a.blocks, a.block_size, a.head_size)
+    if a.kv_layout == "split":  # every K block, then every V block; indexed [block, K/V, ...]
+        return f.view(2, a.blocks, a.heads, a.block_size, a.head_size).permute(1, 0, 2, 3, 4)
+    return f.view(a.blocks, 2, a.heads, a.block_size, a.head_size)  # K and V inside each block
+
+
+def segments(a, page: int, block: int) -> list[tuple[int, int]]:
+    """(offset, bytes) of the pieces of ``block`` in a layer's buffer: one, or K then V."""
+    if a.kv_layout == "split":
+        half = page // 2
+        return [(block * half, half), (a.blocks * half + block * half, half)]
+    return [(block * page, page)]
+
+
 # ----------------------------------------------------------------- stamps
-def stamp(buf, page, block, magic, req, layer) -> None:
-    row = np.array([(magic, req, layer, block)], dtype=STAMP).view(np.uint8)
-    buf[block * page: block * page + min(page, 256)] = np.resize(row, min(page, 256))
-    buf[block * page + 256: (block + 1) * page: 509] = (req * 3 + layer * 7 + block * 13) % 251
+def stamp(a, buf, page, block, magic, req, layer) -> None:
+    for part, (off, n) in enumerate(segments(a, page, block)):
+        row = np.array([(magic, req, layer * 16 + part, block)], dtype=STAMP).view(np.uint8)
+        buf[off: off + min(n, 256)] = np.resize(row, min(n, 256))
+        buf[off + 256: off + n: 509] = (req * 3 + layer * 7 + block * 13 + part) % 251
 
 
-def read_stamp(buf, page, block) -> tuple:
-    s = buf[block * page: block * page + STAMP.itemsize].view(STAMP)[0]
-    return int(s["magic"]), int(s["req"]), int(s["layer"]), int(s["block"])
+def read_stamps(a, buf, page, block) -> list[tuple]:
+    out = []
+    for off, _n in segments(a, page, block):
+        s = buf[off: off + STAMP.itemsize].view(STAMP)[0]
+        out.append((int(s["magic"]), int(s["req"]), int(s["layer"]), int(s["block"])))
+    return out
 
 
 def describe(st) -> str:
     magic, req, layer, block = st
     if magic == MAGIC_WRITTEN:
-        return f"request {req} layer {layer} block {block}"
+        return f"request {req} layer {layer // 16} part {layer % 16} block {block}"
     return "zeros (nothing arrived)" if st == (0, 0, 0, 0) else f"unknown bytes {st}"
 
 
@@ -170,17 +210,18 @@ def put_file(path, obj):
 
 
 # ----------------------------------------------------------------- the two sides
-def run_prefill(a) -> None:
+def run_prefill(a):
     fits(a)
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata  # noqa: F401
     cfg, worker, sched, bufs, names, page = connector(a, "kv_producer", "prefill")
     alloc, release = allocator(a.blocks, a.seed + 1)
     did = {"requests": [], "vllm_stats": {}}
+    did.update(registered(worker))
     for r in workload(a):
         blocks = alloc(r["blocks"])
         for li, n in enumerate(names):  # the forward pass fills the request's blocks
             for b in blocks:
-                stamp(bufs[n], page, b, MAGIC_WRITTEN, r["num"], li)
+                stamp(a, bufs[n], page, b, MAGIC_WRITTEN, r["num"], li)
         req = Req(r["id"], r["blocks"] * a.block_size, {"do_remote_decode": True})
         sched.update_state_after_alloc(req, None, 0)
         step(worker, sched)
@@ -189,7 +230,7 @@ def run_prefill(a) -> None:
         put_file(os.path.join(a.xchg, f"{r['num']}.json"), {"params": params, "blocks": r["blocks"]})
         t_end = time.monotonic() + a.timeout
         while True:  # the engine loop: blocks stay held until vLLM says they are sent (or expired)
-            sent, _ = worker.get_finished(set())
+            sent = worker.get_transfer_results(set()).finished_sending  # what vLLM's model runner calls
             tally(worker, did["vllm_stats"])
             if r["id"] in sent:
                 break
@@ -203,7 +244,7 @@ def run_prefill(a) -> None:
     # a server stays up: decode may still handshake and read (late reads are the fault mode)
     wait_file(os.path.join(a.xchg, "decode-done.json"), a.timeout)
     for _ in range(20):  # take decode's last notifications, as the engine loop would
-        worker.get_finished(set())
+        worker.get_transfer_results(set())
         tally(worker, did["vllm_stats"])
         time.sleep(0.01)
     vs = did["vllm_stats"]  # notifications prefill took: one per read unless its lease had expired
@@ -211,7 +252,19 @@ def run_prefill(a) -> None:
                             + vs.get("num_notifications_after_expiry", 0))
     if a.report:
         put_file(a.report + ".prefill", did)
-    done(worker)
+    return worker
+
+
+def registered(worker) -> dict:
+    """What vLLM registered with NIXL: one region per (layer, piece), block b of region i at
+    ``addr + b * block_stride``, ``block_len`` bytes (its own lists, read back for the tests)."""
+    cw = worker.connector_worker
+    return {"use_mla": bool(cw.use_mla), "agent": str(cw.nixl_wrapper.name, "utf-8")
+            if isinstance(cw.nixl_wrapper.name, bytes) else str(cw.nixl_wrapper.name),
+            "regions": [{"addr": int(x), "block_len": int(n), "block_stride": int(st), "blocks": int(c)}
+                        for x, n, st, c in zip(cw.kv_caches_base_addr[cw.engine_id][cw.tp_rank],
+                                               cw.block_len_per_layer, cw.block_stride_per_layer,
+                                               cw.region_num_blocks)]}
 
 
 def tally(worker, acc: dict) -> None:
@@ -229,12 +282,13 @@ def step(worker, sched) -> None:
     worker.clear_connector_metadata()
 
 
-def run_decode(a) -> None:
+def run_decode(a):
     fits(a)
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata
     cfg, worker, sched, bufs, names, page = connector(a, "kv_consumer", "decode")
     alloc, release = allocator(a.blocks, a.seed + 2)
-    report = {"requests": [], "misaddressed": [], "vllm_stats": {}}
+    report = {"requests": [], "misaddressed": [], "vllm_stats": {}, "kv_layout": a.kv_layout}
+    report.update(registered(worker))
     for r in workload(a):
         got = wait_file(os.path.join(a.xchg, f"{r['num']}.json"), a.timeout)
         if r["num"] == 0 and a.decode_delay:
@@ -244,7 +298,8 @@ def run_decode(a) -> None:
         blocks = alloc(got["blocks"])
         for n in names:
             for b in blocks:
-                bufs[n][b * page:(b + 1) * page] = 0
+                for off, k in segments(a, page, b):
+                    bufs[n][off:off + k] = 0
         meta = NixlConnectorMetadata()
         meta.add_new_req_to_recv(request_id=r["id"], local_block_ids=[blocks],
                                  kv_transfer_params=got["params"], awaiting_kvs=True)
@@ -253,7 +308,7 @@ def run_decode(a) -> None:
         worker.clear_connector_metadata()
         t_end = time.monotonic() + a.timeout
         while True:
-            _, recvd = worker.get_finished(set())
+            _, recvd = worker.get_finished(set())  # the legacy API (a wrapper of get_transfer_results)
             tally(worker, report["vllm_stats"])
             if r["id"] in recvd:
                 break
@@ -267,11 +322,11 @@ def run_decode(a) -> None:
                                    "remote_blocks": got["params"]["remote_block_ids"][0]})
         for li, n in enumerate(names):  # the verifier: whose bytes does each block hold?
             for g, b in enumerate(blocks):
-                st = read_stamp(bufs[n], page, b)
-                want = (MAGIC_WRITTEN, r["num"], li, got["params"]["remote_block_ids"][0][g])
-                if st != want:
-                    report["misaddressed"].append({"request": r["id"], "layer": li, "block": b,
-                                                   "page": g, "holds": describe(st)})
+                for part, st in enumerate(read_stamps(a, bufs[n], page, b)):
+                    want = (MAGIC_WRITTEN, r["num"], li * 16 + part, got["params"]["remote_block_ids"][0][g])
+                    if st != want:
+                        report["misaddressed"].append({"request": r["id"], "layer": li, "part": part, "block": b,
+                                                       "page": g, "holds": describe(st)})
         # the request finishes on decode: the scheduler half hears of it, the blocks go back
         sched.request_finished(Req(r["id"], got["blocks"] * a.block_size,
                                    dict(got["params"], do_remote_prefill=False)), blocks)
@@ -286,16 +341,17 @@ def run_decode(a) -> None:
         put_file(a.report, report)
     time.sleep(0.2)  # let the last notification leave before prefill stops listening
     put_file(os.path.join(a.xchg, "decode-done.json"), {})
-    done(worker)
+    return worker
 
 
-def done(worker) -> None:
+def done(*workers) -> None:
     import atexit
     time.sleep(0.2)
-    try:
-        worker.shutdown()
-    except Exception:
-        pass
+    for worker in workers:
+        try:
+            worker.shutdown()
+        except Exception:
+            pass
     sys.stdout.flush()
     atexit._run_exitfuncs()
     os._exit(0)
@@ -309,16 +365,20 @@ def free_port() -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--role", choices=("both", "prefill", "decode"), default="both")
+    p.add_argument("--role", choices=("both", "prefill", "decode", "one-process"), default="both",
+                   help="both: two processes; one-process: prefill and decode engines as two threads of one")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--head-size", type=int, default=16)
+    p.add_argument("--kv-layout", choices=("packed", "split", "mla"), default="packed",
+                   help="each layer's cache: K and V in each block, K blocks then V blocks, or an MLA latent")
     p.add_argument("--block-size", type=int, default=32, help="tokens per block (a multiple of 32 on CPU)")
     p.add_argument("--blocks", type=int, default=16, help="blocks per layer on each side")
     p.add_argument("--requests", type=int, default=3)
     p.add_argument("--max-blocks", type=int, default=3)
     p.add_argument("--lease", type=int, default=0, help="prefill's kv_lease_duration in seconds (0: vLLM's)")
     p.add_argument("--decode-delay", type=float, default=0.0, help="decode waits this long before reading request 0")
+    p.add_argument("--nixl-backend", default="UCX", help="the NIXL backend vLLM asks for (kv_connector_extra_config)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--side-port", type=int, default=0)
     p.add_argument("--dist-port", type=int, default=0)
@@ -328,14 +388,44 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def one_process(a, side: int, dist: int, xchg: str) -> int:
+    """Prefill and decode engines in one process (two threads): two connector workers and
+    two scheduler halves side by side, each engine's own."""
+    a.side_port, a.dist_port, a.xchg = side, dist, xchg
+    fits(a)
+    workers, errors = {}, []
+
+    def run(role, fn):
+        try:
+            workers[role] = fn(a)
+        except BaseException as e:  # noqa: BLE001 - reported below, the process exits non-zero
+            errors.append(f"{role}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=run, args=(r, f), name=r)
+               for r, f in (("prefill", run_prefill), ("decode", run_decode))]
+    for t in threads:
+        t.start()
+        time.sleep(0.5)  # prefill first: its side channel serves decode's handshake
+    for t in threads:
+        t.join()
+    for e in errors:
+        print(e, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    if errors:
+        os._exit(1)
+    done(*workers.values())
+
+
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
     if a.role == "prefill":
-        run_prefill(a)
+        done(run_prefill(a))
     if a.role == "decode":
-        run_decode(a)
+        done(run_decode(a))
     side, dist = a.side_port or free_port(), a.dist_port or free_port()
     xchg = a.xchg or tempfile.mkdtemp(prefix="vllm_pd_")
+    if a.role == "one-process":
+        return one_process(a, side, dist, xchg)
     skip = {"--role", "both"}
     base = [sys.executable, os.path.abspath(__file__)] + [x for x in (argv or sys.argv[1:]) if x not in skip]
     procs = [subprocess.Popen(base + ["--role", role, "--side-port", str(side), "--dist-port", str(dist + i * 7),

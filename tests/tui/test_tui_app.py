@@ -14,7 +14,7 @@ from tui_helpers import sync, wait_for
 
 
 def make_app(path, **kw) -> KvtraceApp:
-    return KvtraceApp(TimelineSource(TraceSession(path)), **kw)
+    return KvtraceApp(TimelineSource(TraceSession(path), background=True), **kw)   # as `kvtrace tui` opens it
 
 
 @sync

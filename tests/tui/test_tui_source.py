@@ -105,3 +105,21 @@ def test_inspector_flags_the_uniform_slot_count_descriptors(tmp_path):
     n, why = _mismatched_descs(tmp_path / "engine-uniform-slot-count")
     assert n > 0 and why == {"source slot not held by the request"}
     assert _mismatched_descs(tmp_path / "engine-clean") == (0, set())
+
+
+def test_background_open_steps_at_once_and_panels_wait_for_their_objects(early_free_trace):
+    """`kvtrace tui` opens the timeline before the panels' derived objects exist: rows page at
+    once, the slot filter and the inspector wait for the build and then give what a
+    synchronous open gives; closing while the build runs stops it."""
+    sync = TimelineSource(TraceSession(early_free_trace))
+    bg = TimelineSource(TraceSession(early_free_trace), background=True)
+    assert [bg.row(i) for i in range(bg.total)] == [sync.row(i) for i in range(sync.total)]
+    flt = parse_filter("agent=prefill pool=kv slot=1")
+    assert bg.set_filter(flt) == sync.set_filter(flt) > 0          # waits for descriptor ends
+    assert bg.ready
+    a, b = Facts(bg).transfer("prefill", 0, bg.total - 1), Facts(sync).transfer("prefill", 0, sync.total - 1)
+    assert (a.descs, a.ndescs, a.state) == (b.descs, b.ndescs, b.state) and a.ndescs == 4
+    bg.close()
+    quit_early = TimelineSource(TraceSession(early_free_trace), background=True)
+    quit_early.close()                                               # interrupted or finished: never hangs
+    assert quit_early.ready

@@ -1,7 +1,6 @@
 """Hostile names in the TUI's panels, SQL in its filter text, and its SQL console
 sandboxed (the trace of tests/test_untrusted.py)."""
 from kvtrace.analysis.session import TraceSession
-from kvtrace.model.sandbox import sandbox
 from kvtrace.tui.app import KvtraceApp
 from kvtrace.tui.source import TimelineSource
 
@@ -12,8 +11,7 @@ from tui_helpers import sync, wait_for
 def test_tui_panels_show_hostile_names_and_filter_sql_is_a_value(tmp_path):
     hostile = build_hostile(tmp_path / "h.kvtrace")
     session = TraceSession(hostile)
-    source = TimelineSource(session)
-    sandbox(session.con, session.index_dir)
+    source = TimelineSource(session, sandbox=True, background=True)   # as `kvtrace tui` opens it
 
     @sync
     async def drive():

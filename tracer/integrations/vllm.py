@@ -4,27 +4,48 @@ notifications ``"{req_id}:{world}"``).
 
 What each hook point says (rows in table.py):
 
-- ``NixlBaseConnectorWorker.register_kv_caches``: every layer's cache is one region of
-  pool ``kv`` (layer = its place in the dict vLLM registers), ``shape[0]`` blocks of
-  ``stride(0)`` bytes (block-major views, what the connector registers per layer).
-- ``NixlBaseConnector.request_finished`` (the scheduler half): on prefill
-  (``do_remote_decode``) the request's blocks are its pages 0..n-1 and the producer has
-  written them (checksums of each layer's blocks); on decode it frees the request's blocks.
+- ``NixlBaseConnectorWorker.register_kv_caches``: every NIXL region vLLM registered
+  (its own list: base address, block length, block stride, block count, transfer group)
+  gets a layout. Pool ``kv`` (``kv{g}`` when the model has several transfer groups, i.e.
+  hybrid/HMA models); a region is one layer of its pool, in vLLM's region order. A layer
+  whose cache vLLM splits into several regions (K blocks then V blocks) gives one pool
+  per piece: ``kv.K`` and ``kv.V`` (``kv.s0``, ``kv.s1``... beyond two), each with
+  ``part`` set; MLA's single latent tensor is one region per layer. A ``mark`` event
+  names the vLLM layers behind each (pool, layer). Regions whose blocks are strided
+  (block stride > bytes moved per block, e.g. one layer's page in a packed row) get the
+  stride as slot size and no checksums: the slot's other bytes are not transferred.
+- ``NixlPullConnectorScheduler.request_finished`` (the scheduler half, after it ran):
+  on prefill, when vLLM keeps the blocks for decode (``delay_free_blocks``), the
+  request's blocks of each transfer group (the ``remote_block_ids`` it hands decode) are
+  its pages 0..n-1 in that group's pools and the producer has written them (checksums);
+  on decode the request is done with its blocks (free).
 - ``NixlPullConnectorWorker.start_load_kv``: decode's blocks of each request to receive.
 - The kv_transfer_params prefill's ``request_finished`` hands (through the proxy) to
   decode's ``start_load_kv`` are a control message (msg_send / msg_recv, ``detail.id``
   ``blocks:{request}``): it orders prefill's allocs and writes before decode's READs.
 - ``NixlPullConnectorWorker._read_blocks_for_req``: the request of the READs it posts.
-- ``NixlBaseConnectorWorker.get_finished``: prefill frees what vLLM reports sent (read
-  by decode, or its lease expired); decode reads what it reports received (checksums).
+- ``NixlBaseConnectorWorker.get_transfer_results`` (what the model runner calls each step;
+  the legacy ``get_finished`` wraps it): prefill frees what vLLM reports sent (read by
+  decode, or its lease expired); decode reads what it reports received (checksums), not
+  what it reports failed.
 
 Request key: prefill's request id (what decode names as ``remote_request_id`` and what
-the notification tags carry), on both sides. The scheduler half runs in the worker's
-process here (one engine process); its facts are recorded under the last worker's agent.
+the notification tags carry), on both sides.
+
+Who owns the scheduler half's facts: the blocks it names live in the memory of the
+connector workers of the same engine (``engine_id``), one NIXL agent per worker (TP
+rank). The scheduler half records its facts under every worker of its engine in its own
+process, in the scheduler's thread, before it returns to the engine (so before decode
+can learn the blocks). vLLM runs the scheduler and a single worker in one process
+(uniprocess executor); with workers in other processes (multiprocess executor, TP > 1)
+the scheduler's process has no worker of its engine: its facts cannot be tied to any
+memory and are not recorded (said once on stderr). Decode's frees and prefill's pages
+are then missing and the checks say what is unknown.
 """
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 
 import numpy as np
 
@@ -32,7 +53,7 @@ from ..autotrace import default_recorder
 from ..recorder import current_request
 from ..schema import EventKind as K
 from ._memory import region_checksums
-from ._patch import enabled
+from ._patch import enabled, say_once
 
 ENGINE = "vllm"
 POOL = "kv"
@@ -41,21 +62,29 @@ _workers: list = []
 
 
 class _Region:
-    __slots__ = ("pool", "layer", "ptr", "item", "slots", "mem", "device")
+    __slots__ = ("pool", "layer", "ptr", "item", "slots", "mem", "device", "group", "summed", "part", "names")
 
-    def __init__(self, pool, layer, ptr, item, slots, mem, device):
+    def __init__(self, pool, layer, ptr, item, slots, mem, device, group=0, summed=True, part=None, names=()):
         self.pool, self.layer, self.ptr, self.item = pool, layer, int(ptr), int(item)
         self.slots, self.mem, self.device = int(slots), mem, int(device)
+        self.group, self.summed, self.part, self.names = int(group), bool(summed), part, list(names)
 
 
 class _State:
     def __init__(self, worker):
         name = worker.nixl_wrapper.name
         self.agent = name.decode() if isinstance(name, bytes) else str(name)
+        self.engine = str(getattr(worker, "engine_id", ""))
         self.kv: list[_Region] = []
-        self.sending: dict[str, list[int]] = {}   # prefill: request -> blocks held for decode
-        self.recving: dict[str, tuple[str, list[int]]] = {}  # decode: local id -> (request, blocks)
-        self.held: dict[str, list[int]] = {}      # decode: request -> blocks until it finishes
+        self.sending: dict[str, dict[str, list[int]]] = {}   # prefill: request -> pool -> blocks held
+        self.recving: dict[str, tuple[str, dict[int, list[int]]]] = {}  # decode: local id -> (request, group blocks)
+        self.held: dict[str, dict[str, list[int]]] = {}      # decode: request -> pool -> blocks until it finishes
+
+    def pools(self, group: int) -> list[str]:
+        return list(dict.fromkeys(r.pool for r in self.kv if r.group == group))
+
+    def regions(self, group: int) -> list[_Region]:
+        return [r for r in self.kv if r.group == group]
 
 
 def _on(group: str) -> bool:
@@ -66,65 +95,206 @@ def _state(worker) -> _State | None:
     return worker.__dict__.get("_kvtrace")
 
 
-def _last() -> _State | None:
+def _workers_of(engine_id) -> list[_State]:
+    """The recorded connector workers of ``engine_id`` in this process (one per TP rank)."""
     with _lock:
-        return _state(_workers[-1]) if _workers else None
+        sts = [_state(w) for w in _workers]
+    return [s for s in sts if s is not None and s.engine == str(engine_id)]
 
 
 # ------------------------------------------------------------------ regions
-def regions(_out, self, kv_caches, *a, **kw) -> None:
+def _pool_name(base: str, piece: int, pieces: int, mla: bool) -> tuple[str, str | None]:
+    if pieces <= 1:
+        return base, None
+    part = "KV"[piece] if pieces == 2 and not mla else f"s{piece}"
+    return f"{base}.{part}", part
+
+
+def _vllm_regions(w) -> list[_Region]:
+    """Layouts from vLLM's own region list (0.34: what it registered with NIXL and builds
+    descriptors from: block b of region i is [base_i + b*stride_i, +block_len_i))."""
+    bases = list(w.kv_caches_base_addr[w.engine_id][w.tp_rank])
+    lens, strides = list(w.block_len_per_layer), list(w.block_stride_per_layer)
+    counts = list(w.region_num_blocks)
+    n = len(bases)
+    members = list(getattr(w, "region_members", None) or [[f"region{i}"] for i in range(n)])
+    mems = list(getattr(w, "region_mem_types", None) or ["DRAM"] * n)
+    is_mla = list(getattr(w, "_region_is_mla", None) or [False] * n)
+    ssm = set(getattr(w, "_ssm_region_indices", None) or ())
+    by_group = getattr(w, "_group_region_indices", None)
+    gids = list(getattr(w, "region_group_ids", None) or [0] * n)
+    groups = []
+    for i in range(n):  # a region several groups page (overlaid caches): its first group
+        g = gids[i]
+        if by_group is not None and (g < 0 or g >= len(by_group)):
+            g = next((k for k, rs in enumerate(by_group) if rs and i in rs), 0)
+        groups.append(max(int(g), 0))
+    ratio = int(getattr(w, "_physical_blocks_per_logical_kv_block", 1) or 1)
+    by_layer: dict[str, list[int]] = defaultdict(list)
+    for i, names in enumerate(members):
+        if names:
+            by_layer[names[0]].append(i)
+    several = len(set(groups)) > 1
+    layer_of: dict[str, int] = defaultdict(int)
+    out = []
+    for i in range(n):
+        base = f"{POOL}{groups[i]}" if several else POOL
+        pieces = by_layer.get(members[i][0], [i]) if members[i] else [i]
+        pool, part = _pool_name(base, pieces.index(i), len(pieces), bool(is_mla[i]))
+        r = 1 if i in ssm else ratio  # a logical block is `ratio` kernel blocks (mamba: 1)
+        item = int(strides[i]) * r
+        contiguous = int(strides[i]) == int(lens[i])
+        mem = mems[i]
+        dev = 0 if mem == "DRAM" else int(getattr(w, "device_id", 0) or 0)
+        out.append(_Region(pool, layer_of[pool], bases[i], item, int(counts[i]) // r, mem, dev, groups[i],
+                           summed=contiguous, part=part, names=members[i]))
+        layer_of[pool] += 1
+    return out
+
+
+def _tensor_regions(w, kv_caches) -> list[_Region]:
+    """Without vLLM's region list (another release): one region per cache tensor, block-major."""
+    out = []
+    for layer, (name, cache) in enumerate(kv_caches.items()):
+        mem = "DRAM" if cache.device.type == "cpu" else "VRAM"
+        dev = 0 if mem == "DRAM" else max(cache.get_device(), 0)
+        if cache.ndim > 1:
+            item, slots = cache.stride(0) * cache.element_size(), cache.shape[0]
+        else:
+            item, slots = cache.nbytes // w.num_blocks, w.num_blocks
+        out.append(_Region(POOL, layer, cache.data_ptr(), item, slots, mem, dev, names=[name]))
+    return out
+
+
+def _setup(what: str, call, self, *args, **kwargs):
+    """Run a set-up step of vLLM's; if it raises, say so in one line and let it propagate."""
+    try:
+        return call(self, *args, **kwargs)
+    except Exception as e:
+        say_once((ENGINE, "setup"), f"vLLM's NIXL connector raised during {what} ({type(e).__name__}: "
+                 f"{_first_line(e)}); "
+                 "what was recorded so far is kept")
+        raise
+
+
+def _first_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def worker_init(call, self, *args, **kwargs):
+    return _setup("set-up (connector worker)", call, self, *args, **kwargs)
+
+
+def regions(call, self, kv_caches, *args, **kwargs):
+    out = _setup("set-up (registering the KV cache)", call, self, kv_caches, *args, **kwargs)
+    try:
+        _record_regions(self, kv_caches)
+    except Exception as e:  # never break the engine for a trace
+        say_once((ENGINE, "regions"), f"vLLM's NIXL connector: recording its KV cache regions failed "
+                 f"({type(e).__name__}: {_first_line(e)}); the trace has no layouts for them")
+    return out
+
+
+def _record_regions(self, kv_caches) -> None:
     rec = default_recorder()
     if rec is None:
         return
     st = _State(self)
+    try:
+        st.kv = _vllm_regions(self)
+    except (AttributeError, KeyError, TypeError, IndexError):
+        st.kv = _tensor_regions(self, kv_caches)
     self.__dict__["_kvtrace"] = st
-    for layer, cache in enumerate(kv_caches.values()):
-        mem = "DRAM" if cache.device.type == "cpu" else "VRAM"
-        dev = 0 if mem == "DRAM" else max(cache.get_device(), 0)
-        item = cache.stride(0) * cache.element_size() if cache.ndim > 1 else cache.nbytes // self.num_blocks
-        r = _Region(POOL, layer, cache.data_ptr(), item, cache.shape[0] if cache.ndim > 1 else self.num_blocks,
-                    mem, dev)
-        st.kv.append(r)
-        rec.layout(st.agent, POOL, layer, r.ptr, r.item, r.slots, page_tokens=int(self.block_size),
-                   mem_type=mem, device=dev)
     with _lock:
         _workers.append(self)
+    if not _on("layout"):
+        return
+    for r in st.kv:
+        rec.layout(st.agent, r.pool, r.layer, r.ptr, r.item, r.slots, page_tokens=int(self.block_size),
+                   part=r.part, mem_type=r.mem, device=r.device)
+    pools = list(dict.fromkeys(r.pool for r in st.kv))
+    rec.mark("vLLM's KV cache regions: " + "; ".join(
+        f"{p} = " + ", ".join(f"L{r.layer} {'+'.join(r.names)}" for r in st.kv if r.pool == p) for p in pools),
+        st.agent, pools={p: [r.layer for r in st.kv if r.pool == p] for p in pools},
+        strided=[f"{r.pool} L{r.layer}" for r in st.kv if not r.summed])
+
+
+# ------------------------------------------------------------------ blocks per group
+def _groups(block_ids) -> dict[int, list[int]]:
+    """vLLM's BlockIds (one list per transfer group) or a flat list (one group)."""
+    if block_ids is None:
+        return {}
+    ids = list(block_ids)
+    if ids and isinstance(ids[0], (list, tuple, np.ndarray)):
+        return {g: [int(b) for b in blocks] for g, blocks in enumerate(ids) if len(blocks)}
+    return {0: [int(b) for b in ids]} if ids else {}
+
+
+def _flat(block_ids) -> list[int]:
+    return [b for _g, blocks in sorted(_groups(block_ids).items()) for b in blocks]
+
+
+def _alloc(st: _State, rec, req: str, groups: dict[int, list[int]]) -> dict[str, list[int]]:
+    held: dict[str, list[int]] = {}
+    for g, blocks in groups.items():
+        for pool in st.pools(g):
+            rec.alloc(st.agent, req, pool, blocks, list(range(len(blocks))))
+            held[pool] = blocks
+    return held
+
+
+def _content(st: _State, rec, req: str, groups: dict[int, list[int]], what) -> None:
+    """Checksums of ``req``'s blocks in every region of their group (``what``: rec.write or rec.read)."""
+    for g, blocks in groups.items():
+        regs = [r for r in st.regions(g) if r.summed]
+        if not regs:
+            continue
+        pages = list(range(len(blocks)))
+        for r, sums in zip(regs, region_checksums(regs, blocks)):
+            what(st.agent, req, r.pool, r.layer, blocks, sums, pages)
 
 
 # ------------------------------------------------------------------ scheduler half
-def _flat(block_ids) -> list[int]:
-    if block_ids and isinstance(block_ids[0], (list, tuple)):
-        return [int(b) for g in block_ids for b in g]
-    return [int(b) for b in block_ids]
-
-
-def request_finished(self, request, block_ids, *a, **kw) -> None:
-    st, rec = _last(), default_recorder()
-    params = getattr(request, "kv_transfer_params", None) or {}
-    if st is None or rec is None:
+def request_finished(out, self, request, block_ids, *a, **kw) -> None:
+    rec = default_recorder()
+    if rec is None:
         return
-    if params.get("do_remote_decode"):  # prefill: the blocks decode will read
-        blocks = _flat(block_ids)
+    sts = _workers_of(getattr(self, "engine_id", ""))
+    if not sts:
+        say_once((ENGINE, "no-worker"), "vLLM's scheduler runs in a process without its engine's connector "
+                 "worker: the blocks it hands out and frees are not recorded (record the worker's process "
+                 "too, or run one engine process)")
+        return
+    asked = getattr(request, "kv_transfer_params", None) or {}
+    delay, params = out if isinstance(out, tuple) and len(out) == 2 else (False, None)
+    if asked.get("do_remote_decode"):  # prefill
+        if not delay or not params:
+            return  # nothing kept for decode (aborted, or no blocks): vLLM frees them at once
         req = str(request.request_id)
-        if not blocks:
+        groups = _groups(params.get("remote_block_ids"))
+        if not groups:
             return
-        rec.event(K.REQ_START, st.agent, req, detail={"pages": len(blocks)})
-        pages = list(range(len(blocks)))
-        if _on("pages"):
-            rec.alloc(st.agent, req, POOL, blocks, pages)
-            st.sending[req] = blocks
-        if _on("content"):
-            for r, sums in zip(st.kv, region_checksums(st.kv, blocks)):
-                rec.write(st.agent, req, r.pool, r.layer, blocks, sums, pages)
-        if _on("messages"):  # kv_transfer_params (remote_block_ids) leave for decode, via the proxy
-            rec.event(K.MSG_SEND, st.agent, req, msg=np.asarray(blocks, dtype=np.int32).tobytes(),
-                      detail={"id": f"blocks:{req}", "what": "prefill blocks (kv_transfer_params)"})
+        for st in sts:
+            rec.event(K.REQ_START, st.agent, req, detail={"pages": sum(map(len, groups.values()))})
+            if _on("pages"):
+                st.sending[req] = _alloc(st, rec, req, groups)
+            if _on("content"):
+                _content(st, rec, req, groups, rec.write)
+            if _on("messages"):  # kv_transfer_params (remote_block_ids) leave for decode, via the proxy
+                rec.event(K.MSG_SEND, st.agent, req, msg=np.asarray(_flat(params["remote_block_ids"]),
+                                                                   dtype=np.int32).tobytes(),
+                          detail={"id": f"blocks:{req}", "what": "prefill blocks (kv_transfer_params)"})
     else:  # decode: the request is done with its blocks
-        req = str(params.get("remote_request_id") or request.request_id)
-        blocks = st.held.pop(req, None)
-        if blocks and _on("pages"):
-            rec.free(st.agent, req, POOL, blocks, reason="finish")
-        rec.event(K.REQ_DONE, st.agent, req)
+        req = str(asked.get("remote_request_id") or request.request_id)
+        for st in sts:
+            held = st.held.pop(req, None)
+            if held is None:
+                continue
+            if _on("pages"):
+                for pool, blocks in held.items():
+                    rec.free(st.agent, req, pool, blocks, reason="finish")
+            rec.event(K.REQ_DONE, st.agent, req)
 
 
 # ------------------------------------------------------------------ worker half
@@ -135,17 +305,16 @@ def start_load_kv(self, metadata, *a, **kw) -> None:
     for local_id, meta in getattr(metadata, "reqs_to_recv", {}).items():
         remote = getattr(meta, "remote", None)
         req = str(remote.request_id) if remote is not None else str(local_id)
-        blocks = _flat(meta.local_block_ids)
-        if not blocks:
+        groups = _groups(meta.local_block_ids)
+        if not groups:
             continue
         if remote is not None and _on("messages"):
             rec.event(K.MSG_RECV, st.agent, req, msg=np.asarray(_flat(remote.block_ids), dtype=np.int32).tobytes(),
                       detail={"id": f"blocks:{req}", "what": "prefill blocks (kv_transfer_params)"})
-        rec.event(K.REQ_START, st.agent, req, detail={"pages": len(blocks)})
+        rec.event(K.REQ_START, st.agent, req, detail={"pages": sum(map(len, groups.values()))})
         if _on("pages"):
-            rec.alloc(st.agent, req, POOL, blocks, list(range(len(blocks))))
-            st.held[req] = blocks
-        st.recving[str(local_id)] = (req, blocks)
+            st.held[req] = _alloc(st, rec, req, groups)
+        st.recving[str(local_id)] = (req, groups)
 
 
 def read_blocks_for_req(self, req_id, meta, *a, **kw) -> None:
@@ -153,21 +322,24 @@ def read_blocks_for_req(self, req_id, meta, *a, **kw) -> None:
     current_request.set(str(remote.request_id) if remote is not None else str(req_id))
 
 
-def get_finished(out, self, *a, **kw) -> None:
+def transfer_results(out, self, *a, **kw) -> None:
     st, rec = _state(self), default_recorder()
-    if st is None or rec is None or not out:
+    if st is None or rec is None or out is None:
         return
-    done_sending, done_recving = out
+    done_sending = getattr(out, "finished_sending", None) or ()
+    failed = set(getattr(out, "failed_recving", None) or ())
+    done_recving = [r for r in getattr(out, "finished_recving", None) or () if r not in failed]
+    for local_id in failed:  # nothing arrived: decode does not use these blocks' bytes
+        st.recving.pop(str(local_id), None)
     for req in done_sending or ():
-        blocks = st.sending.pop(str(req), None)
-        if blocks and _on("pages"):
-            rec.free(st.agent, str(req), POOL, blocks, reason="finish")
+        held = st.sending.pop(str(req), None)
+        if held and _on("pages"):
+            for pool, blocks in held.items():
+                rec.free(st.agent, str(req), pool, blocks, reason="finish")
         rec.event(K.REQ_DONE, st.agent, str(req))
     for local_id in done_recving or ():
         got = st.recving.pop(str(local_id), None)
         if got is None or not _on("content"):
             continue
-        req, blocks = got
-        pages = list(range(len(blocks)))
-        for r, sums in zip(st.kv, region_checksums(st.kv, blocks)):
-            rec.read(st.agent, req, r.pool, r.layer, blocks, sums, pages)
+        req, groups = got
+        _content(st, rec, req, groups, rec.read)

@@ -1,3 +1,5 @@
+-- The reference rule of inflight_pairs (was kvtrace/model/sql/inflight_pairs.sql; now
+-- built in numpy by kvtrace/model/inflight.py): test_inflight.py checks both agree.
 -- inflight_pairs: pairs of descriptor ends of two different transfers that overlap in
 -- bytes on the same agent and are in flight at the same time (neither transfer is known
 -- to have ended — done, error or notification — before the other was posted).
@@ -12,7 +14,7 @@
 --   b_shard, b_xfer, b_side, b_request, b_post  -- the later-sorted end
 --   pool VARCHAR, layer INTEGER, slot BIGINT     -- where (from a's layout position)
 --   lo UBIGINT, hi UBIGINT                       -- overlapping byte range
-CREATE OR REPLACE TABLE inflight_pairs AS
+CREATE OR REPLACE TABLE inflight_pairs_ref AS
 WITH e AS (
     SELECT e.*, addr // 65536 AS bucket,
            row_number() OVER (PARTITION BY agent, addr // 65536 ORDER BY addr, t_ns, shard, post_seq, pos, side) AS rn

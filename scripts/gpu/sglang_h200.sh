@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# SGLang's real NIXL connector with VRAM pools on the lent H200 (device tool), recorded with
+# `kvtrace record --hooks sglang`. Run from the repo root with the folder made by
+# scripts/gpu/pack_sglang.sh carried (default .gpu/):
+#   bash .gpu/sglang_h200.sh smoke          # imports, one unrecorded and one recorded request
+#   bash .gpu/sglang_h200.sh cases thru     # the bug/clean cases, NIXL VRAM throughput
+#   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed)
+# The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
+# 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
+# and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
+# any call raises; the connector calls none). Traces come back in $OUT/traces.tgz and are
+# checked on a CPU machine (`kvtrace check`).
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 NIXL_LOG_LEVEL=WARN PYTHONSAFEPATH=1 SGLANG_HOST_IP=127.0.0.1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+ROOT=$(pwd)
+PACK=${PACK:-$ROOT/.gpu}
+DRIVER=$PACK/sglang_pd.py
+[ -f "$DRIVER" ] || DRIVER=$ROOT/tests/engines/sglang_pd.py
+T=/tmp/traces; mkdir -p $T
+
+t0=$SECONDS
+mkdir -p /tmp/site /tmp/sgl21 /tmp/sgl23
+tar xJf "$PACK/site312.txz" -C /tmp/site && tar xJf "$PACK/sglang-0.5.21.txz" -C /tmp/sgl21 \
+  && tar xJf "$PACK/sglang-0.5.23.txz" -C /tmp/sgl23 || { echo "unpack failed"; exit 1; }
+if [ -f "$PACK/duckdb312.txz" ]; then tar xJf "$PACK/duckdb312.txz" -C /tmp/site || exit 1; fi
+# kvtrace without a build: the package-dir mapping of pyproject.toml, as symlinks
+PKG=/tmp/kvpkg/kvtrace; rm -rf /tmp/kvpkg; mkdir -p $PKG
+for f in kvtrace/*; do ln -s "$ROOT/$f" $PKG/; done
+for d in tracer replay analysis tui kernels; do ln -s "$ROOT/$d" $PKG/$d; done
+BASE=/tmp/kvpkg:/tmp/site:$PACK/standins
+pp() { [ "$1" = 0.5.23 ] && echo /tmp/sgl23:$BASE || echo /tmp/sgl21:$BASE; }
+echo "setup: unpacked in $((SECONDS - t0)) s"
+
+# run NAME VERSION HOOKS(-|spec) ARGS...: the driver (recorded unless HOOKS is -), timed
+run() {
+  local name=$1 ver=$2 hooks=$3; shift 3
+  local s=$SECONDS rc
+  if [ "$hooks" = - ]; then
+    PYTHONPATH=$(pp $ver) timeout 240 python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
+  else
+    PYTHONPATH=$(pp $ver) timeout 240 python3 -m kvtrace record --hooks $hooks -o $T/$name.kvtrace -- \
+      python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
+  fi
+  rc=$?
+  echo "== $name (sglang $ver, hooks $hooks): exit $rc after $((SECONDS - s)) s: $*"
+  grep -E "^(decode|prefill|kvtrace|  room)|rror|arning|Traceback" $T/$name.log | head -14
+  python3 - $T/$name.json <<'EOF'
+import json, os, sys
+p = sys.argv[1]
+if os.path.exists(p + ".prefill"):
+    t = json.load(open(p + ".prefill"))["timing"]
+    lat = sorted(t["latency_s"])
+    print(f"   prefill: {t['bytes']/2**20:.1f} MiB in {t['busy_s']:.3f} s busy = {t['bytes']/max(t['busy_s'],1e-9)/1e9:.3f} GB/s;"
+          f" request latency median {lat[len(lat)//2]*1e3:.1f} ms")
+    wb, ws = t.get("wave_bytes", [])[1:], t.get("wave_busy_s", [])[1:]
+    if ws:
+        print(f"   after the first wave: {sum(wb)/2**20:.1f} MiB in {sum(ws):.3f} s busy = {sum(wb)/max(sum(ws),1e-9)/1e9:.3f} GB/s"
+              f" (first wave {t['wave_bytes'][0]/2**20:.1f} MiB in {t['wave_busy_s'][0]:.3f} s)")
+if os.path.exists(p):
+    r = json.load(open(p))
+    print(f"   verifier: sglang {r['version']}, memory {r.get('memory')}, {len(r['requests'])} requests,"
+          f" {len(r['misaddressed'])} misaddressed page(s)")
+EOF
+}
+
+step_smoke() {
+  nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), 'triton', triton.__version__)"
+  for v in 0.5.21 0.5.23; do
+    local s=$SECONDS
+    PYTHONPATH=$(pp $v) python3 -c "import nixl._api, sglang.version, sglang.srt.disaggregation.nixl.conn as c, flashinfer, kvtrace.tracer.integrations.sglang; print('imports ok: sglang', sglang.version.__version__, 'nixl', nixl._api.__file__.split('/')[-3], 'flashinfer', flashinfer.__version__)" 2>&1 | tail -4
+    echo "import $v: $((SECONDS - s)) s"
+  done
+  PYTHONPATH=$(pp 0.5.21) python3 -c "import ucp" 2>/dev/null; ls /tmp/site/nixl_cu13.libs/ucx 2>/dev/null | head -20
+  run smoke-vram 0.5.21 - --memory vram --requests 1 --index-k bytes --index-dtype bf16
+  run smoke-vram-rec 0.5.21 sglang --memory vram --requests 2 --index-k bytes --index-dtype bf16
+}
+
+# the gpu-marked engine tests, with an "engines venv" made of a python3 wrapper that puts the
+# unpacked trees on PYTHONPATH (tests/engines/engine_runs.py runs $KVTRACE_ENGINES_VENV/bin/python
+# and puts $KVTRACE_ENGINES_VENV/sglang-0.5.23 first for the fixed release)
+step_tests() {
+  local ev=/tmp/ev; mkdir -p $ev/bin; ln -sfn /tmp/sgl23 $ev/sglang-0.5.23
+  printf '#!/bin/sh\nexport PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}%s"\nexec python3 "$@"\n' "/tmp/sgl21:$BASE" >$ev/bin/python
+  chmod +x $ev/bin/python
+  KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout 420 python3 -m pytest -q -p no:cacheprovider -m gpu \
+    tests/engines/test_sglang_vram.py tests/engines/test_vram_checksums.py -rs --durations=8 -s
+}
+
+step_cases() {
+  run usc-bf16-vram 0.5.21 sglang --memory vram --index-k bytes --index-dtype bf16
+  run tokens-vram 0.5.21 sglang --memory vram --index-k tokens
+  run fixed-0523-vram 0.5.23 sglang --memory vram --index-k bytes --index-dtype bf16
+  run usc-fp8-vram 0.5.21 sglang --memory vram --index-k bytes --index-dtype fp8
+}
+
+# the same, longer (12 waves), UCX's protocol choice printed for the unrecorded VRAM run
+step_thru2() {
+  local big="--slots 512 --page-tokens 64 --requests 96 --max-pages 48 --wave 8 --index-k tokens"
+  UCX_PROTO_INFO=y run thru2-vram 0.5.21 - --memory vram $big
+  grep -i "cuda\|tcp\|posix\|sysv\|cma" $T/thru2-vram.log | sort | uniq -c | sort -rn | head -12
+  for m in vram dram; do
+    export KVTRACE_CHECKSUM_LOG=$T/thru2-$m-rec.sums
+    run thru2-$m-rec 0.5.21 sglang --memory $m $big
+    unset KVTRACE_CHECKSUM_LOG
+    [ $m = dram ] && run thru2-dram 0.5.21 - --memory dram $big
+  done
+}
+
+# NIXL VRAM throughput through SGLang's connector: bigger pages, unrecorded and recorded,
+# with the DRAM twin of each in the same call
+step_thru() {
+  local big="--slots 512 --page-tokens 64 --requests 24 --max-pages 48 --wave 8 --index-k tokens"
+  for m in vram dram; do
+    run thru-$m 0.5.21 - --memory $m $big
+    export KVTRACE_CHECKSUM_LOG=$T/thru-$m-rec.sums
+    run thru-$m-rec 0.5.21 sglang --memory $m $big
+    unset KVTRACE_CHECKSUM_LOG
+    python3 - $T/thru-$m-rec.sums <<'EOF'
+import collections, json, os, sys
+if os.path.exists(sys.argv[1]):
+    by = collections.defaultdict(lambda: [0, 0, 0.0])
+    for line in open(sys.argv[1]):
+        r = json.loads(line); b = by[r["by"]]; b[0] += 1; b[1] += r["bytes"]; b[2] += r["wall_s"]
+    for k, (n, nb, w) in sorted(by.items()):
+        print(f"   hashing by {k}: {n} calls, {nb/2**20:.1f} MiB, {w:.3f} s wall")
+EOF
+  done
+}
+
+for s in "$@"; do
+  echo "=== step $s ($(date -u +%T))"
+  "step_$s" 2>&1 | tee "$OUT/$s.txt"
+done
+(cd /tmp && tar czf "$OUT/traces.tgz" traces)
+echo "=== done ($(date -u +%T)), traces.tgz $(du -h "$OUT/traces.tgz" | cut -f1)"

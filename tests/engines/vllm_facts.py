@@ -1,0 +1,49 @@
+"""What the vLLM tests read back: ``kvtrace info`` of a trace, the driver's prefill report,
+and the trace's layouts and descriptors (to hold them against what vLLM registered)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kvtrace.tracer import open_trace
+
+
+def info(trace: str) -> dict:
+    p = subprocess.run([sys.executable, "-m", "kvtrace", "info", "--json", trace],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def prefill_report(run) -> dict:
+    with open(run.trace[: -len(".kvtrace")] + ".json.prefill") as f:
+        return json.load(f)
+
+
+def layouts(trace: str) -> dict[str, list[dict]]:
+    """agent -> its layout rows, by address."""
+    out: dict[str, list[dict]] = {}
+    for r in open_trace(trace).table("layouts").to_pylist():
+        out.setdefault(r["agent"], []).append(r)
+    return {a: sorted(rs, key=lambda r: r["addr"]) for a, rs in out.items()}
+
+
+def as_registered(rows: list[dict]) -> list[dict]:
+    """Layout rows in the driver's terms for vLLM's regions (addr, block_len, stride, blocks)."""
+    return [{"addr": r["addr"], "block_len": r["slot_bytes"], "block_stride": r["slot_bytes"],
+             "blocks": r["num_slots"]} for r in rows]
+
+
+def uncovered(trace: str) -> list[tuple]:
+    """Descriptor ends that are not exactly one slot of one layout of their agent."""
+    lay = layouts(trace)
+    bad = []
+    for d in open_trace(trace).table("descs").to_pylist():
+        for side in ("src", "dst"):
+            addr, agent = d[f"{side}_addr"], d[f"{side}_agent"]
+            hit = [r for r in lay.get(agent, ()) if r["addr"] <= addr < r["addr"] + r["nbytes"]
+                   and (addr - r["addr"]) % r["slot_bytes"] == 0 and d["nbytes"] == r["slot_bytes"]]
+            if len(hit) != 1:
+                bad.append((side, agent, addr, d["nbytes"], len(hit)))
+    return bad
