@@ -39,6 +39,28 @@ class OrdReader:
         self._cache: collections.OrderedDict[int, pa.Table] = collections.OrderedDict()
         self._size = cache
 
+    @property
+    def num_rows(self) -> int:
+        return int(self._starts[-1])
+
+    def min_of(self, column: str):
+        """The smallest non-null value of ``column`` from the row groups' statistics (no
+        data read); None when a row group has no statistics for it."""
+        md = self._pf.metadata
+        leaves = [j for j in range(md.num_columns) if md.schema.column(j).path == column]
+        if not leaves:
+            return None
+        i = leaves[0]
+        lows = []
+        for k in range(md.num_row_groups):
+            st = md.row_group(k).column(i).statistics
+            if st is None or not st.has_min_max:
+                if md.row_group(k).num_rows and (st is None or st.null_count != md.row_group(k).num_rows):
+                    return None
+                continue
+            lows.append(st.min)
+        return min(lows) if lows else None
+
     def _group(self, k: int) -> pa.Table:
         t = self._cache.get(k)
         if t is None:
@@ -101,8 +123,12 @@ class TimelineSource:
         self.reader = OrdReader(self.events_path)
         self.con.execute("CREATE OR REPLACE TEMP TABLE tui_slot_xfers (shard VARCHAR, xfer BIGINT)")
         self.con.execute("CREATE OR REPLACE TEMP TABLE tui_visible (ord BIGINT)")
-        self.total = self.con.execute("SELECT count(*) FROM tl").fetchone()[0]
-        self.t0 = self.con.execute("SELECT min(t_ns) FROM tl").fetchone()[0] or 0
+        # from the file's metadata: a scan of 10M t_ns values would cost more than the rest of the open
+        self.total = self.reader.num_rows
+        t0 = self.reader.min_of("t_ns")
+        if t0 is None:
+            t0 = self.con.execute("SELECT min(t_ns) FROM tl").fetchone()[0]
+        self.t0 = t0 or 0
         self.filter = Filter()
         self._ords: np.ndarray | None = None     # visible ords when filtered
         self._pages: collections.OrderedDict[int, list[dict]] = collections.OrderedDict()

@@ -76,9 +76,8 @@ def build_shard_cut(model) -> None:
 def build_inflight_pairs(model) -> None:
     """inflight_pairs: overlapping descriptor ends of transfers in flight together (see
     inflight.py for the rule and the columns)."""
-    from .inflight import inflight_pairs
-    _create(model, "inflight_pairs", inflight_pairs(model.ask("inflight_ends"), model.ask("inflight_seen"),
-                                                    model.shards))
+    from . import inflight
+    _create(model, "inflight_pairs", inflight.build(model.ask, model.shards))
 
 
 @builder("timeline", requires=("sync_pairs",), on_demand=True)

@@ -26,6 +26,10 @@ import pyarrow.compute as pc
 
 NEIGHBOURS = 4
 BUCKET = 65536
+#: ends swept at once; past it, ranges of address blocks (a block: 2**24 bytes, 256 buckets)
+CHUNK_ROWS = 8_000_000
+#: (shard, transfer) × shards entries up to which the end lookup is a dense table (256 MB)
+DIRECT_MAX = 1 << 25
 
 
 def _np(col: pa.ChunkedArray, fill=0, dtype=None) -> np.ndarray:
@@ -33,7 +37,7 @@ def _np(col: pa.ChunkedArray, fill=0, dtype=None) -> np.ndarray:
     if arr.null_count:
         arr = pc.fill_null(arr, fill)
     out = arr.to_numpy(zero_copy_only=False)
-    return out.astype(dtype) if dtype is not None else out
+    return out.astype(dtype, copy=False) if dtype is not None else out
 
 
 def _nulls(col: pa.ChunkedArray) -> np.ndarray:
@@ -73,14 +77,60 @@ def pairs_table(ends: pa.Table, a: np.ndarray, b: np.ndarray) -> pa.Table:
     })
 
 
-def inflight_pairs(ends: pa.Table, seen: pa.Table, shards: list[str]) -> pa.Table:
-    """The pairs (see module doc) from the ends (queries/inflight_ends.sql) and when each
-    shard knows each transfer over (queries/inflight_seen.sql)."""
+class Seen:
+    """When each shard knows each transfer over (xfer_seen.end_seq), for vectorised
+    lookups by (transfer, shard): a dense table when transfers × shards is small enough
+    (one gather per lookup), else a sorted key (a binary search per lookup)."""
+
+    def __init__(self, seen: pa.Table, shards: list[str], direct_max: int = DIRECT_MAX) -> None:
+        self.shards = pa.array(shards, pa.string())
+        s_shard, s_xfer = self.shard_ix(seen.column("shard")), _np(seen.column("xfer"), 0, np.int64)
+        s_side, s_end = _np(seen.column("side_sidx"), -1, np.int64), _np(seen.column("end_seq"), 0, np.int64)
+        self.ux = np.unique(s_xfer)                  # transfer ids some shard knows over
+        self.nx, self.ns = len(self.ux) + 1, len(shards) + 1
+        pair = (s_shard + 1) * self.nx + np.searchsorted(self.ux, s_xfer)
+        self.ut = np.unique(pair)                    # (shard, transfer)s: dense ids
+        key = np.searchsorted(self.ut, pair) * self.ns + (s_side + 1)
+        if len(self.ut) * self.ns <= direct_max:
+            self.has = np.zeros(len(self.ut) * self.ns, bool)
+            self.end = np.zeros(len(self.ut) * self.ns, np.int64)
+            self.has[key], self.end[key] = True, s_end
+            self.key = None
+        else:
+            order = np.argsort(key, kind="stable")
+            self.key, self.end = key[order], s_end[order]
+
+    def shard_ix(self, col) -> np.ndarray:
+        return _np(pc.index_in(col, value_set=self.shards), -1, np.int64)
+
+    def transfer_keys(self, shard: np.ndarray, xfer: np.ndarray) -> np.ndarray:
+        """Each (shard index, transfer id)'s dense id; -1: no shard knows it over."""
+        if not len(self.ut):
+            return np.full(len(xfer), -1, np.int64)
+        dx = np.minimum(np.searchsorted(self.ux, xfer), len(self.ux) - 1)
+        pair = (shard + 1) * self.nx + dx
+        t = np.minimum(np.searchsorted(self.ut, pair), len(self.ut) - 1)
+        return np.where((self.ux[dx] == xfer) & (shard >= 0) & (self.ut[t] == pair), t, -1)
+
+    def over_by(self, tkey: np.ndarray, on: np.ndarray, seq: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        """The transfers ``tkey`` are known over on shard ``on`` by its seq ``seq`` (where ``ok``)."""
+        if not len(self.end):
+            return np.zeros(len(tkey), bool)
+        valid = (tkey >= 0) & (on >= 0) & (on < self.ns - 1) & ok
+        k = np.where(valid, tkey * self.ns + (on + 1), 0)
+        if self.key is None:
+            return valid & self.has[k] & (self.end[k] <= seq)
+        at = np.minimum(np.searchsorted(self.key, k), len(self.key) - 1)
+        return valid & (self.key[at] == k) & (self.end[at] <= seq)
+
+
+def inflight_pairs(ends: pa.Table, seen: Seen) -> pa.Table:
+    """The pairs (see module doc) among the ends (queries/inflight_ends.sql: all of them,
+    or whole (agent, bucket) groups of them)."""
     n = ends.num_rows
     if n < 2:
         return empty_pairs(ends)
     col = ends.column
-    shard_ix = lambda c: _np(pc.index_in(c, value_set=pa.array(shards, pa.string())), -1, np.int64)  # noqa: E731
     shard_rank = sort_codes(col("shard"))
     addr = _np(col("addr"), 0, np.uint64)
     agent = sort_codes(col("agent"))
@@ -98,33 +148,12 @@ def inflight_pairs(ends: pa.Table, seen: pa.Table, shards: list[str]) -> pa.Tabl
     agent, addr, shard_rank = agent[order], addr[order], shard_rank[order]
     bucket = addr // np.uint64(BUCKET)
     nb_ok = ~_nulls(col("nbytes"))[order]
-    nbytes = _np(col("nbytes"), 0, np.uint64)[order]
-    end_ = addr + nbytes
+    end_ = addr + _np(col("nbytes"), 0, np.uint64)[order]
     xfer = _np(col("xfer"), 0, np.int64)[order]
     post = _np(col("post_seq"), 0, np.int64)[order]
     post_ok = ~_nulls(col("post_seq"))[order]
     psidx = _np(col("psidx"), -1, np.int64)[order]
-    shard = shard_ix(col("shard"))[order]
-    # when each shard knows each transfer over: a sorted key (transfer, side shard) -> end_seq
-    s_shard, s_xfer = shard_ix(seen.column("shard")), _np(seen.column("xfer"), 0, np.int64)
-    s_side, s_end = _np(seen.column("side_sidx"), -1, np.int64), _np(seen.column("end_seq"), 0, np.int64)
-    ux = np.unique(s_xfer)                     # transfers some shard knows over (few)
-    sdx = np.searchsorted(ux, s_xfer)
-    dx = np.minimum(np.searchsorted(ux, xfer), max(len(ux) - 1, 0))
-    known = (ux[dx] == xfer) if len(ux) else np.zeros(n, bool)
-    nx, ns = len(ux) + 1, len(shards) + 1
-    tkey = np.where(known, (shard + 1) * nx + dx, -1)   # the end's transfer (-1: never known over)
-    s_key = ((s_shard + 1) * nx + sdx) * ns + (s_side + 1)
-    s_order = np.argsort(s_key, kind="stable")
-    s_key, s_end = s_key[s_order], s_end[s_order]
-
-    def over_before(t: np.ndarray, on: np.ndarray, post_at: np.ndarray, ok: np.ndarray) -> np.ndarray:
-        """Transfer ``t`` (sorted rows) is known over on shard ``on`` by seq ``post_at``."""
-        k = tkey[t] * ns + (on + 1)
-        at = np.minimum(np.searchsorted(s_key, k), max(len(s_key) - 1, 0))
-        if not len(s_key):
-            return np.zeros(len(t), bool)
-        return (s_key[at] == k) & (tkey[t] >= 0) & (on >= 0) & ok & (s_end[at] <= post_at)
+    tkey = seen.transfer_keys(seen.shard_ix(col("shard"))[order], xfer)
 
     As, Bs = [], []
     for k in range(1, min(NEIGHBOURS, n - 1) + 1):
@@ -135,9 +164,39 @@ def inflight_pairs(ends: pa.Table, seen: pa.Table, shards: list[str]) -> pa.Tabl
         ia = np.nonzero(m)[0]
         ib = ia + k
         # drop the pair when either transfer is known over before the other's post
-        drop = over_before(ia, psidx[ib], post[ib], post_ok[ib]) | over_before(ib, psidx[ia], post[ia], post_ok[ia])
+        drop = seen.over_by(tkey[ia], psidx[ib], post[ib], post_ok[ib]) | \
+            seen.over_by(tkey[ib], psidx[ia], post[ia], post_ok[ia])
         As.append(ia[~drop])
         Bs.append(ib[~drop])
-    if not As:
-        return empty_pairs(ends)
     return pairs_table(ends, order[np.concatenate(As)], order[np.concatenate(Bs)])
+
+
+def chunks(blocks: pa.Table, limit: int) -> list[tuple[str, int, int]]:
+    """Ranges (agent, first block, end block) of consecutive address blocks of one agent
+    with at most ``limit`` ends each (a single larger block is a range of its own), from
+    the per (agent, block) counts of queries/inflight_blocks.sql. A block is a whole number
+    of buckets, so no bucket spans two ranges."""
+    out: list[tuple[str, int, int]] = []
+    cur, rows = None, 0
+    for agent, block, n in zip(*(blocks.column(c).to_pylist() for c in ("agent", "block", "n"))):
+        if cur and cur[0] == agent and rows + n <= limit:
+            cur[2], rows = block + 1, rows + n
+            continue
+        if cur:
+            out.append(tuple(cur))
+        cur, rows = [agent, block, block + 1], n
+    if cur:
+        out.append(tuple(cur))
+    return out
+
+
+def build(ask, shards: list[str], limit: int = CHUNK_ROWS, direct_max: int = DIRECT_MAX) -> pa.Table:
+    """inflight_pairs of a model (``ask``: its named-query runner, TraceModel.ask): in one
+    sweep, or — past ``limit`` ends — one sweep per range of address blocks, so memory
+    stays bounded however large the trace."""
+    seen = Seen(ask("inflight_seen"), shards, direct_max)
+    if ask("inflight_count").column(0)[0].as_py() <= limit:
+        return inflight_pairs(ask("inflight_ends"), seen)
+    parts = [inflight_pairs(ask("inflight_ends_range", [agent, lo, hi]), seen)
+             for agent, lo, hi in chunks(ask("inflight_blocks"), limit)]
+    return pa.concat_tables(parts)

@@ -6,9 +6,10 @@ import os
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401
 import pytest
 
-from kvtrace.model.inflight import inflight_pairs
+from kvtrace.model import inflight
 from kvtrace.model.sqltext import query_sql
 
 HERE = os.path.dirname(__file__)
@@ -61,6 +62,10 @@ def random_tables(seed: int, n: int):
 @pytest.mark.parametrize("seed", range(12))
 def test_numpy_sweep_matches_the_sql_rule(seed):
     end_hold, seen = random_tables(seed, 80 + 80 * seed)
+    if seed % 3 == 2:   # addresses over several agents' 16 MiB blocks: ranges swept one at a time
+        blocks = np.random.default_rng(seed).integers(0, 4, end_hold.num_rows).astype(np.uint64) << np.uint64(24)
+        addr = pa.compute.add(end_hold.column("addr"), pa.array(blocks, pa.uint64()))
+        end_hold = end_hold.set_column(end_hold.schema.get_field_index("addr"), "addr", addr)
     con = duckdb.connect()
     con.register("end_hold_in", end_hold)
     con.register("xfer_seen_in", seen)
@@ -68,12 +73,22 @@ def test_numpy_sweep_matches_the_sql_rule(seed):
     con.execute("CREATE TABLE xfer_seen AS SELECT * FROM xfer_seen_in")
     with open(os.path.join(HERE, "inflight_pairs_reference.sql")) as f:
         con.execute(f.read())
-    got = inflight_pairs(con.sql(query_sql("inflight_ends")).to_arrow_table(),
-                         con.sql(query_sql("inflight_seen")).to_arrow_table(), SHARDS)
-    con.register("got", got)
-    ref_n = con.execute("SELECT count(*) FROM inflight_pairs_ref").fetchone()[0]
+    ask = lambda name, params=None: con.sql(query_sql(name), params=params).to_arrow_table()  # noqa: E731
+    ref_n = con.execute("SELECT count(*) FROM inflight_pairs_ref").fetchall()[0][0]
     assert ref_n > 0 or seed == 0          # the data do produce pairs
-    assert con.execute("SELECT count(*) FROM got").fetchone()[0] == ref_n
-    assert con.execute("SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL SELECT * FROM inflight_pairs_ref)").fetchone()[0] == 0
-    assert [c[1] for c in con.execute("DESCRIBE got").fetchall()] == \
-        [c[1] for c in con.execute("DESCRIBE inflight_pairs_ref").fetchall()]
+    # one sweep with a dense lookup; ranges of at most 30 ends (several per agent), sorted lookup
+    for limit, direct in ((inflight.CHUNK_ROWS, inflight.DIRECT_MAX), (30, 0)):   # and a sorted lookup
+        got = inflight.build(ask, SHARDS, limit, direct)
+        con.register("got", got)
+        assert con.execute("SELECT count(*) FROM got").fetchall()[0][0] == ref_n
+        assert con.execute("SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL "
+                           "SELECT * FROM inflight_pairs_ref)").fetchall()[0][0] == 0
+        assert [c[1] for c in con.execute("DESCRIBE got").fetchall()] == \
+            [c[1] for c in con.execute("DESCRIBE inflight_pairs_ref").fetchall()]
+        con.unregister("got")
+
+
+def test_ranges_cut_at_block_boundaries_and_the_limit():
+    blocks = pa.table({"agent": ["a", "a", "a", "b", "b"], "block": [0, 1, 5, 0, 1], "n": [10, 10, 50, 5, 5]})
+    assert inflight.chunks(blocks, 20) == [("a", 0, 2), ("a", 5, 6), ("b", 0, 2)]
+    assert inflight.chunks(blocks, 100) == [("a", 0, 6), ("b", 0, 2)]

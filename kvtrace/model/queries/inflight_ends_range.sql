@@ -1,0 +1,5 @@
+-- inflight_ends_range: the ends of inflight_ends.sql of one agent (?) whose address lies
+-- in 16 MiB blocks [?, ?) (see inflight_blocks.sql).
+-- Columns: as inflight_ends.sql
+SELECT agent, shard, side, request, pool, addr, nbytes, t_ns, post_seq, pos, xfer, psidx, layer, slot
+FROM end_hold WHERE agent = ? AND addr // 16777216 >= ? AND addr // 16777216 < ?
