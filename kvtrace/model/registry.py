@@ -3,9 +3,11 @@
 Every derived object is either one ``sql/<name>.sql`` file (one CREATE statement, named
 after the file) or a Python builder registered with :func:`derived.builder`. Both declare what
 they read: a SQL file by a header line ``-- requires: a, b``, a builder by its
-``requires`` argument. The build order is a topological sort of those declarations, so
-adding an object is adding a file, never editing a list. The base tables (``events``,
-``descs``, ``dlists``, ``layouts``, and ``recorded_events``) are always present.
+``requires`` argument. An object no check reads says so (a SQL header line ``-- on demand:
+why``, a builder's ``on_demand``): a plain derive() skips it, asking for it by name builds
+it. The build order is a topological sort of those declarations, so adding an object is
+adding a file, never editing a list. The base tables (``events``, ``descs``, ``dlists``,
+``layouts``, and ``recorded_events``) are always present.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from .derived import PY_BUILDERS, Derived, RegistryError
 
 BASE = frozenset(TABLES) | {"recorded_events"}   # trace.py: every event, cut or not
 _REQUIRES = re.compile(r"^--\s*requires:(.*)$", re.MULTILINE)
+#: a header line "-- on demand: why": built only when asked for by name (see Derived.on_demand)
+_ON_DEMAND = re.compile(r"^--\s*on demand:", re.MULTILINE)
 _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?(TABLE|VIEW|MACRO)\s+(\w+)",
                      re.IGNORECASE | re.MULTILINE)
 
@@ -32,7 +36,7 @@ def parse_sql(name: str, text: str) -> Derived:
         made = ", ".join(c[1] for c in creates) or "nothing"
         raise RegistryError(f"sql/{name}.sql: must create exactly one object named {name} (creates {made})")
     requires = tuple(r.strip() for r in req[0].split(",") if r.strip())
-    return Derived(name, requires, sql=text)
+    return Derived(name, requires, sql=text, on_demand=bool(_ON_DEMAND.search(text)))
 
 
 _ALL: dict[str, Derived] | None = None

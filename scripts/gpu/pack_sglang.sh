@@ -10,7 +10,8 @@
 #   duckdb312.txz     duckdb (cp312) for `pytest -m gpu tests/engines` there (kvtrace check)
 #   standins/         scripts/gpu/standins (flashinfer, sgl_kernel)
 #   sglang_pd.py, sglang_h200.sh   this checkout's driver and run script
-# Needs scripts/setup_engines.sh done (.venv-engines) and PyPI access. ~40 MB, ~3 min.
+# Needs scripts/setup_engines.sh done (.venv-engines) and PyPI access. ~57 MB; ~10 min on 2 busy
+# cores (xz).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD

@@ -109,3 +109,22 @@ def test_vllm_two_engines_in_one_process_keep_their_own_blocks(tmp_path):
     for agent in (pre, dec):  # every request allocated and freed once on each side
         assert sorted(e["request"] for e in ev if e["kind"] == "alloc" and e["agent"] == agent) == sorted(reqs)
         assert sorted(e["request"] for e in ev if e["kind"] == "free" and e["agent"] == agent) == sorted(reqs)
+
+
+def test_vllm_decode_frees_from_the_workers_finished_ids(tmp_path):
+    """The scheduler half in another process (vLLM's multiprocess executor): decode learns
+    that a request finished from the finished ids the model runner hands its worker each
+    step. Its blocks are freed there, before the next step's blocks (the same ones, reused)
+    are handed out: no double allocation, no leak."""
+    need_engines()
+    run = record(tmp_path, VLLM, ["--decode-finish", "runner"], hooks="vllm")
+    assert run.rc == 0, run.stderr[-2000:]
+    blocks = [b for r in run.report["requests"] for b in r["blocks"]]
+    assert len(blocks) > len(set(blocks)), "decode must reuse blocks for the order to matter"
+    res = check(run.trace)
+    assert findings(res) == [], [f["message"] for f in findings(res)][:3]
+    from kvtrace.tracer import open_trace
+    ev = open_trace(run.trace).table("events").to_pylist()
+    dec = run.report["agent"]
+    freed = [e["request"] for e in ev if e["kind"] == "free" and e["agent"] == dec]
+    assert sorted(freed) == sorted(r["id"] for r in run.report["requests"])

@@ -282,6 +282,18 @@ def step(worker, sched) -> None:
     worker.clear_connector_metadata()
 
 
+class Step:
+    """The field of vllm.v1.core.sched.output.SchedulerOutput the connector reads: the
+    requests that finished last step (the model runner hands it to ``start_load_kv``)."""
+
+    def __init__(self, finished: set[str]):
+        self.finished_req_ids = set(finished)
+
+
+def runner_step(a, finished: set[str]) -> dict:
+    return {"scheduler_output": Step(finished)} if a.decode_finish == "runner" else {}
+
+
 def run_decode(a):
     fits(a)
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata
@@ -289,6 +301,7 @@ def run_decode(a):
     alloc, release = allocator(a.blocks, a.seed + 2)
     report = {"requests": [], "misaddressed": [], "vllm_stats": {}, "kv_layout": a.kv_layout}
     report.update(registered(worker))
+    finished: set[str] = set()  # --decode-finish runner: last step's finished requests
     for r in workload(a):
         got = wait_file(os.path.join(a.xchg, f"{r['num']}.json"), a.timeout)
         if r["num"] == 0 and a.decode_delay:
@@ -304,11 +317,15 @@ def run_decode(a):
         meta.add_new_req_to_recv(request_id=r["id"], local_block_ids=[blocks],
                                  kv_transfer_params=got["params"], awaiting_kvs=True)
         worker.bind_connector_metadata(meta)
-        worker.start_load_kv(None)
+        worker.start_load_kv(None, **runner_step(a, finished))
         worker.clear_connector_metadata()
         t_end = time.monotonic() + a.timeout
         while True:
-            _, recvd = worker.get_finished(set())  # the legacy API (a wrapper of get_transfer_results)
+            if a.decode_finish == "runner":  # as the model runner: this step's finished requests
+                recvd = worker.get_transfer_results(finished).finished_recving
+                finished = set()
+            else:
+                _, recvd = worker.get_finished(set())  # the legacy API (a wrapper of get_transfer_results)
             tally(worker, report["vllm_stats"])
             if r["id"] in recvd:
                 break
@@ -327,10 +344,17 @@ def run_decode(a):
                     if st != want:
                         report["misaddressed"].append({"request": r["id"], "layer": li, "part": part, "block": b,
                                                        "page": g, "holds": describe(st)})
-        # the request finishes on decode: the scheduler half hears of it, the blocks go back
-        sched.request_finished(Req(r["id"], got["blocks"] * a.block_size,
-                                   dict(got["params"], do_remote_prefill=False)), blocks)
+        # the request finishes on decode: the blocks go back; the scheduler half hears of it
+        # (one engine process), or the worker does next step (--decode-finish runner: the
+        # scheduler runs in another process, as with vLLM's multiprocess executor)
+        if a.decode_finish == "runner":
+            finished = {r["id"]}
+        else:
+            sched.request_finished(Req(r["id"], got["blocks"] * a.block_size,
+                                       dict(got["params"], do_remote_prefill=False)), blocks)
         release(blocks)
+    if finished:  # the last step: its finished requests reach the worker
+        worker.get_transfer_results(finished)
     vs = report["vllm_stats"]
     report["transfers"], report["descriptors"] = vs.get("transfer_duration", 0), vs.get("num_descriptors", 0)
     bad = report["misaddressed"]
@@ -378,6 +402,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-blocks", type=int, default=3)
     p.add_argument("--lease", type=int, default=0, help="prefill's kv_lease_duration in seconds (0: vLLM's)")
     p.add_argument("--decode-delay", type=float, default=0.0, help="decode waits this long before reading request 0")
+    p.add_argument("--decode-finish", choices=("scheduler", "runner"), default="scheduler",
+                   help="who tells decode a request is done: its scheduler half (same process) or the "
+                        "finished ids the model runner hands the worker each step")
     p.add_argument("--nixl-backend", default="UCX", help="the NIXL backend vLLM asks for (kv_connector_extra_config)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--side-port", type=int, default=0)

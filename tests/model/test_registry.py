@@ -51,3 +51,6 @@ def test_on_demand_objects_and_their_dependents_wait_to_be_asked_for():
     assert {"timeline", "xfer_span", "slot_history"} <= lazy and "holdings" not in lazy
     assert not lazy & set(build_order(objs))
     assert "timeline" in build_order(objs, ["slot_history"])
+    assert "prog_order" in lazy and objs["prog_order"].sql        # a SQL file's "-- on demand:" header
+    assert parse_sql("a", "-- requires: events\n-- on demand: no check reads it\nCREATE TABLE a AS SELECT 1").on_demand
+    assert not parse_sql("a", "-- requires: events\nCREATE TABLE a AS SELECT 1").on_demand
