@@ -110,12 +110,15 @@ def connector(a, role: str, engine_id: str):
     with _SETUP, set_current_vllm_config(cfg):  # one engine at a time sets up vLLM's process-wide state
         parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1)
         worker = NixlConnector(cfg, KVConnectorRole.WORKER, kcc)
-        sched = NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
+        apart = role == "kv_producer" and a.prefill_scheduler == "process"
+        sched = None if apart else NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
     raw = {n: torch.zeros(a.blocks * page, dtype=torch.uint8) for n in names}
     caches = {n: cache_view(a, raw[n]) for n in names}
     worker.register_kv_caches(caches)
     meta = worker.get_handshake_metadata()
-    if meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
+    if sched is None:
+        sched = SchedulerProcess(a, meta)
+    elif meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
         sched.set_xfer_handshake_metadata_pp_aware({(0, 0): meta})  # (pp, tp) rank
     return cfg, worker, sched, {n: raw[n].numpy() for n in names}, names, page
 
@@ -137,6 +140,73 @@ def segments(a, page: int, block: int) -> list[tuple[int, int]]:
         half = page // 2
         return [(block * half, half), (a.blocks * half + block * half, half)]
     return [(block * page, page)]
+
+
+class SchedulerProcess:
+    """Prefill's scheduler half in a process of its own, as with vLLM's multiprocess executor
+    (the engine core schedules; the worker, its memory and its NIXL agent live elsewhere).
+    The calls and the connector metadata go over a pipe."""
+
+    def __init__(self, a, handshake):
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=scheduler_main, args=(vars(a), child, handshake), daemon=True)
+        self.proc.start()
+
+    def _call(self, *msg):
+        self.conn.send(msg)
+        ok, out = self.conn.recv()
+        if not ok:
+            raise RuntimeError(f"prefill scheduler process: {out}")
+        return out
+
+    def update_state_after_alloc(self, req, _blocks, _n):
+        return self._call("alloc", req.request_id, req.num_prompt_tokens, req.kv_transfer_params)
+
+    def request_finished(self, req, blocks):
+        return self._call("finish", req.request_id, list(blocks))
+
+    def build_connector_meta(self, _out):
+        return self._call("meta")
+
+    def close(self):
+        self.conn.send(("stop",))
+        self.proc.join(30)
+
+
+def scheduler_main(args: dict, conn, handshake) -> None:
+    a = argparse.Namespace(**args)
+    fits(a)
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConnector
+    cfg, kcc, _names, _page = configs(a, "kv_producer", "prefill")
+    with set_current_vllm_config(cfg):
+        parallel_state(a.dist_port + 3)
+        sched = NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
+    sched.set_xfer_handshake_metadata_pp_aware({(0, 0): handshake})
+    reqs: dict[str, Req] = {}
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            break
+        try:
+            if msg[0] == "alloc":
+                req = reqs[msg[1]] = Req(msg[1], msg[2], msg[3])
+                out = sched.update_state_after_alloc(req, None, 0)
+            elif msg[0] == "finish":
+                out = sched.request_finished(reqs.pop(msg[1]), msg[2])
+            else:
+                out = sched.build_connector_meta(None)
+            conn.send((True, out))
+        except Exception as e:  # noqa: BLE001 - the driver's main process raises it
+            conn.send((False, f"{type(e).__name__}: {e}"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    import atexit
+    atexit._run_exitfuncs()
+    os._exit(0)
 
 
 # ----------------------------------------------------------------- stamps
@@ -247,6 +317,8 @@ def run_prefill(a):
         worker.get_transfer_results(set())
         tally(worker, did["vllm_stats"])
         time.sleep(0.01)
+    if isinstance(sched, SchedulerProcess):
+        sched.close()
     vs = did["vllm_stats"]  # notifications prefill took: one per read unless its lease had expired
     did["notifications"] = (len(did["requests"]) - vs.get("num_kv_expired_reqs", 0)
                             + vs.get("num_notifications_after_expiry", 0))
@@ -402,6 +474,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-blocks", type=int, default=3)
     p.add_argument("--lease", type=int, default=0, help="prefill's kv_lease_duration in seconds (0: vLLM's)")
     p.add_argument("--decode-delay", type=float, default=0.0, help="decode waits this long before reading request 0")
+    p.add_argument("--prefill-scheduler", choices=("inline", "process"), default="inline",
+                   help="prefill's scheduler half in the worker's process, or in a process of its own")
     p.add_argument("--decode-finish", choices=("scheduler", "runner"), default="scheduler",
                    help="who tells decode a request is done: its scheduler half (same process) or the "
                         "finished ids the model runner hands the worker each step")

@@ -45,7 +45,8 @@ can learn the blocks). vLLM runs the scheduler and a single worker in one proces
 the scheduler's process has no worker of its engine: its facts cannot be tied to any
 memory and are not recorded there (said once on stderr). Decode's frees then come from
 the workers (the finished request ids each step hands them); prefill's blocks and
-writes are missing (what the checks make of that is untested).
+writes are missing, and the checks (which read a pool with layouts but no allocations as
+not held) then flag decode's READs of them (test_vllm.py, an expected failure).
 """
 from __future__ import annotations
 
@@ -268,9 +269,9 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
         return
     sts = _workers_of(getattr(self, "engine_id", ""))
     if not sts:
-        say_once((ENGINE, "no-worker"), "vLLM's scheduler runs in a process without its engine's connector "
-                 "worker: the blocks it hands out and frees are not recorded (record the worker's process "
-                 "too, or run one engine process)")
+        say_once((ENGINE, "no-worker"), f"vLLM's scheduler for engine {getattr(self, 'engine_id', '?')} runs "
+                 "in a process without that engine's connector worker (multiprocess executor): the blocks "
+                 "it keeps for decode and their contents are not recorded; with one engine process they are")
         return
     asked = getattr(request, "kv_transfer_params", None) or {}
     delay, params = out if isinstance(out, tuple) and len(out) == 2 else (False, None)
