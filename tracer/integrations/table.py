@@ -78,6 +78,9 @@ VLLM = Engine(
         # the scheduler class: request_finished and request_finished_all_groups (HMA) both end here
         Hook(f"{_VN}.pull_scheduler", "NixlPullConnectorScheduler", "request_finished", "after",
              "request_finished", "pages"),
+        Hook(f"{_VN}.connector", "NixlPullConnector", "start_load_kv", "before", "finished_before_load", "pages"),
+        Hook(f"{_VN}.connector", "NixlBaseConnector", "get_transfer_results", "before", "finished_with_results",
+             "pages"),
         Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "start_load_kv", "before", "start_load_kv", "pages"),
         Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "_read_blocks_for_req", "before",
              "read_blocks_for_req", "request"),
