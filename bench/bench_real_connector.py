@@ -16,7 +16,8 @@ per request (first chunk queued to Success, prefill side). With --reps N every c
 times (all modes of a size interleaved in each rep, the order rotating) and the medians are
 shown. A second table says what the page checksums cost in the traced runs: the wall time
 SGLang's send() spent hashing (inside the timed window, prefill side) and the first Success
-poll spent (decode side), from KVTRACE_CHECKSUM_LOG (tracer/integrations/_memory.py). Targets: traced ≥ 95% of plain throughput from 256 KiB pages on (issue 22); ring
+poll spent (decode side), from KVTRACE_CHECKSUM_LOG (tracer/integrations/_memory.py); a
+third the CPU seconds of each whole run (steadier than wall time on a loaded machine). Targets: traced ≥ 95% of plain throughput from 256 KiB pages on (issue 22); ring
 ≥ 98% (issue 20).
 
     .venv/bin/python bench/bench_real_connector.py [--sizes 16K,64K,256K,1M,2M] [--requests 24]
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,7 +66,10 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
     if os.path.exists(log):
         os.remove(log)
     env = dict(os.environ, KVTRACE_CHECKSUM_LOG=log)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=900, env=env)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)   # every process of the run was waited for
+    cpu_s = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     if p.returncode != 0 or not os.path.exists(rep + ".prefill"):
         raise SystemExit(f"{mode} {page_bytes}: driver failed (rc {p.returncode}): {p.stderr[-1500:]}")
     with open(rep + ".prefill") as f:
@@ -80,7 +85,7 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
                 side[2] += e["cpu_s"]
     return {"page_bytes": tokens * KV_TOKEN_BYTES, "mode": mode, "bytes": t["bytes"], "busy_s": t["busy_s"],
             "gbps": t["bytes"] / t["busy_s"] / 1e9, "lat_ms": statistics.median(t["latency_s"]) * 1e3,
-            "sums": sums}
+            "sums": sums, "cpu_s": cpu_s}
 
 
 def main(argv=None) -> int:
@@ -133,6 +138,7 @@ def main(argv=None) -> int:
                                                            for m in modes[1:])
                      + f" {pl[1]:>9.1f}" + "".join(f" {med[m][1] - pl[1]:>+11.1f}" for m in modes[1:]))
     lines += _cost_table(rows, [m for m in modes if MODES[m] == "sglang"])
+    lines += _cpu_table(rows, modes)
     kvh = "C extension" if _native_kvh64() else "numpy (no C extension built)"
     lines.append(f"({a.reps} run(s) per cell, medians; modes interleaved; kvh64 on the CPU: {kvh}; "
                  f"{time.time() - t0:.0f} s in all; load average {load0[0]:.1f} at the start, "
@@ -166,6 +172,19 @@ def _cost_table(rows, modes) -> list[str]:
             cpu = sum(r["sums"][k][2] for r in cell for k in ("send", "poll"))
             out.append(f"{_kib(pb):>9} {m:>7} {busy:>7.2f} {send:>14.2f} {send / busy:>6.0%} {poll:>12.2f}"
                        f" {hashed / max(wall, 1e-9) / 1e9:>15.2f} {hashed / max(cpu, 1e-9) / 1e9:>9.2f}")
+    return out
+
+
+def _cpu_table(rows, modes) -> list[str]:
+    """CPU seconds of whole runs (every process, start-up included): steadier than wall time
+    on a loaded machine, the added seconds are what recording costs in CPU."""
+    out = ["CPU seconds of each whole run (all processes, imports included; medians), and what each mode adds",
+           f"{'page':>9} {'plain CPU s':>12}" + "".join(f" {'+' + m + ' s':>11}" for m in modes[1:])]
+    for pb in sorted({r["page_bytes"] for r in rows}):
+        med = {m: statistics.median(r["cpu_s"] for r in rows if r["page_bytes"] == pb and r["mode"] == m)
+               for m in modes}
+        out.append(f"{_kib(pb):>9} {med['plain']:>12.1f}" + "".join(f" {med[m] - med['plain']:>+11.1f}"
+                                                                   for m in modes[1:]))
     return out
 
 

@@ -4,14 +4,16 @@
  * Built by setup.py as an OPTIONAL extension (kvtrace.kernels._kvh64): an install without a
  * C compiler still works and checksum.py falls back to numpy. The loop has no data-dependent
  * branches and its reduction is a plain sum mod 2**32, so gcc/clang -O3 vectorize it; on
- * x86-64 (Linux) it is also cloned for AVX2 / AVX-512 and the best clone is picked when loaded. The
- * GIL is released while hashing, so the engine's own threads (NIXL progress, transfer
- * workers) keep running while its pages are hashed.
+ * x86-64 (Linux) it is also cloned for AVX2 / AVX-512 and the best clone is picked when loaded.
+ * Long calls release the GIL, so the engine's own threads (NIXL progress, transfer workers)
+ * keep running while its pages are hashed.
  *
- * hash_ranges(data, offsets, nbytes, out): out[i] = kvh64(data[offsets[i]:offsets[i]+nbytes[i]])
- *   data: any C-contiguous buffer (read only); offsets, nbytes: int64 buffers; out: a
- *   writable uint64 buffer; all three of one length. Every range is bounds-checked first
- *   (ValueError): nothing outside ``data`` is ever read.
+ * hash_ranges(data, offsets, nbytes, out[, regions]):
+ *   out[i] = kvh64(data[offsets[i]:offsets[i]+nbytes[i]]), or of data[regions[i]][...] when
+ *   data is a sequence of buffers (all layers of a page in one call);
+ *   data: C-contiguous buffers (read only); offsets, nbytes, regions: int64 buffers; out: a
+ *   writable uint64 buffer; all of one length. Every range is bounds-checked first
+ *   (ValueError): nothing outside the memory given is ever read.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -74,73 +76,114 @@ static uint64_t kvh64_one(const uint8_t *p, uint64_t n) {
     return ((uint64_t)hi << 32) | lo;
 }
 
-static int get_buf(PyObject *o, Py_buffer *v, int flags, const char *what, Py_ssize_t itemsize) {
-    if (PyObject_GetBuffer(o, v, flags | PyBUF_C_CONTIGUOUS) < 0)
+/* Hold the GIL for calls shorter than about one switch interval (5 ms: ~16 MiB at a few GB/s):
+ * a short hash that gave the GIL away would then wait up to a switch interval to get it back
+ * from whichever thread took it, which costs more than it lets the others run. */
+#define GIL_RELEASE_BYTES (16ull << 20)
+
+static int get_ints(PyObject *o, Py_buffer *v, int writable, const char *what) {
+    if (PyObject_GetBuffer(o, v, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
-    if (itemsize && (v->itemsize != itemsize || v->len % itemsize)) {
-        PyErr_Format(PyExc_TypeError, "hash_ranges: %s must hold %zd-byte integers", what, itemsize);
+    if (v->itemsize != 8 || v->len % 8) {
+        PyErr_Format(PyExc_TypeError, "hash_ranges: %s must hold 8-byte integers", what);
         PyBuffer_Release(v);
         return -1;
     }
     return 0;
 }
 
+/* hash_ranges(data, offsets, nbytes, out[, regions]): data is one buffer, or a sequence of
+ * buffers with regions[i] naming the buffer of range i. */
 static PyObject *hash_ranges(PyObject *self, PyObject *args) {
-    PyObject *od, *oo, *on, *out_o;
-    if (!PyArg_ParseTuple(args, "OOOO:hash_ranges", &od, &oo, &on, &out_o))
+    PyObject *od, *oo, *on, *out_o, *oreg = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOO|O:hash_ranges", &od, &oo, &on, &out_o, &oreg))
         return NULL;
-    Py_buffer d, o, n, r;
-    if (get_buf(od, &d, PyBUF_SIMPLE, "data", 0) < 0)
-        return NULL;
-    if (get_buf(oo, &o, PyBUF_FORMAT, "offsets", 8) < 0) {
-        PyBuffer_Release(&d);
-        return NULL;
+    PyObject *seq = NULL, *ret = NULL;
+    Py_buffer *bufs = NULL;
+    Py_ssize_t nbufs = 0, got = 0;
+    Py_buffer o = {0}, n = {0}, r = {0}, g = {0};
+    int have_o = 0, have_n = 0, have_r = 0, have_g = 0;
+    if (oreg == Py_None) {
+        seq = PyTuple_Pack(1, od);
+    } else {
+        seq = PySequence_Fast(od, "hash_ranges: data must be a sequence of buffers when regions are given");
     }
-    if (get_buf(on, &n, PyBUF_FORMAT, "nbytes", 8) < 0) {
-        PyBuffer_Release(&d);
-        PyBuffer_Release(&o);
+    if (!seq)
         return NULL;
-    }
-    if (get_buf(out_o, &r, PyBUF_WRITABLE | PyBUF_FORMAT, "out", 8) < 0) {
-        PyBuffer_Release(&d);
-        PyBuffer_Release(&o);
-        PyBuffer_Release(&n);
-        return NULL;
-    }
-    PyObject *ret = NULL;
-    Py_ssize_t count = o.len / 8;
-    const int64_t *off = (const int64_t *)o.buf, *len = (const int64_t *)n.buf;
-    uint64_t *res = (uint64_t *)r.buf;
-    const uint8_t *base = (const uint8_t *)d.buf;
-    uint64_t size = (uint64_t)d.len;
-    if (n.len / 8 != count || r.len / 8 != count) {
-        PyErr_SetString(PyExc_ValueError, "hash_ranges: offsets, nbytes and out differ in length");
+    nbufs = PySequence_Fast_GET_SIZE(seq);
+    bufs = PyMem_Calloc(nbufs ? nbufs : 1, sizeof(Py_buffer));
+    if (!bufs) {
+        PyErr_NoMemory();
         goto done;
     }
+    for (; got < nbufs; got++)
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, got), &bufs[got], PyBUF_SIMPLE | PyBUF_C_CONTIGUOUS) < 0)
+            goto done;
+    if (get_ints(oo, &o, 0, "offsets") < 0)
+        goto done;
+    have_o = 1;
+    if (get_ints(on, &n, 0, "nbytes") < 0)
+        goto done;
+    have_n = 1;
+    if (get_ints(out_o, &r, 1, "out") < 0)
+        goto done;
+    have_r = 1;
+    if (oreg != Py_None) {
+        if (get_ints(oreg, &g, 0, "regions") < 0)
+            goto done;
+        have_g = 1;
+    }
+    Py_ssize_t count = o.len / 8;
+    if (n.len / 8 != count || r.len / 8 != count || (have_g && g.len / 8 != count)) {
+        PyErr_SetString(PyExc_ValueError, "hash_ranges: offsets, nbytes, out (and regions) differ in length");
+        goto done;
+    }
+    const int64_t *off = (const int64_t *)o.buf, *len = (const int64_t *)n.buf;
+    const int64_t *reg = have_g ? (const int64_t *)g.buf : NULL;
+    uint64_t *res = (uint64_t *)r.buf;
+    uint64_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t b = reg ? reg[i] : 0;
+        if (b < 0 || b >= nbufs) {
+            PyErr_Format(PyExc_ValueError, "hash_ranges: region %lld of range %zd is not one of the %zd buffers given",
+                         (long long)b, i, nbufs);
+            goto done;
+        }
+        uint64_t size = (uint64_t)bufs[b].len;
         if (off[i] < 0 || len[i] < 0 || (uint64_t)off[i] > size || (uint64_t)len[i] > size - (uint64_t)off[i]) {
             PyErr_Format(PyExc_ValueError, "hash_ranges: range [%lld, +%lld) outside the %llu-byte memory given",
                          (long long)off[i], (long long)len[i], (unsigned long long)size);
             goto done;
         }
+        total += (uint64_t)len[i];
     }
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *ts = total >= GIL_RELEASE_BYTES ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t i = 0; i < count; i++)
-        res[i] = kvh64_one(base + off[i], (uint64_t)len[i]);
-    Py_END_ALLOW_THREADS
+        res[i] = kvh64_one((const uint8_t *)bufs[reg ? reg[i] : 0].buf + off[i], (uint64_t)len[i]);
+    if (ts)
+        PyEval_RestoreThread(ts);
     ret = Py_None;
     Py_INCREF(ret);
 done:
-    PyBuffer_Release(&d);
-    PyBuffer_Release(&o);
-    PyBuffer_Release(&n);
-    PyBuffer_Release(&r);
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&bufs[i]);
+    PyMem_Free(bufs);
+    Py_XDECREF(seq);
+    if (have_o)
+        PyBuffer_Release(&o);
+    if (have_n)
+        PyBuffer_Release(&n);
+    if (have_r)
+        PyBuffer_Release(&r);
+    if (have_g)
+        PyBuffer_Release(&g);
     return ret;
 }
 
 static PyMethodDef methods[] = {
     {"hash_ranges", hash_ranges, METH_VARARGS,
-     "hash_ranges(data, offsets, nbytes, out): out[i] = kvh64 of data[offsets[i]:+nbytes[i]]"},
+     "hash_ranges(data, offsets, nbytes, out[, regions]): out[i] = kvh64 of data[offsets[i]:+nbytes[i]] "
+     "(data[regions[i]] when data is a sequence of buffers)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,7 +15,7 @@ and the reduction is a plain sum, so any number of GPU threads can compute parti
 in any order and get the same bits.
 
 ``kvh64_rows`` and ``kvh64_ranges`` hash with the C extension ``_kvh64`` (built by setup.py
-when a compiler is there; in place, no gather copy, GIL released) and fall back to numpy
+when a compiler is there; in place, no gather copy, the GIL released for long calls) and fall back to numpy
 when it is absent or ``KVTRACE_KVH64=numpy`` is set. Both give the definition's bits
 (tests/kernels); ``NATIVE`` says which one this process uses.
 """
@@ -108,18 +108,32 @@ def kvh64_rows(rows: np.ndarray) -> np.ndarray:
     return _kvh64_rows_numpy(rows)
 
 
-def kvh64_ranges(data: np.ndarray, offsets, nbytes) -> np.ndarray:
+def kvh64_ranges(data, offsets, nbytes, regions=None) -> np.ndarray:
     """kvh64 of ``data[offsets[i]:offsets[i] + nbytes[i]]`` for every i, where ``data`` is a
-    flat C-contiguous uint8 array (engine memory seen in place). The C path reads the
-    ranges where they lie; numpy gathers them first. Ranges outside ``data``: ValueError."""
+    flat C-contiguous uint8 array (engine memory seen in place), or a list of them with
+    ``regions[i]`` naming range i's (all layers of a page in one call). The C path reads the
+    ranges where they lie; numpy gathers them first. Ranges outside the memory: ValueError."""
     off = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1)
     n = np.ascontiguousarray(np.broadcast_to(np.asarray(nbytes, dtype=np.int64), off.shape))
+    views = data if regions is not None else [data]
+    reg = (np.zeros(len(off), np.int64) if regions is None
+           else np.ascontiguousarray(np.broadcast_to(np.asarray(regions, dtype=np.int64), off.shape)))
     out = np.empty(len(off), np.uint64)
     if _native is not None:
-        _native.hash_ranges(data, off, n, out)
+        _native.hash_ranges(list(views), off, n, out, reg)
         return out
+    if len(reg) and (reg.min() < 0 or reg.max() >= len(views)):
+        raise ValueError(f"kvh64_ranges: regions must index the {len(views)} buffers given")
+    for r in np.unique(reg):
+        sel = np.nonzero(reg == r)[0]
+        out[sel] = _ranges_numpy(views[r], off[sel], n[sel])
+    return out
+
+
+def _ranges_numpy(data: np.ndarray, off: np.ndarray, n: np.ndarray) -> np.ndarray:
     if len(off) and (off.min() < 0 or n.min() < 0 or (off + n).max() > data.shape[0]):
         raise ValueError(f"kvh64_ranges: a range lies outside the {data.shape[0]}-byte memory given")
+    out = np.empty(len(off), np.uint64)
     for width in np.unique(n):  # ranges of one width hash together as one gathered 2D array
         sel = np.nonzero(n == width)[0]
         if width == 0:

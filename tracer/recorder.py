@@ -112,7 +112,9 @@ class Recorder:
         self._t0 = time.monotonic_ns()
         self._info = {"pid": os.getpid(), "host": socket.gethostname(),
                       "clock": f"monotonic_ns@{socket.gethostname()}", "closed": False,
-                      "started_unix": time.time(), "shard": shard}
+                      "started_unix": time.time(), "shard": shard,
+                      # how stale an unwritten event can be: `kvtrace watch` waits that long for a quiet shard
+                      "flush_interval_s": float(flush_interval)}
         self._write_info()
         self._writers = {name: _Stream(os.path.join(self.dir, name + ".arrows"), schema)
                          for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE),

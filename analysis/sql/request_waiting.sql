@@ -39,7 +39,9 @@ WITH last AS (
            list(DISTINCT a.slot ORDER BY a.slot) AS slots, count(*) AS n,
            min(a.seq) AS since_seq
     FROM last l JOIN slot_life a ON a.hk = l.hk AND a.kind = 'alloc'
-    WHERE l.held > 0 GROUP BY a.agent, a.request
+    WHERE l.held > 0   -- a holding is named by all five (an alloc with no request names none)
+      AND a.agent IS NOT NULL AND a.pool IS NOT NULL AND a.slot IS NOT NULL AND a.request IS NOT NULL
+    GROUP BY a.agent, a.request
 ), t0 AS (SELECT shard, min(t_ns) AS t0 FROM events GROUP BY shard),
 involved AS (  -- transfers of the request the holder takes part in, and whether it learnt their end
     SELECT h.agent, h.request, x.shard AS x_shard, x.xfer, x.post_seq, x.agent AS initiator,

@@ -15,7 +15,8 @@ can hold one side of a fact before the other. When every shard stamps its events
 this host's monotonic clock (``shard.json`` ``clock``), the model cuts every shard at a
 *time frontier*: the latest time up to which every live shard's events are on disk. A
 live shard's events are on disk up to its last written event and, since its recorder
-flushes at least every ``quiet_s``, up to ``now - quiet_s`` whatever it wrote; the
+flushes at least every ``quiet_s`` (or twice the ``flush_interval_s`` its shard.json
+states, if longer), up to ``now - quiet_s`` whatever it wrote; the
 frontier is the smallest of those, less ``skew_s`` (a thread can take its seq just before
 another thread takes a later seq and an earlier timestamp). Below the frontier the
 snapshot is consistent, so a finding there does not depend on which buffers happened to
@@ -166,6 +167,14 @@ class LiveModel(TraceModel):
         self.unknowns = cut.unknowns(self.cuts, cut.shard_state(self.trace)[1])
         self.notes += [u.note() for u in self.unknowns]
 
+    def _quiet_ns(self, shard) -> int:
+        """How long a shard's recorder may hold an event unwritten: quiet_s, or twice the
+        flush interval its shard.json states (a writer that flushes less often)."""
+        every = shard.info.get("flush_interval_s")
+        if isinstance(every, (int, float)) and every > 0:
+            return max(self.quiet_ns, int(2 * every * 1e9) + 100_000_000)
+        return self.quiet_ns
+
     def _frontier_limit(self) -> dict[str, tuple[int, str]] | None:
         """Per shard, the last seq at or before the time frontier (see the module doc);
         None when the shards' clocks are not this host's monotonic clock."""
@@ -173,8 +182,13 @@ class LiveModel(TraceModel):
         if not self.trace.shards or any(s.info.get("clock") != here for s in self.trace.shards):
             return None
         last = dict(self.con.execute("SELECT shard, max(t_ns) FROM live_events GROUP BY shard").fetchall())
-        floor = self.now_ns() - self.quiet_ns
-        live = [max(last.get(s.name) or floor, floor) for s in self.trace.shards if not s.closed]
+        now = self.now_ns()
+        live = []
+        for s in self.trace.shards:
+            if s.closed:
+                continue
+            floor = now - self._quiet_ns(s)
+            live.append(max(last.get(s.name) or floor, floor))
         if not live:
             return None
         self.frontier = min(live) - self.skew_ns

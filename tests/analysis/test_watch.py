@@ -35,8 +35,9 @@ def test_watch_reports_a_hazard_once_every_process_has_written_past_it(tmp_path,
     clock = lambda: now[0] / S  # noqa: E731  (the watcher's clock: the same fake time)
     w = Watcher(path, clock, check=LiveCheck(now_ns=lambda: now[0]))
     assert w.poll() == []                          # nothing written yet
-    dec = Recorder(path, "decode", flush_interval=3600)
-    pre = Recorder(path, "prefill", flush_interval=3600)
+    # the default flush interval (0.2 s, in shard.json): a shard that wrote nothing for 0.5 s has nothing older
+    dec = Recorder(path, "decode", flush_interval=0.2)
+    pre = Recorder(path, "prefill", flush_interval=0.2)
     try:
         dec.event("alloc", "decode", "r1", pool="kv", slots=[1, 2], t_ns=S)
         dec.event("free", "decode", "r1", pool="kv", slots=[1, 2], t_ns=S + S // 10)
@@ -72,6 +73,31 @@ def test_watch_reports_a_hazard_once_every_process_has_written_past_it(tmp_path,
         w.close()
         dec.close()
         pre.close()
+
+
+def test_a_writer_that_flushes_seldom_holds_the_frontier_back(tmp_path):
+    """A recorder that flushes every 10 s (shard.json says so) may hold 10 s old events:
+    the frontier waits for it twice that long, not 0.5 s."""
+    from kvtrace.model.live import LiveModel
+    path = str(tmp_path / "slow.kvtrace")
+    now = [2 * S]
+    rec = Recorder(path, "decode", flush_interval=10)
+    try:
+        rec.event("alloc", "decode", "r1", pool="kv", slots=[1], t_ns=S)
+        rec.flush()
+        m = LiveModel(path, now_ns=lambda: now[0])
+        try:
+            assert m.frontier == S - S // 10 and m.behind          # its last event, less the skew
+            now[0] = 12 * S
+            m.refresh()
+            assert m.frontier == S - S // 10                       # 11 s quiet is not enough
+            now[0] = 22 * S
+            m.refresh()
+            assert m.frontier > S and not m.behind
+        finally:
+            m.close()
+    finally:
+        rec.close()
 
 
 def test_watch_settles_findings_of_an_inconsistent_snapshot(tmp_path):

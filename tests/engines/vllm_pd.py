@@ -110,12 +110,15 @@ def connector(a, role: str, engine_id: str):
     with _SETUP, set_current_vllm_config(cfg):  # one engine at a time sets up vLLM's process-wide state
         parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1)
         worker = NixlConnector(cfg, KVConnectorRole.WORKER, kcc)
-        sched = NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
+        apart = role == "kv_producer" and a.prefill_scheduler == "process"
+        sched = None if apart else NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
     raw = {n: torch.zeros(a.blocks * page, dtype=torch.uint8) for n in names}
     caches = {n: cache_view(a, raw[n]) for n in names}
     worker.register_kv_caches(caches)
     meta = worker.get_handshake_metadata()
-    if meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
+    if sched is None:
+        sched = SchedulerProcess(a, meta)
+    elif meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
         sched.set_xfer_handshake_metadata_pp_aware({(0, 0): meta})  # (pp, tp) rank
     return cfg, worker, sched, {n: raw[n].numpy() for n in names}, names, page
 
@@ -137,6 +140,73 @@ def segments(a, page: int, block: int) -> list[tuple[int, int]]:
         half = page // 2
         return [(block * half, half), (a.blocks * half + block * half, half)]
     return [(block * page, page)]
+
+
+class SchedulerProcess:
+    """Prefill's scheduler half in a process of its own, as with vLLM's multiprocess executor
+    (the engine core schedules; the worker, its memory and its NIXL agent live elsewhere).
+    The calls and the connector metadata go over a pipe."""
+
+    def __init__(self, a, handshake):
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=scheduler_main, args=(vars(a), child, handshake), daemon=True)
+        self.proc.start()
+
+    def _call(self, *msg):
+        self.conn.send(msg)
+        ok, out = self.conn.recv()
+        if not ok:
+            raise RuntimeError(f"prefill scheduler process: {out}")
+        return out
+
+    def update_state_after_alloc(self, req, _blocks, _n):
+        return self._call("alloc", req.request_id, req.num_prompt_tokens, req.kv_transfer_params)
+
+    def request_finished(self, req, blocks):
+        return self._call("finish", req.request_id, list(blocks))
+
+    def build_connector_meta(self, _out):
+        return self._call("meta")
+
+    def close(self):
+        self.conn.send(("stop",))
+        self.proc.join(30)
+
+
+def scheduler_main(args: dict, conn, handshake) -> None:
+    a = argparse.Namespace(**args)
+    fits(a)
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConnector
+    cfg, kcc, _names, _page = configs(a, "kv_producer", "prefill")
+    with set_current_vllm_config(cfg):
+        parallel_state(a.dist_port + 3)
+        sched = NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
+    sched.set_xfer_handshake_metadata_pp_aware({(0, 0): handshake})
+    reqs: dict[str, Req] = {}
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            break
+        try:
+            if msg[0] == "alloc":
+                req = reqs[msg[1]] = Req(msg[1], msg[2], msg[3])
+                out = sched.update_state_after_alloc(req, None, 0)
+            elif msg[0] == "finish":
+                out = sched.request_finished(reqs.pop(msg[1]), msg[2])
+            else:
+                out = sched.build_connector_meta(None)
+            conn.send((True, out))
+        except Exception as e:  # noqa: BLE001 - the driver's main process raises it
+            conn.send((False, f"{type(e).__name__}: {e}"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    import atexit
+    atexit._run_exitfuncs()
+    os._exit(0)
 
 
 # ----------------------------------------------------------------- stamps
@@ -247,6 +317,8 @@ def run_prefill(a):
         worker.get_transfer_results(set())
         tally(worker, did["vllm_stats"])
         time.sleep(0.01)
+    if isinstance(sched, SchedulerProcess):
+        sched.close()
     vs = did["vllm_stats"]  # notifications prefill took: one per read unless its lease had expired
     did["notifications"] = (len(did["requests"]) - vs.get("num_kv_expired_reqs", 0)
                             + vs.get("num_notifications_after_expiry", 0))
@@ -282,6 +354,18 @@ def step(worker, sched) -> None:
     worker.clear_connector_metadata()
 
 
+class Step:
+    """The field of vllm.v1.core.sched.output.SchedulerOutput the connector reads: the
+    requests that finished last step (the model runner hands it to ``start_load_kv``)."""
+
+    def __init__(self, finished: set[str]):
+        self.finished_req_ids = set(finished)
+
+
+def runner_step(a, finished: set[str]) -> dict:
+    return {"scheduler_output": Step(finished)} if a.decode_finish == "runner" else {}
+
+
 def run_decode(a):
     fits(a)
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata
@@ -289,6 +373,7 @@ def run_decode(a):
     alloc, release = allocator(a.blocks, a.seed + 2)
     report = {"requests": [], "misaddressed": [], "vllm_stats": {}, "kv_layout": a.kv_layout}
     report.update(registered(worker))
+    finished: set[str] = set()  # --decode-finish runner: last step's finished requests
     for r in workload(a):
         got = wait_file(os.path.join(a.xchg, f"{r['num']}.json"), a.timeout)
         if r["num"] == 0 and a.decode_delay:
@@ -304,11 +389,15 @@ def run_decode(a):
         meta.add_new_req_to_recv(request_id=r["id"], local_block_ids=[blocks],
                                  kv_transfer_params=got["params"], awaiting_kvs=True)
         worker.bind_connector_metadata(meta)
-        worker.start_load_kv(None)
+        worker.start_load_kv(None, **runner_step(a, finished))
         worker.clear_connector_metadata()
         t_end = time.monotonic() + a.timeout
         while True:
-            _, recvd = worker.get_finished(set())  # the legacy API (a wrapper of get_transfer_results)
+            if a.decode_finish == "runner":  # as the model runner: this step's finished requests
+                recvd = worker.get_transfer_results(finished).finished_recving
+                finished = set()
+            else:
+                _, recvd = worker.get_finished(set())  # the legacy API (a wrapper of get_transfer_results)
             tally(worker, report["vllm_stats"])
             if r["id"] in recvd:
                 break
@@ -327,10 +416,17 @@ def run_decode(a):
                     if st != want:
                         report["misaddressed"].append({"request": r["id"], "layer": li, "part": part, "block": b,
                                                        "page": g, "holds": describe(st)})
-        # the request finishes on decode: the scheduler half hears of it, the blocks go back
-        sched.request_finished(Req(r["id"], got["blocks"] * a.block_size,
-                                   dict(got["params"], do_remote_prefill=False)), blocks)
+        # the request finishes on decode: the blocks go back; the scheduler half hears of it
+        # (one engine process), or the worker does next step (--decode-finish runner: the
+        # scheduler runs in another process, as with vLLM's multiprocess executor)
+        if a.decode_finish == "runner":
+            finished = {r["id"]}
+        else:
+            sched.request_finished(Req(r["id"], got["blocks"] * a.block_size,
+                                       dict(got["params"], do_remote_prefill=False)), blocks)
         release(blocks)
+    if finished:  # the last step: its finished requests reach the worker
+        worker.get_transfer_results(finished)
     vs = report["vllm_stats"]
     report["transfers"], report["descriptors"] = vs.get("transfer_duration", 0), vs.get("num_descriptors", 0)
     bad = report["misaddressed"]
@@ -378,6 +474,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-blocks", type=int, default=3)
     p.add_argument("--lease", type=int, default=0, help="prefill's kv_lease_duration in seconds (0: vLLM's)")
     p.add_argument("--decode-delay", type=float, default=0.0, help="decode waits this long before reading request 0")
+    p.add_argument("--prefill-scheduler", choices=("inline", "process"), default="inline",
+                   help="prefill's scheduler half in the worker's process, or in a process of its own")
+    p.add_argument("--decode-finish", choices=("scheduler", "runner"), default="scheduler",
+                   help="who tells decode a request is done: its scheduler half (same process) or the "
+                        "finished ids the model runner hands the worker each step")
     p.add_argument("--nixl-backend", default="UCX", help="the NIXL backend vLLM asks for (kv_connector_extra_config)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--side-port", type=int, default=0)

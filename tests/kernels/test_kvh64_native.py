@@ -36,6 +36,19 @@ def test_ranges_match_the_definition_any_width_and_alignment():
     assert [int(x) for x in checksum_slots(buf, offsets, widths)] == _reference(buf, offsets, widths)
 
 
+def test_ranges_over_many_regions_in_one_call():
+    """All layers of a page in one call: each range read from the region it names."""
+    rng = np.random.default_rng(5)
+    regs = [rng.integers(0, 256, k, dtype=np.uint8) for k in (5000, 1234, 70_001)]
+    offsets, widths, which = [0, 17, 1230, 3, 70_000, 0], [4096, 1, 4, 65_537, 1, 0], [0, 0, 1, 2, 2, 1]
+    want = [int(kvh64_rows_reference(regs[r][o:o + n][None, :])[0]) for o, n, r in zip(offsets, widths, which)]
+    assert [int(x) for x in kvh64_ranges(regs, offsets, widths, which)] == want
+    with pytest.raises(ValueError, match="outside"):   # a range past the end of the region it names
+        kvh64_ranges(regs, [1230], [5], [1])
+    with pytest.raises(ValueError):
+        kvh64_ranges(regs, [0], [4], [3])
+
+
 @pytest.mark.parametrize("shape", [(1, 0), (3, 1), (5, 7), (9, 4), (4, 4099), (2, 1 << 17)])
 def test_rows_match_the_definition_any_dtype_and_layout(shape):
     rng = np.random.default_rng(shape[1])
@@ -70,9 +83,12 @@ import numpy as np
 from kvtrace.kernels import checksum, checksum_slots
 buf = np.frombuffer(bytes.fromhex(sys.argv[2]), np.uint8)
 offs, widths = json.loads(sys.argv[3])
+halves = [buf[:10_000], buf[10_000:]]
 print(json.dumps({"native": checksum.NATIVE,
                   "ranges": [int(x) for x in checksum.kvh64_ranges(buf, offs, widths)],
-                  "slots": [int(x) for x in checksum_slots(buf, offs, widths)]}))
+                  "slots": [int(x) for x in checksum_slots(buf, offs, widths)],
+                  "regions": [int(x) for x in checksum.kvh64_ranges(halves, [0, 1, 9_000], [4099, 5, 1000],
+                                                                    [0, 1, 1])]}))
 """
 
 
@@ -93,6 +109,7 @@ def test_numpy_fallback_is_used_and_gives_the_same_bits(how):
     assert out["native"] is False
     want = _reference(buf, offsets, widths)
     assert out["ranges"] == want and out["slots"] == want
+    assert out["regions"] == _reference(buf, [0, 10_001, 19_000], [4099, 5, 1000])
     assert [int(x) for x in kvh64_ranges(buf, offsets, widths)] == want   # this process's path
 
 

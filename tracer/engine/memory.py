@@ -108,8 +108,9 @@ class Memory:
         if rows_by_layer is not None and (numpy_buf or not regions[0].buf.is_cuda):
             return np.stack([kvh64_rows(rows) for rows in rows_by_layer]).reshape(len(regions), len(slots))
         item = self.pools[pool].item_len
-        if numpy_buf:  # hashed where the slots lie, no gather copy
-            return np.stack([kvh64_ranges(r.buf.reshape(-1), slots * item, item) for r in regions])
+        if numpy_buf:  # hashed where the slots lie, no gather copy, all layers in one call
+            return kvh64_ranges([r.buf.reshape(-1) for r in regions], np.tile(slots * item, len(regions)), item,
+                                np.repeat(np.arange(len(regions)), len(slots))).reshape(len(regions), len(slots))
         from ...kernels import api  # Triton: all layers' slots in one launch
         return api.checksum_slots([r.buf for r in regions], np.tile(slots * item, len(regions)), item,
                                   regions=np.repeat(np.arange(len(regions)), len(slots))

@@ -12,6 +12,7 @@ traced run was hashing (bench/bench_real_connector.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -55,7 +56,15 @@ def region_view(ptr: int, nbytes: int, mem_type: str, device: int = 0):
     if mem_type == "VRAM":
         import torch
         return torch.as_tensor(_CudaBytes(ptr, nbytes), device=f"cuda:{device}")
-    return np.ctypeslib.as_array((ctypes.c_ubyte * int(nbytes)).from_address(int(ptr)))
+    return _dram_view(int(ptr), int(nbytes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _dram_view(ptr: int, nbytes: int) -> np.ndarray:
+    """A flat uint8 view of host memory, made once per region: making one costs tens of
+    microseconds, more than hashing a small page (the view owns nothing and reads whatever
+    the address holds when hashed, like a fresh one would)."""
+    return np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(ptr))
 
 
 @_logged(lambda ptr, slot_bytes, num_slots, slots, *a: len(slots) * slot_bytes)
@@ -75,8 +84,11 @@ def slot_checksums(ptr: int, slot_bytes: int, num_slots: int, slots, mem_type: s
 @_logged(lambda regions, slots: len(slots) * sum(r.item for r in regions))
 def region_checksums(regions, slots) -> list[list[int]]:
     """kvh64 of the same ``slots`` in each of ``regions`` (objects with ptr, item, slots,
-    mem, device), in one kernel call: per-call overhead dominates small pages."""
+    mem, device), in one kernel call: per-call overhead dominates small pages. Host memory
+    goes straight to kvh64_ranges (its C path hashes every page of every layer where it
+    lies, in one call); device memory through the kernels' facade."""
     from ...kernels.api import checksum_slots
+    from ...kernels.checksum import kvh64_ranges
     s = np.asarray(slots, dtype=np.int64)
     if len(s) == 0 or not regions:
         return [[] for _ in regions]
@@ -93,7 +105,8 @@ def region_checksums(regions, slots) -> list[list[int]]:
         items = np.repeat(np.asarray([regions[i].item for i in idx], dtype=np.int64), n)
         offs = np.tile(s, len(idx)) * items
         reg = np.repeat(np.arange(len(idx), dtype=np.int64), n)
-        sums = checksum_slots(views, offs, items, reg).tolist()
+        hash_fn = kvh64_ranges if mem == "DRAM" else checksum_slots   # slots checked above
+        sums = hash_fn(views, offs, items, reg).tolist()
         for k, i in enumerate(idx):
             out[i] = sums[k * n:(k + 1) * n]
     return out

@@ -19,6 +19,10 @@ What each hook point says (rows in table.py):
   request's blocks of each transfer group (the ``remote_block_ids`` it hands decode) are
   its pages 0..n-1 in that group's pools and the producer has written them (checksums);
   on decode the request is done with its blocks (free).
+- ``NixlPullConnector.start_load_kv`` (its ``scheduler_output``) and
+  ``NixlBaseConnector.get_transfer_results(finished_req_ids)``, in the worker's process:
+  the requests vLLM finished last step; decode frees their blocks there when the scheduler
+  half runs elsewhere (each request's blocks are freed once, whichever comes first).
 - ``NixlPullConnectorWorker.start_load_kv``: decode's blocks of each request to receive.
 - The kv_transfer_params prefill's ``request_finished`` hands (through the proxy) to
   decode's ``start_load_kv`` are a control message (msg_send / msg_recv, ``detail.id``
@@ -28,6 +32,11 @@ What each hook point says (rows in table.py):
   the legacy ``get_finished`` wraps it): prefill frees what vLLM reports sent (read by
   decode, or its lease expired); decode reads what it reports received (checksums), not
   what it reports failed.
+- ``NixlBaseConnectorWorker._handle_failed_transfer`` (a KV transfer failed) and
+  ``NixlKVConnectorStats.record_notification_after_expiry`` (prefill learns a decode read
+  blocks whose lease had expired: they may hold another request's KV): a ``--ring``
+  recording dumps. vLLM 0.34's connector verifies no KV digest (its only hash is the
+  handshake's compatibility hash, a configuration check), so these are its KV failures.
 
 Request key: prefill's request id (what decode names as ``remote_request_id`` and what
 the notification tags carry), on both sides.
@@ -39,8 +48,10 @@ process, in the scheduler's thread, before it returns to the engine (so before d
 can learn the blocks). vLLM runs the scheduler and a single worker in one process
 (uniprocess executor); with workers in other processes (multiprocess executor, TP > 1)
 the scheduler's process has no worker of its engine: its facts cannot be tied to any
-memory and are not recorded (said once on stderr). Decode's frees and prefill's pages
-are then missing and the checks say what is unknown.
+memory and are not recorded there (said once on stderr). Decode's frees then come from
+the workers (the finished request ids each step hands them); prefill's blocks and
+writes are missing, and the checks (which read a pool with layouts but no allocations as
+not held) then flag decode's READs of them (test_vllm.py, an expected failure).
 """
 from __future__ import annotations
 
@@ -79,6 +90,7 @@ class _State:
         self.sending: dict[str, dict[str, list[int]]] = {}   # prefill: request -> pool -> blocks held
         self.recving: dict[str, tuple[str, dict[int, list[int]]]] = {}  # decode: local id -> (request, group blocks)
         self.held: dict[str, dict[str, list[int]]] = {}      # decode: request -> pool -> blocks until it finishes
+        self.local: dict[str, str] = {}                      # decode: local request id -> request
 
     def pools(self, group: int) -> list[str]:
         return list(dict.fromkeys(r.pool for r in self.kv if r.group == group))
@@ -262,9 +274,9 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
         return
     sts = _workers_of(getattr(self, "engine_id", ""))
     if not sts:
-        say_once((ENGINE, "no-worker"), "vLLM's scheduler runs in a process without its engine's connector "
-                 "worker: the blocks it hands out and frees are not recorded (record the worker's process "
-                 "too, or run one engine process)")
+        say_once((ENGINE, "no-worker"), f"vLLM's scheduler for engine {getattr(self, 'engine_id', '?')} runs "
+                 "in a process without that engine's connector worker (multiprocess executor): the blocks "
+                 "it keeps for decode and their contents are not recorded; with one engine process they are")
         return
     asked = getattr(request, "kv_transfer_params", None) or {}
     delay, params = out if isinstance(out, tuple) and len(out) == 2 else (False, None)
@@ -286,15 +298,43 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
                                                                    dtype=np.int32).tobytes(),
                           detail={"id": f"blocks:{req}", "what": "prefill blocks (kv_transfer_params)"})
     else:  # decode: the request is done with its blocks
-        req = str(asked.get("remote_request_id") or request.request_id)
         for st in sts:
-            held = st.held.pop(req, None)
-            if held is None:
-                continue
-            if _on("pages"):
-                for pool, blocks in held.items():
-                    rec.free(st.agent, req, pool, blocks, reason="finish")
-            rec.event(K.REQ_DONE, st.agent, req)
+            _finish(st, rec, [request.request_id])
+
+
+def _finish(st: _State, rec, local_ids) -> None:
+    """Decode's requests ``local_ids`` are done: their blocks go back (once, whichever of
+    the scheduler half or the worker hears of it first)."""
+    for lid in local_ids or ():
+        req = st.local.pop(str(lid), None)
+        held = st.held.pop(req, None) if req is not None else None
+        if held is None:
+            continue
+        if _on("pages"):
+            for pool, blocks in held.items():
+                rec.free(st.agent, req, pool, blocks, reason="finish")
+        rec.event(K.REQ_DONE, st.agent, req)
+
+
+def _connector_state(connector) -> _State | None:
+    w = getattr(connector, "connector_worker", None)
+    return _state(w) if w is not None else None
+
+
+def finished_before_load(self, *a, **kw) -> None:
+    """The connector's ``start_load_kv`` gets the step's scheduler output: the requests that
+    finished last step had their blocks freed before this step's were handed out."""
+    st, rec = _connector_state(self), default_recorder()
+    if st is not None and rec is not None:
+        _finish(st, rec, getattr(kw.get("scheduler_output"), "finished_req_ids", None))
+
+
+def finished_with_results(self, finished_req_ids=None, *a, **kw) -> None:
+    """The connector's ``get_transfer_results(finished_req_ids)``: the same step's finished
+    requests, when no load ran this step."""
+    st, rec = _connector_state(self), default_recorder()
+    if st is not None and rec is not None:
+        _finish(st, rec, finished_req_ids)
 
 
 # ------------------------------------------------------------------ worker half
@@ -315,6 +355,7 @@ def start_load_kv(self, metadata, *a, **kw) -> None:
         if _on("pages"):
             st.held[req] = _alloc(st, rec, req, groups)
         st.recving[str(local_id)] = (req, groups)
+        st.local[str(local_id)] = req
 
 
 def read_blocks_for_req(self, req_id, meta, *a, **kw) -> None:
@@ -343,3 +384,18 @@ def transfer_results(out, self, *a, **kw) -> None:
             continue
         req, groups = got
         _content(st, rec, req, groups, rec.read)
+
+
+# ------------------------------------------------------------------ engine-reported failure
+def failed_transfer(self, req_id, *a, **kw) -> None:
+    """vLLM records a failed KV transfer: dump the session's rings (no-op without one)."""
+    from ..ring import trigger
+    trigger(f"vLLM: KV transfer failed, request {req_id}", repeated=True)
+
+
+def read_after_expiry(self, *a, **kw) -> None:
+    """vLLM's prefill learned a decode read the blocks of a request whose lease had expired
+    (freed, maybe reused by another request): dump the session's rings."""
+    from ..ring import trigger
+    trigger("vLLM: a decode read KV blocks whose lease had expired (they may hold another request's data)",
+            repeated=True)
