@@ -9,6 +9,7 @@ Two ways:
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def add_arguments(p) -> None:
@@ -38,6 +39,9 @@ def add_arguments(p) -> None:
                    help="flight recorder: keep only the last SIZE (256MB) or DURATION (30s) of each process in "
                         "memory and write that window as DIR.dumpN.kvtrace when triggered (SIGUSR1, "
                         "kvtrace dump, a NIXL error, an engine's checksum mismatch); see docs/ring.md")
+    p.add_argument("--ring-tail", default=None, metavar="DURATION",
+                   help="flight recorder: keep recording this long after a trigger before writing the window "
+                        "(default 1.5s), so what the incident had in flight (a transfer's completion) is in it")
     p.add_argument("--inject-after", type=int, default=0, metavar="N",
                    help="engine: injected bugs take effect only after N requests started on each side")
     p.add_argument("--force", action="store_true", help="overwrite an existing output directory")
@@ -52,6 +56,14 @@ def run(args) -> int:
         except ValueError as e:
             from ..errors import UsageError
             raise UsageError(str(e)) from None
+    if getattr(args, "ring_tail", None) is not None:
+        from .ring import ENV_RING_TAIL, parse_tail
+        try:
+            parse_tail(args.ring_tail)
+        except ValueError as e:
+            from ..errors import UsageError
+            raise UsageError(f"--{e}") from None
+        os.environ[ENV_RING_TAIL] = args.ring_tail   # read by every recorder, here and in children
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

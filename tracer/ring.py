@@ -31,6 +31,8 @@ from .recorder import Recorder
 from .ring_store import RingStore
 
 ENV_RING = "KVTRACE_RING"
+ENV_RING_TAIL = "KVTRACE_RING_TAIL"   # seconds each shard keeps recording after a trigger
+DEFAULT_TAIL_S = 1.5
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SECONDS = {"ms": 1e-3, "s": 1, "sec": 1, "min": 60, "h": 3600}
@@ -61,6 +63,16 @@ def parse_ring(spec: str) -> tuple[int | None, float | None]:
     raise ValueError(f"--ring {spec}: unknown unit {m.group(2)!r} (sizes: KB, MB, GB; durations: ms, s, min, h)")
 
 
+def parse_tail(spec: str | float | None) -> float:
+    """``"1.5"`` / ``"1.5s"`` / ``"500ms"`` -> seconds (None: the default). ValueError if not a duration."""
+    if spec is None or spec == "":
+        return DEFAULT_TAIL_S
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|sec|min)?\s*", str(spec))
+    if not m:
+        raise ValueError(f"ring tail {spec}: expected a duration (1.5s, 500ms)")
+    return float(m.group(1)) * _SECONDS[m.group(2) or "s"]
+
+
 class RingRecorder(Recorder):
     """A Recorder that keeps the last SIZE bytes or DURATION of its shard in memory and
     writes them as a trace when the session is triggered.
@@ -72,12 +84,18 @@ class RingRecorder(Recorder):
         slack_s: how long facts of a finished request stay beyond the window (ring_store);
             default 5 s, or a quarter of a shorter duration (at least 1 s).
         min_gap_s: automatic (NIXL error) triggers closer than this to the last one are ignored.
+        tail_s: how long after a trigger the window goes on (default $KVTRACE_RING_TAIL or
+            1.5 s): what the trigger's incident still has in flight (a transfer's completion,
+            the other shard's frees) lands in the dump; a recorder closed sooner dumps at close.
         signals: install a SIGUSR1 handler (main thread, default handler only).
     """
 
     def __init__(self, session_dir: str, shard: str = "main", *, ring: str = "30s", slack_s: float | None = None,
-                 min_gap_s: float = 10.0, signals: bool = True, manifest_extra: dict | None = None, **kw):
+                 min_gap_s: float = 10.0, signals: bool = True, manifest_extra: dict | None = None,
+                 tail_s: float | None = None, **kw):
         max_bytes, seconds = parse_ring(ring)
+        self.tail_s = parse_tail(os.environ.get(ENV_RING_TAIL)) if tail_s is None else max(0.0, float(tail_s))
+        self._pending: list[dict] = []            # triggers whose tail has not ended yet
         self.session_dir = os.fspath(session_dir)
         self.ring_spec = str(ring)
         if slack_s is None:  # long enough for the shards' clocks and ends of a request to meet
@@ -124,10 +142,13 @@ class RingRecorder(Recorder):
                 reason, self._auto_reason = self._auto_reason, None
                 self._triggers.append(reason, self.shard, self.session_dir, min_gap_s=self.min_gap_s)
             dumped = False
-            for trig in self._triggers.poll():
-                self.dumps.append(ring_dump.dump(self, trig))
+            self._pending += self._triggers.poll()
+            unix = time.time()
+            while self._pending and (self._stop or unix >= float(self._pending[0]["unix"]) + self.tail_s):
+                self.dumps.append(ring_dump.dump(self, self._pending.pop(0), self.tail_s))
                 dumped = True
-            self.store.evict(now)
+            if not self._pending:   # a pending window keeps its start until it is written
+                self.store.evict(now)
             if dumped or self.store.evicted_events != evicted or self.store.chunks_dropped:
                 self.store.chunks_dropped = 0
                 _trim_heap(now)
@@ -166,9 +187,13 @@ class RingRecorder(Recorder):
         self._wake.set()
 
     def dump_now(self, reason: str = "dump") -> str:
-        """Trigger and flush here; returns this shard's dump directory."""
+        """Trigger, wait out the tail and flush here; returns this shard's dump directory."""
+        n = len(self.dumps)
         self.trigger(reason)
         self.flush()
+        while len(self.dumps) == n:
+            time.sleep(min(0.05, self.tail_s))
+            self.flush()
         return self.dumps[-1]
 
 

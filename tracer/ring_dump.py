@@ -178,22 +178,25 @@ class TriggerLog:
         return [json.loads(line) for line in data[:end].splitlines() if line.strip()]
 
 
-def dump(rec, trig: dict) -> str:
-    """Write ``rec``'s ring (a RingRecorder) as its shard of trigger ``trig``'s trace."""
+def dump(rec, trig: dict, tail_s: float = 0.0) -> str:
+    """Write ``rec``'s ring (a RingRecorder) as its shard of trigger ``trig``'s trace: the
+    window up to ``tail_s`` after the trigger (or now, if sooner: the recorder is closing)."""
     out = dump_path(rec.session_dir, int(trig["n"]))
     sdir = os.path.join(out, rec.shard)
     os.makedirs(sdir, exist_ok=True)
-    # the same window on every shard: a duration ring's ends at the trigger; a size ring's
-    # starts where the youngest of the session's rings starts
+    # the same window on every shard: a duration ring's starts its duration before the
+    # trigger, a size ring's where the youngest of the session's rings starts; both end the
+    # tail after the trigger (what the incident still had in flight), or now if sooner
     mono, unix = time.monotonic_ns(), time.time()
+    to_unix = min(float(trig["unix"]) + tail_s, unix)
     if rec.store.window_ns is not None:
         start_unix = float(trig["unix"]) - rec.store.window_ns / 1e9
     else:
         start_unix = max(rec.remote_from_unix or 0.0, rec.from_unix or 0.0)
     start_ns = mono - int((unix - start_unix) * 1e9)
-    end_ns = mono - int((unix - float(trig["unix"])) * 1e9)
+    end_ns = mono - int((unix - to_unix) * 1e9)
     tables, window = rec.store.snapshot(start_ns, end_ns)
-    window.update(from_unix=start_unix, to_unix=float(trig["unix"]), to_t_ns=end_ns)
+    window.update(from_unix=start_unix, to_unix=to_unix, to_t_ns=end_ns, tail_s=tail_s)
     rows = {name: _write_stream(os.path.join(sdir, name + ".arrows"), tables[name], SCHEMAS[name])
             for name in TABLES}
     host = socket.gethostname()

@@ -277,4 +277,12 @@ def ordering_unknowns(model) -> list[Unknown]:
             rec = ("record the message that names the slots before each post (msg_send / msg_recv with a "
                    "shared detail.id): see docs/hooks.md")
         out.append(Unknown(what, int(r["n"]), rec))
+    model.derive(["desc_match"])
+    for r in model.ask("unheld_descs").to_pylist():
+        what = (f"whether {r['transfers']:,} transfer(s) posted from shard {r['initiator']} copied the same "
+                f"(pool, layer, page) of their {r['requests']:,} request(s) on {r['agent']}: no allocation of "
+                f"those requests was recorded on {r['agent']}, so which pages they hold there is unknown")
+        rec = (f"record the allocator's alloc/free events on {r['agent']} (the allocator hooks, in the "
+               "process that hands out its pages): see docs/hooks.md")
+        out.append(Unknown(what, int(r["n"]), rec))
     return out

@@ -70,10 +70,15 @@ def _ring_run(tmp_path, name: str, bugs=(), after: int = 0, trigger_step: int | 
 
 
 @pytest.mark.slow
-def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace):
+def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace, monkeypatch):
     """The engine's checksum-mismatch hook dumps a 0.4 s window long after the run began;
     the dump validates, holds the transfer whose source was freed early, and every
-    finding in it is one the full recording of the same run also has."""
+    finding in it is one the full recording of the same run also has.
+
+    The window's tail outlasts the run (each shard then dumps at close), so prefill's
+    completion of the corrupting transfer, which can come after decode's trigger, is in
+    the dump by construction, not by timing."""
+    monkeypatch.setenv(ring_mod.ENV_RING_TAIL, "600s")
     session = _ring_run(tmp_path, "late", ("early-src-free",), after=350)
     dump = dump_path(session, 1)
     validate_trace(dump)
@@ -81,6 +86,7 @@ def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace):
     assert man["complete"] and man["trigger"]["reason"].startswith("checksum mismatch")
     windows = [json.load(open(os.path.join(dump, s, "shard.json")))["ring"]["window"] for s in man["shards"]]
     assert all(w["evicted_events"] > 0 and w["pinned_events"] > 0 for w in windows)  # a real cut
+    assert all(w["to_unix"] > man["trigger"]["unix"] for w in windows)   # the tail is in
     found = _findings(dump)
     assert any(c == "src_free_before_done" for c, _ in found)
     full = str(tmp_path / "full.kvtrace")

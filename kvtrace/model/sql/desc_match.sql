@@ -9,19 +9,25 @@
 -- (heterogeneous TP: where a rank's share sits in the slot is the engine's choice)
 -- overlapping token ranges of the two pages. A descriptor that agrees but whose
 -- destination bytes another descriptor of the same transfer also covers is a duplicate.
--- requires: end_hold, lay
+-- An end on an agent that recorded no holding at all for the request (its allocator is not
+-- hooked there, e.g. a scheduler in a process of its own) proves nothing about which slots
+-- the request holds: such a descriptor is unknown (not checked), never "not held".
+-- requires: end_hold, lay, holding_list
 -- Columns:
 --   shard VARCHAR, xfer BIGINT, pos INTEGER, request VARCHAR, post_seq BIGINT, nbytes UBIGINT
 --   s_agent, s_addr, s_pool, s_layer, s_part, s_slot, s_off, s_slot_bytes, s_page, s_managed, s_dlist, s_idx
 --   d_agent, d_addr, d_pool, d_layer, d_part, d_slot, d_off, d_slot_bytes, d_page, d_managed, d_dlist, d_idx
 --                       -- the source / destination end, as end_hold resolves it
 --   checked BOOLEAN     -- the rule applies (see above)
+--   unheld VARCHAR      -- the rule would apply, but this end's agent recorded no holding of the
+--                          request: the match is unknown (null: not so)
 --   ok BOOLEAN          -- checked and both ends are the same (pool, layer, part, tokens)
 --   dup BOOLEAN         -- ok, but its destination bytes are covered twice within the transfer
 --   problem VARCHAR     -- why the descriptor is wrong (null: it is not, or the rule does not apply)
 CREATE OR REPLACE TABLE desc_match AS
 WITH pt AS (SELECT agent, pool, coalesce(any_value(page_tokens), 1) AS pt FROM lay GROUP BY ALL),
-b AS (
+ah AS (SELECT DISTINCT agent, request FROM holding_list),  -- agents with holding facts per request
+a AS (
     SELECT t.shard, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
            s.agent AS s_agent, s.addr AS s_addr, s.pool AS s_pool, s.layer AS s_layer, s.part AS s_part,
            s.slot AS s_slot, s.off AS s_off, s.slot_bytes AS s_slot_bytes, s.page AS s_page,
@@ -35,7 +41,12 @@ b AS (
            coalesce(t.pool IS NOT NULL AND s.pool IS NOT NULL AND (t.managed OR s.managed)
                     AND (NOT (t.h_unknown OR s.h_unknown)
                          OR (s.managed AND s.page IS NULL AND NOT s.h_unknown)
-                         OR (t.managed AND t.page IS NULL AND NOT t.h_unknown)), false) AS checked,
+                         OR (t.managed AND t.page IS NULL AND NOT t.h_unknown)), false) AS applies,
+           -- an end with no page whose agent holds nothing of the request: not held is unprovable
+           CASE WHEN s.page IS NULL AND NOT EXISTS (SELECT 1 FROM ah WHERE ah.agent = s.agent AND ah.request = t.request)
+                THEN s.agent
+                WHEN t.page IS NULL AND NOT EXISTS (SELECT 1 FROM ah WHERE ah.agent = t.agent AND ah.request = t.request)
+                THEN t.agent END AS blank,
            s.slot_bytes * tp.pt = t.slot_bytes * sp.pt AS same_geometry,
            coalesce(s.pool = t.pool AND s.layer = t.layer AND s.part IS NOT DISTINCT FROM t.part AND
                CASE WHEN s.slot_bytes * tp.pt = t.slot_bytes * sp.pt
@@ -46,6 +57,8 @@ b AS (
     LEFT JOIN pt sp ON sp.agent = s.agent AND sp.pool = s.pool
     LEFT JOIN pt tp ON tp.agent = t.agent AND tp.pool = t.pool
     WHERE t.side = 'dst'
+), b AS (SELECT a.* EXCLUDE (applies, blank), applies AND blank IS NULL AS checked,
+                CASE WHEN applies THEN blank END AS unheld FROM a
 ), dup AS (  -- destination bytes covered twice by one transfer (among the agreeing descriptors)
     SELECT shard, xfer, pos FROM (
         SELECT shard, xfer, pos, d_addr, nbytes,
