@@ -8,8 +8,11 @@ how fast `watch` reports a hazard. All arms in one run, side by side.
    read per second of wall time.
 2. Memory: each arm of a long run in a fresh process, RSS sampled at every engine step
    (growth over the RSS before the engine started, at 10/25/50/75/100% of the run), peak
-   RSS (ru_maxrss) and the ring's largest store size, for two ring sizes and two run
-   lengths beside no recording and file recording; then one dump per ring run.
+   RSS (ru_maxrss), the ring's largest store size (what SIZE counts) and the bytes its
+   packed batches take, for two ring sizes and two run lengths beside no recording and
+   file recording; then one dump per ring run. Per ring: the most RSS growth over file
+   recording, split into anonymous memory (heap, pools) and mapped library code, against
+   the bound (shards x SIZE), said "within" or "OVER".
 3. watch: a recording with a late injected bug is followed by ``Watcher`` (real clock);
    latency = when the finding was printed - when a poll first saw the files holding its
    facts (itself at most one poll interval, 0.2 s, after their flush).

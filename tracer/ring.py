@@ -106,14 +106,16 @@ class RingRecorder(Recorder):
             self.store.add(name, batch)
 
     def flush(self) -> None:
-        """Move buffered rows into the ring, evict, and dump if the session was triggered."""
+        """Move buffered rows into the ring, dump if the session was triggered, then evict.
+
+        Dump before evicting: a process whose flush comes late (a busy engine) would
+        otherwise evict what the trigger's window needs before writing it."""
         global _signal_pending
         super().flush()
         with self._io_lock:
             now = time.monotonic_ns()
             self._exchange_live(now)
             evicted = self.store.evicted_events
-            self.store.evict(now)
             with _signal_lock:
                 got_signal, _signal_pending = _signal_pending, False
             if got_signal:
@@ -125,6 +127,7 @@ class RingRecorder(Recorder):
             for trig in self._triggers.poll():
                 self.dumps.append(ring_dump.dump(self, trig))
                 dumped = True
+            self.store.evict(now)
             if dumped or self.store.evicted_events != evicted or self.store.chunks_dropped:
                 self.store.chunks_dropped = 0
                 _trim_heap(now)
@@ -155,9 +158,11 @@ class RingRecorder(Recorder):
     def _on_xfer_error(self, row: dict) -> None:
         self._auto_reason = f"NIXL error state on transfer {row['xfer']} of {row['agent']}"
 
-    def trigger(self, reason: str) -> None:
-        """Ask every recorder of this session to dump its window (this one at its next flush)."""
-        self._triggers.append(reason, self.shard, self.session_dir)
+    def trigger(self, reason: str, *, repeated: bool = False) -> None:
+        """Ask every recorder of this session to dump its window (this one at its next flush).
+        ``repeated``: a report that may come in bursts (an engine's failure path): skipped
+        when the session's last trigger is younger than ``min_gap_s``."""
+        self._triggers.append(reason, self.shard, self.session_dir, min_gap_s=self.min_gap_s if repeated else None)
         self._wake.set()
 
     def dump_now(self, reason: str = "dump") -> str:
@@ -190,19 +195,21 @@ def _trim_heap(now_ns: int) -> None:
         _libc(0)
 
 
-def trigger(reason: str) -> list[str]:
+def trigger(reason: str, *, repeated: bool = False) -> list[str]:
     """Dump the window of every ring recording in this process's sessions (all their
     processes); returns the session directories triggered ([] when no ring is recording).
 
     The hook for engine integrations: call it where the engine learns that KV data went
     wrong (a checksum or digest mismatch, a transfer error, a timeout). Cheap and
-    thread-safe; the dump itself happens in the recorders' flush threads."""
+    thread-safe; the dump itself happens in the recorders' flush threads. ``repeated``:
+    the caller may report one incident many times (every request of a failed batch):
+    a trigger closer than the recorder's ``min_gap_s`` to the session's last is skipped."""
     done: list[str] = []
     for rec in list(_recorders):
         if rec.closed:
             continue
         if rec.session_dir not in done:
-            rec.trigger(reason)
+            rec.trigger(reason, repeated=repeated)
             done.append(rec.session_dir)
         else:
             rec._wake.set()

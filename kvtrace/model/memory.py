@@ -43,6 +43,22 @@ def resolve(limit: str | None) -> str:
     return val.replace(" ", "")
 
 
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+#: derived tables are compressed (DuckDB CHECKPOINT) once their uncompressed rows hold
+#: this share of the cap: DuckDB keeps in-memory tables uncompressed, ~6x their compressed
+#: size, so a 10M-event trace's tables (~14 GB) would otherwise spill past a 9 GB cap
+COMPACT_SHARE = 0.25
+
+
+def to_bytes(limit: str) -> int:
+    """A size as resolve() returns it (e.g. 3GB, 500MB) in bytes (DuckDB's units: KB = 1000)."""
+    m = _SIZE.match(limit)
+    if not m:
+        raise UsageError(f"memory limit {limit!r} is not a size such as 3GB or 500MB")
+    return int(float(m.group(1)) * _UNITS[(m.group(2) or "").upper()])
+
+
 def spill_dir(index_dir: str) -> str:
     return os.path.join(index_dir, f"spill-{os.getpid()}")
 

@@ -50,13 +50,15 @@ def env_for(sglang: str | None = None, **extra) -> dict:
 
 
 def record(tmp, driver: str, args: list[str], *, hooks: str | None, sglang: str | None = None,
-           cwd: str | None = None, env: dict | None = None, name: str = "run", timeout: float = 300) -> Run:
-    """``kvtrace record --hooks HOOKS -o tmp/NAME.kvtrace -- python DRIVER ARGS --report ...``
-    (``hooks=None``: the driver alone, unrecorded)."""
+           cwd: str | None = None, env: dict | None = None, name: str = "run", timeout: float = 300,
+           ring: str | None = None) -> Run:
+    """``kvtrace record --hooks HOOKS [--ring RING] -o tmp/NAME.kvtrace -- python DRIVER ARGS
+    --report ...`` (``hooks=None``: the driver alone, unrecorded)."""
     trace = os.path.join(str(tmp), f"{name}.kvtrace")
     report = os.path.join(str(tmp), f"{name}.json")
     prog = [PY, driver] + list(args) + ["--report", report]
-    cmd = prog if hooks is None else [PY, "-m", "kvtrace", "record", "--hooks", hooks, "-o", trace, "--"] + prog
+    opts = ["--ring", ring] if ring else []
+    cmd = prog if hooks is None else [PY, "-m", "kvtrace", "record", "--hooks", hooks, *opts, "-o", trace, "--"] + prog
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or str(tmp),
                        env=env if env is not None else env_for(sglang))
     rep = None

@@ -266,6 +266,7 @@ def run_prefill(a) -> int:
             senders[r["room"]].clear()
             release(pages[r["room"]])
     print(f"prefill: {len(workload(a))} requests sent", flush=True)
+    time.sleep(a.linger)   # still serving: a trigger from decode reaches this process's ring
     if a.report:
         with open(a.report + ".prefill", "w") as f:
             json.dump({"version": sglang_version(), "timing": timing}, f)
@@ -322,6 +323,10 @@ def run_decode(a) -> int:
             release(p)
     bad = report["misaddressed"]
     print(f"decode: {len(report['requests'])} requests received, {len(bad)} misaddressed page(s)", flush=True)
+    if a.ring_trigger:  # the engine hook: dump the session's ring recording (kvtrace record --ring)
+        from kvtrace.tracer import ring
+        report["ring_triggered"] = ring.trigger(a.ring_trigger)
+    time.sleep(a.linger)
     for m in bad[:8]:
         print(f"  room {m['room']} region {m['region']} page {m['page']} (slot {m['slot']}) holds {m['holds']}")
     if a.report:
@@ -389,6 +394,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", choices=("dram", "vram"), default="dram",
                    help="where the kv and index-K pools live (vram: CUDA tensors, NIXL VRAM)")
     p.add_argument("--gpu", type=int, default=0, help="the GPU of VRAM pools")
+    p.add_argument("--ring-trigger", metavar="REASON",
+                   help="decode, after its verifier: kvtrace.tracer.ring.trigger(REASON) (under --ring)")
+    p.add_argument("--linger", type=float, default=0.0, help="seconds each side stays up after its work")
     return p
 
 

@@ -22,6 +22,7 @@ _applied: set[str] = set()
 _lock = threading.Lock()
 _reported: set[tuple[str, str]] = set()
 _off: dict[str, frozenset[str]] = {}
+_deferred: dict[str, list] = {}   # module -> lazy rows to hook when it is imported
 
 
 def enabled(engine: str, group: str) -> bool:
@@ -59,7 +60,7 @@ class _Loader(importlib.abc.Loader):
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname not in _watched or fullname in _applied:
+        if (fullname not in _watched or fullname in _applied) and fullname not in _deferred:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
@@ -80,7 +81,16 @@ def watch(engine: Engine, off: frozenset[str]) -> None:
 
 def _apply_all(trigger: str) -> None:
     with _lock:
-        if trigger in _applied:
+        rows = _deferred.pop(trigger, [])
+    for engine, h, label, fn in rows:   # lazy rows whose module the engine just imported
+        try:
+            owner = getattr(sys.modules[h.module], h.cls) if h.cls else sys.modules[h.module]
+            setattr(owner, h.attr, _wrap(engine, h, label, _raw_attr(owner, h.attr), fn))
+        except (KeyError, AttributeError):
+            say_once((engine.name, label), f"{engine.title}: could not hook {label}; "
+                     f"what it reports is missing from the trace")
+    with _lock:
+        if trigger not in _watched or trigger in _applied:
             return
         _applied.add(trigger)
     engine, off = _watched[trigger]
@@ -101,11 +111,19 @@ def apply(engine: Engine, off: frozenset[str]) -> dict:
     """Wrap every hook point of ``engine``; returns what was hooked and what was not."""
     handlers = importlib.import_module(f"{__package__}.{engine.handlers}")
     version = version_of(engine)
-    hooked, missing = [], []
+    hooked, missing, deferred = [], [], []
     for h in engine.hooks:
         label = f"{h.cls}.{h.attr}" if h.cls else h.attr
-        if h.group in off and h.group in ("messages", "request"):
+        if h.group in off and h.group in ("messages", "request", "trigger"):
             continue  # rows that record only this group; handlers check the others per fact
+        if h.lazy and h.module not in sys.modules:
+            fn = getattr(handlers, h.handler)
+            with _lock:
+                _deferred.setdefault(h.module, []).append((engine, h, label, fn))
+            if not any(isinstance(f, _Finder) for f in sys.meta_path):
+                sys.meta_path.insert(0, _Finder())
+            deferred.append(label)
+            continue
         try:
             owner = importlib.import_module(h.module)
             if h.cls is not None:
@@ -118,7 +136,8 @@ def apply(engine: Engine, off: frozenset[str]) -> dict:
         setattr(owner, h.attr, _wrap(engine, h, label, raw, fn))
         hooked.append(label)
     info = {"engine": engine.name, "version": version, "supported": version in engine.supported,
-            "hooked": hooked, "missing": missing, "off": sorted(off)}
+            "hooked": hooked, "missing": missing, "off": sorted(off),
+            "when_imported": deferred}   # lazy rows: hooked if the program imports their module
     report(engine, info)
     return info
 

@@ -20,6 +20,9 @@ What each hook point says (rows in table.py):
 - ``send_kv_status_message`` / ``apply_prefill_status``: the completion-status message.
 - ``FastQueue.get`` in a transfer worker: the room of the chunk it took is the request
   of every posting the worker makes until its next chunk (0.5.22+ sends no tag).
+- ``SchedulerDisaggregationDecodeMixin._handle_kv_checksum_mismatch`` (decode's
+  scheduler, ``--disaggregation-enable-kv-checksum``; hooked when SGLang imports it): the
+  KV a request received differs from what prefill sent: a ``--ring`` recording dumps.
 
 Request key: the bootstrap room, as text (what SGLang's notification tags carry).
 """
@@ -302,3 +305,12 @@ def queue_get(out, self, *a, **kw) -> None:
     room = getattr(out, "room", None)
     if room is not None:
         current_request.set(str(room))
+
+
+# ------------------------------------------------------------------ engine-reported failure
+def checksum_mismatch(self, req, msg=None, *a, **kw) -> None:
+    """SGLang's decode scheduler computed a request's KV checksum and it differs from
+    prefill's: dump the session's rings (a no-op when none records)."""
+    from ..ring import trigger
+    room = getattr(req, "bootstrap_room", None)
+    trigger(f"SGLang: KV checksum mismatch, request {room}" + (f" ({msg})" if msg else ""), repeated=True)

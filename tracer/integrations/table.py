@@ -6,8 +6,11 @@ versions the hooks were written and tested against, and one row per hook point:
 sees the arguments; runs before the engine acts, so what it records precedes the
 engine's own effects), ``after`` (sees the result too) or ``around`` (wraps the call).
 ``group`` lets a user switch a kind of fact off (``--hooks sglang:-messages``):
-layout | pages | content | messages | request | setup. Handlers live in the engine's
-module (sglang.py) under the names given here.
+layout | pages | content | messages | request | setup | trigger (the engine's own failure
+reports, which dump a ``--ring`` recording). Handlers live in the engine's module
+(sglang.py) under the names given here. A ``lazy`` row's module is not imported to hook it
+(the engine's scheduler: heavy, imported by the engine itself); it is hooked when the
+engine imports it.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ class Hook:
     when: str              # before | after | around
     handler: str           # function name in the engine's handler module
     group: str
+    lazy: bool = False     # hooked when the engine imports the module, never imported for it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +60,9 @@ SGLANG = Engine(
         Hook(_SGL, "NixlKVManager", "send_kv_status_message", "before", "status_send", "messages"),
         Hook(_SGL, "NixlKVManager", "apply_prefill_status", "before", "status_recv", "messages"),
         Hook(_SGL_UTILS, "FastQueue", "get", "after", "queue_get", "request"),
+        # --disaggregation-enable-kv-checksum: decode's scheduler found a request's KV differs
+        Hook("sglang.srt.disaggregation.decode", "SchedulerDisaggregationDecodeMixin",
+             "_handle_kv_checksum_mismatch", "before", "checksum_mismatch", "trigger", lazy=True),
     ),
 )
 
@@ -80,8 +87,14 @@ VLLM = Engine(
         # what vLLM's model runner calls each step (get_finished is a wrapper around it)
         Hook(f"{_VN}.base_worker", "NixlBaseConnectorWorker", "get_transfer_results", "after", "transfer_results",
              "content"),
+        # vLLM verifies no KV digest; what it reports going wrong with KV data: a transfer
+        # that failed, and a decode read of blocks whose lease had expired (vllm #52234)
+        Hook(f"{_VN}.base_worker", "NixlBaseConnectorWorker", "_handle_failed_transfer", "before",
+             "failed_transfer", "trigger"),
+        Hook(f"{_VN}.stats", "NixlKVConnectorStats", "record_notification_after_expiry", "before",
+             "read_after_expiry", "trigger"),
     ),
 )
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (SGLANG, VLLM)}
-GROUPS = ("layout", "pages", "content", "messages", "request", "setup")
+GROUPS = ("layout", "pages", "content", "messages", "request", "setup", "trigger")

@@ -32,6 +32,11 @@ What each hook point says (rows in table.py):
   the legacy ``get_finished`` wraps it): prefill frees what vLLM reports sent (read by
   decode, or its lease expired); decode reads what it reports received (checksums), not
   what it reports failed.
+- ``NixlBaseConnectorWorker._handle_failed_transfer`` (a KV transfer failed) and
+  ``NixlKVConnectorStats.record_notification_after_expiry`` (prefill learns a decode read
+  blocks whose lease had expired: they may hold another request's KV): a ``--ring``
+  recording dumps. vLLM 0.34's connector verifies no KV digest (its only hash is the
+  handshake's compatibility hash, a configuration check), so these are its KV failures.
 
 Request key: prefill's request id (what decode names as ``remote_request_id`` and what
 the notification tags carry), on both sides.
@@ -379,3 +384,18 @@ def transfer_results(out, self, *a, **kw) -> None:
             continue
         req, groups = got
         _content(st, rec, req, groups, rec.read)
+
+
+# ------------------------------------------------------------------ engine-reported failure
+def failed_transfer(self, req_id, *a, **kw) -> None:
+    """vLLM records a failed KV transfer: dump the session's rings (no-op without one)."""
+    from ..ring import trigger
+    trigger(f"vLLM: KV transfer failed, request {req_id}", repeated=True)
+
+
+def read_after_expiry(self, *a, **kw) -> None:
+    """vLLM's prefill learned a decode read the blocks of a request whose lease had expired
+    (freed, maybe reused by another request): dump the session's rings."""
+    from ..ring import trigger
+    trigger("vLLM: a decode read KV blocks whose lease had expired (they may hold another request's data)",
+            repeated=True)
