@@ -26,10 +26,10 @@ import os
 import numpy as np
 
 try:  # optional: an install without a C compiler has no extension
-    from . import _kvh64 as _native_mod
+    from ._kvh64 import hash_ranges as _c_hash_ranges
 except ImportError:
-    _native_mod = None
-_native = _native_mod if os.environ.get("KVTRACE_KVH64", "").lower() != "numpy" else None
+    _c_hash_ranges = None
+_native = _c_hash_ranges if os.environ.get("KVTRACE_KVH64", "").lower() != "numpy" else None
 NATIVE = _native is not None
 
 GOLDEN = np.uint32(0x9E3779B1)
@@ -103,7 +103,7 @@ def kvh64_rows(rows: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.uint64)
     if _native is not None:
         out = np.empty(count, np.uint64)
-        _native.hash_ranges(rows, np.arange(count, dtype=np.int64) * n, np.full(count, n, np.int64), out)
+        _native(rows, np.arange(count, dtype=np.int64) * n, np.full(count, n, np.int64), out)
         return out
     return _kvh64_rows_numpy(rows)
 
@@ -120,7 +120,7 @@ def kvh64_ranges(data, offsets, nbytes, regions=None) -> np.ndarray:
            else np.ascontiguousarray(np.broadcast_to(np.asarray(regions, dtype=np.int64), off.shape)))
     out = np.empty(len(off), np.uint64)
     if _native is not None:
-        _native.hash_ranges(list(views), off, n, out, reg)
+        _native(list(views), off, n, out, reg)
         return out
     if len(reg) and (reg.min() < 0 or reg.max() >= len(views)):
         raise ValueError(f"kvh64_ranges: regions must index the {len(views)} buffers given")
