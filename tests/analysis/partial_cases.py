@@ -71,6 +71,20 @@ def drop_kinds(*kinds: str):
     return t
 
 
+def drop_kinds_on(shard: str, *kinds: str):
+    """Events of these kinds were never recorded on one shard: e.g. its allocator runs in a
+    process of its own (vLLM's scheduler under the multiprocess executor), so the shard has
+    its layouts and transfers but no alloc/free of any request."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "events.arrows")
+        ev = _read(p)
+        ev = ev.filter(pc.invert(pc.is_in(ev.column("kind"), pa.array(list(kinds)))))
+        i = ev.schema.get_field_index("seq")
+        _write(p, ev.set_column(i, ev.schema.field(i), pa.array(range(len(ev)), ev.schema.field(i).type)))
+    t.__name__ = f"drop_kinds_on({shard}:{','.join(kinds)})"
+    return t
+
+
 def null_request(*kinds: str):
     """Events of these kinds carry no request (an engine that posts without a request id
     in its notification tags, or whose tags kvtrace cannot parse)."""
@@ -129,4 +143,6 @@ DAMAGE = {
     "prefill_events_lost_middle": [lose_events("prefill", 0.3, 25)],
     "no_page_messages": [drop_kinds("msg_send", "msg_recv")],
     "no_request_on_transfers": [null_request(*XFER_KINDS)],
+    "prefill_allocator_unhooked": [drop_kinds_on("prefill", "alloc", "free")],
+    "decode_allocator_unhooked": [drop_kinds_on("decode", "alloc", "free")],
 }
