@@ -69,7 +69,7 @@ def parse_tail(spec: str | float | None) -> float:
         return DEFAULT_TAIL_S
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|sec|min)?\s*", str(spec))
     if not m:
-        raise ValueError(f"ring tail {spec}: expected a duration (1.5s, 500ms)")
+        raise ValueError(f"ring-tail {spec}: expected a duration (1.5s, 500ms)")
     return float(m.group(1)) * _SECONDS[m.group(2) or "s"]
 
 
@@ -94,7 +94,12 @@ class RingRecorder(Recorder):
                  min_gap_s: float = 10.0, signals: bool = True, manifest_extra: dict | None = None,
                  tail_s: float | None = None, **kw):
         max_bytes, seconds = parse_ring(ring)
-        self.tail_s = parse_tail(os.environ.get(ENV_RING_TAIL)) if tail_s is None else max(0.0, float(tail_s))
+        if tail_s is None:   # a bad $KVTRACE_RING_TAIL must not stop the traced engine: the default
+            try:
+                tail_s = parse_tail(os.environ.get(ENV_RING_TAIL))
+            except ValueError:
+                tail_s = DEFAULT_TAIL_S
+        self.tail_s = max(0.0, float(tail_s))
         self._pending: list[dict] = []            # triggers whose tail has not ended yet
         self.session_dir = os.fspath(session_dir)
         self.ring_spec = str(ring)

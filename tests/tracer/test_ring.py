@@ -30,6 +30,19 @@ def test_parse_ring_rejects(spec):
         parse_ring(spec)
 
 
+@pytest.mark.parametrize("spec,expect", [(None, ring_mod.DEFAULT_TAIL_S), ("2", 2.0), ("1.5s", 1.5), ("500ms", 0.5),
+                                         ("0s", 0.0), ("1min", 60.0)])
+def test_parse_tail(spec, expect):
+    assert ring_mod.parse_tail(spec) == expect
+
+
+def test_bad_ring_tail_is_one_line_and_exit_2(tmp_path, capsys):
+    from kvtrace.cli import main
+    rc = main(["record", "--ring", "1s", "--ring-tail", "abc", "-o", str(tmp_path / "s.kvtrace"), "--", "true"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--ring-tail abc" in err[0], err
+
+
 def _events(seq0: int, n: int, t0: int) -> pa.RecordBatch:
     rows = [{"seq": seq0 + i, "t_ns": t0 + i, "agent": "a", "kind": "mark", "detail": "x" * 200} for i in range(n)]
     return pa.RecordBatch.from_pylist(rows, schema=EVENTS)
