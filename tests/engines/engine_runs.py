@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 
@@ -50,7 +52,7 @@ def env_for(sglang: str | None = None, **extra) -> dict:
 
 
 def record(tmp, driver: str, args: list[str], *, hooks: str | None, sglang: str | None = None,
-           cwd: str | None = None, env: dict | None = None, name: str = "run", timeout: float = 300,
+           cwd: str | None = None, env: dict | None = None, name: str = "run", timeout: float = 240,
            ring: str | None = None) -> Run:
     """``kvtrace record --hooks HOOKS [--ring RING] -o tmp/NAME.kvtrace -- python DRIVER ARGS
     --report ...`` (``hooks=None``: the driver alone, unrecorded)."""
@@ -59,13 +61,41 @@ def record(tmp, driver: str, args: list[str], *, hooks: str | None, sglang: str 
     prog = [PY, driver] + list(args) + ["--report", report]
     opts = ["--ring", ring] if ring else []
     cmd = prog if hooks is None else [PY, "-m", "kvtrace", "record", "--hooks", hooks, *opts, "-o", trace, "--"] + prog
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or str(tmp),
-                       env=env if env is not None else env_for(sglang))
+    p = _run_once(cmd, timeout, cwd or str(tmp), env if env is not None else env_for(sglang))
+    if p is None:
+        # A driver run that hangs (seen once in ~40 vLLM runs, not reproduced in 16 more: two engine
+        # processes over UCX, ZMQ and torch.distributed on loopback ports) is killed with all its
+        # processes and run once more from scratch; the second hang fails the test with both outputs.
+        shutil.rmtree(trace, ignore_errors=True)
+        if os.path.exists(report):
+            os.remove(report)
+        print(f"engine_runs: {name} hung for {timeout:.0f} s; killed its process group, running it again",
+              file=sys.stderr)
+        p = _run_once(cmd, timeout, cwd or str(tmp), env if env is not None else env_for(sglang))
+        if p is None:
+            pytest.fail(f"{name}: the recorded driver hung twice for {timeout:.0f} s: {' '.join(cmd)}")
     rep = None
     if os.path.exists(report):
         with open(report) as f:
             rep = json.load(f)
     return Run(trace, p.returncode, p.stdout, p.stderr, rep)
+
+
+def _run_once(cmd: list[str], timeout: float, cwd: str, env: dict):
+    """Run ``cmd`` in its own process group; on a hang kill the whole group (the driver's
+    prefill/decode children too, so none keeps a port for the next run) and return None."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          env=env, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            return None
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def check(trace: str) -> dict:
