@@ -28,8 +28,9 @@ class TraceSession(TraceModel):
         kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
     """
 
-    def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None):
-        super().__init__(path, threads=threads, memory_limit=memory_limit)
+    def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None,
+                 keep_derived: bool | None = None):
+        super().__init__(path, threads=threads, memory_limit=memory_limit, keep_derived=keep_derived)
         #: (check name, why it could not run) after findings()
         self.checks_skipped: list[tuple[str, str]] = []
         self._findings: dict[str, list[Finding]] = {}

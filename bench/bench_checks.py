@@ -3,7 +3,9 @@
 Generates the traces with bench/gen_synthetic.py (under /tmp, not in git), then, side by
 side in one run and for each size: the Parquet index build (first open), the derived
 tables (happens-before clocks, ownership, descriptor targets) and the checks, each with
-its wall time and peak RSS. Prints events/s, how the cost grows per ×10 events, and — at
+its wall time and peak RSS ("cold": nothing derived yet; then the derived tables are
+saved beside the index, and "warm" is a second model of the trace reading them back and
+running the checks, what a second `kvtrace check` or the TUI does). Prints events/s, how the cost grows per ×10 events, and — at
 the smallest size, in the same run — the ratio to a naive checker of the same hazards
 (bench/naive_checker/*.sql: straightforward DuckDB SQL over the same index). The
 planted-bug twin of the small size shows both still find what they should.
@@ -28,6 +30,8 @@ import naive_run  # noqa: E402
 
 from kvtrace.analysis.findings import catalog  # noqa: E402
 from kvtrace.analysis.session import TraceSession  # noqa: E402
+from kvtrace.model.index import index_dir_for  # noqa: E402
+from kvtrace.model.persist import DERIVED_DIR  # noqa: E402
 
 
 class PeakRSS:
@@ -60,7 +64,10 @@ def load() -> str:
 
 
 def measure(path: str, threads: int | None, memory: str | None, rss: PeakRSS) -> dict:
+    """Cold (no derived tables saved: derive, then the checks, then the save) and warm (a
+    second model of the trace reads the saved tables, then runs the checks)."""
     kw = {"memory_limit": memory} if memory else {}
+    shutil.rmtree(os.path.join(index_dir_for(path), DERIVED_DIR), ignore_errors=True)   # cold
     rss.step()
     t0 = time.perf_counter()
     s = TraceSession(path, threads=threads, **kw)
@@ -80,10 +87,25 @@ def measure(path: str, threads: int | None, memory: str | None, rss: PeakRSS) ->
     n = s.con.sql("select count(*) from events").fetchall()[0][0]
     nd = s.con.sql("select count(*) from descs").fetchall()[0][0]
     index_dir = s.index_dir
+    t4 = time.perf_counter()
+    s.close()              # writes the derived tables beside the index (kvtrace/model/persist.py)
+    t5 = time.perf_counter()
+    r_save = rss.step()
+    # warm: what a second `kvtrace check` (or the TUI after it) does
+    w0 = time.perf_counter()
+    s = TraceSession(path, threads=threads, **kw)
+    s.derive()
+    w1 = time.perf_counter()
+    warm = s.findings()
+    w2 = time.perf_counter()
+    r_warm = rss.step()
     s.close()
+    same = sorted(map(repr, warm)) == sorted(map(repr, findings))
     return {"events": n, "descs": nd, "index": t1 - t0, "derive": t2 - t1, "checks": t3 - t2,
             "total": t3 - t0, "analysis": t3 - t1, "per": per, "findings": findings,
-            "rss": {"index": r_index, "derive": r_derive, "checks": r_checks}, "index_dir": index_dir}
+            "save": t5 - t4, "warm_open": w1 - w0, "warm_checks": w2 - w1, "warm": w2 - w0, "warm_same": same,
+            "rss": {"index": r_index, "derive": r_derive, "checks": r_checks, "save": r_save, "warm": r_warm},
+            "index_dir": index_dir}
 
 
 def ab_checks(path: str, rev: str, threads: int | None, memory: str | None, reps: int = 3) -> None:
@@ -160,6 +182,10 @@ def main() -> None:
               f"checks {m['checks']:6.1f} s {r['checks']:4.1f} GB | analysis {m['analysis']:6.1f} s "
               f"= {m['events'] / m['analysis'] / 1e6:5.2f} M events/s | findings {len(m['findings'])} "
               f"(load {load()})", flush=True)
+        print(f"    saving the derived tables {m['save']:5.1f} s {r['save']:4.1f} GB (after the checks, at close) | "
+              f"warm (tables saved): open + read back {m['warm_open']:5.1f} s, checks {m['warm_checks']:5.1f} s "
+              f"{r['warm']:4.1f} GB = {m['warm']:5.1f} s, findings {'the same' if m['warm_same'] else 'DIFFERENT'} "
+              f"(load {load()})", flush=True)
         slow = sorted(m["per"].items(), key=lambda kv: -kv[1])[:4]
         print("    slowest checks: " + ", ".join(f"{k} {v:.1f} s" for k, v in slow), flush=True)
         if n == a.sizes[0] and a.ab:
@@ -167,12 +193,12 @@ def main() -> None:
         if n == a.sizes[0]:
             ns, nr, res = naive(m["index_dir"], a.threads, a.memory, rss)
             print(f"    naive checker ({len(res)} hazards, bench/naive_checker) {ns:6.1f} s {nr:4.1f} GB, "
-                  f"{sum(c for c, _ in res.values())} findings | kvtrace analysis / naive = x{m['analysis'] / ns:.2f} "
-                  f"(load {load()})", flush=True)
+                  f"{sum(c for c, _ in res.values())} findings | kvtrace analysis / naive = x{m['analysis'] / ns:.2f} cold, "
+                  f"x{m['warm'] / ns:.2f} warm (load {load()})", flush=True)
     for a0, a1 in zip(rows, rows[1:]):
         f = lambda k: per10(a0[k], a1[k], a0["events"], a1["events"])  # noqa: E731
         print(f"growth {a0['events']:,} -> {a1['events']:,} events, per x10 events: analysis x{f('analysis'):.1f}, "
-              f"derive x{f('derive'):.1f}, checks x{f('checks'):.1f}, index x{f('index'):.1f}")
+              f"derive x{f('derive'):.1f}, checks x{f('checks'):.1f}, index x{f('index'):.1f}, warm x{f('warm'):.1f}")
     # the planted-bug twin: the same workload with every 97th request freeing early
     path = os.path.join(a.dir, "syn-bug.kvtrace")
     if not (a.reuse and os.path.isdir(path)):
@@ -183,7 +209,8 @@ def main() -> None:
     _, _, res = naive(m["index_dir"], a.threads, a.memory, rss)
     nk = sorted(k for k, (c, _) in res.items() if c)
     print(f"planted early-free twin ({m['events']:,} events): {len(m['findings'])} findings {kinds} "
-          f"in {m['analysis']:.1f} s; naive: {nk}")
+          f"in {m['analysis']:.1f} s cold, {m['warm']:.1f} s warm (findings {'the same' if m['warm_same'] else 'DIFFERENT'}); "
+          f"naive: {nk}")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,9 @@ class TransferInspector(VerticalScroll, can_focus=True):
     def __init__(self, **kw):
         super().__init__(**kw)
         self.view = None
+        self._body = None            # what the body shows (for the scroll target's line)
+        self._scroll_pending = False  # a new transfer was shown and not yet scrolled to
+        self._scroll_tries = 0
 
     def compose(self):
         yield Static(render_transfer(None), id="inspector-body")
@@ -105,24 +108,40 @@ class TransferInspector(VerticalScroll, can_focus=True):
     def show(self, view, carried=None) -> None:
         """Display a facts.TransferView (or None), with the corrupted reads it carried,
         scrolled so the first mismatched descriptor is in view (not the ok rows above it)."""
+        bodies = self.query("#inspector-body")
+        if not bodies:
+            return      # the panel is being torn down (the app is closing)
         changed = view is None or self.view is None or (view.shard, view.xfer) != (self.view.shard, self.view.xfer)
         self.view = view
-        body = render_transfer(view, carried)
-        self.query_one("#inspector-body", Static).update(body)
+        self._body = render_transfer(view, carried)
+        bodies.first(Static).update(self._body)
         if changed:
-            line = first_mismatch_line(body, view, self.content_size.width or self.app.size.width)
-            self._scroll_target, self._scroll_tries = (max(0, line - 2) if line is not None else 0), 0
+            self._scroll_pending, self._scroll_tries = True, 0
+            self.call_after_refresh(self._apply_scroll)
+
+    def on_show(self) -> None:
+        self._retry_scroll()
+
+    def on_resize(self) -> None:
+        self._retry_scroll()
+
+    def _retry_scroll(self) -> None:
+        if self._scroll_pending:
+            self._scroll_tries = 0
             self.call_after_refresh(self._apply_scroll)
 
     def _apply_scroll(self) -> None:
-        """Scroll to the pending target once the new content is laid out (the scroll range
-        grows a refresh or two after the update)."""
-        target = getattr(self, "_scroll_target", None)
-        if target is None:
+        """Scroll to the first mismatched descriptor once the new content is laid out (the
+        scroll range grows a refresh or two after the update). In a tab not shown yet the
+        panel has no size: the scroll waits for it to be shown (on_show / on_resize), and
+        the line is computed at the width it is shown at."""
+        if not self._scroll_pending or not self.size.height or not self.content_size.width:
             return
+        line = first_mismatch_line(self._body, self.view, self.content_size.width)
+        target = max(0, line - 2) if line is not None else 0
         if self.max_scroll_y < target and self._scroll_tries < 10:
             self._scroll_tries += 1
             self.call_after_refresh(self._apply_scroll)
             return
         self.scroll_to(y=target, animate=False)
-        self._scroll_target = None
+        self._scroll_pending = False

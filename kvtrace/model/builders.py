@@ -34,6 +34,8 @@ def build_seen_raw(model) -> None:
     """xfer_seen_raw: xsidx INTEGER, xfer BIGINT, side_sidx INTEGER, first BIGINT, data
     BOOLEAN — per observation of a transfer's end and per shard, the first seq there that
     knows it (xfer_seen.sql folds these)."""
+    if model.clocks is None:   # "clocks" was read back from the saved tables (persist.py)
+        model.clocks = compute_clocks(model.shards, model.ask("cross_pairs"))
     obs = model.ask("xfer_observations")
     col = lambda c: obs.column(c).to_numpy(zero_copy_only=False)  # noqa: E731
     xs, xf = col("xsidx").astype(np.int32), col("xfer").astype(np.int64)

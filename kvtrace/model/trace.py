@@ -28,6 +28,19 @@ from .sqltext import query_sql
 CAPABILITY_NAMES = ("descs", "layouts", "slots", "writes", "reads", "checksums", "closed")
 
 
+def _store(index_dir: str, trace_path: str, keep: bool | None):
+    """The saved derived tables of this trace state (persist.py), or None when not kept."""
+    if keep is None:
+        keep = os.environ.get("KVTRACE_KEEP_DERIVED", "1") != "0"
+    if not keep:
+        return None
+    from .persist import Store
+    try:
+        return Store(index_dir, trace_path)
+    except OSError:   # the trace's folder went away or cannot be listed: derive every time
+        return None
+
+
 class TraceModel:
     """A read-only DuckDB model of a trace directory.
 
@@ -36,11 +49,14 @@ class TraceModel:
         threads: DuckDB worker threads (None: DuckDB's default).
         memory_limit: DuckDB memory cap such as "3GB" (None: env KVTRACE_DUCKDB_MEMORY,
             else a fraction of RAM, see memory.py); past it DuckDB spills under the index.
+        keep_derived: save every derived table beside the index once built and reuse the
+            saved ones (persist.py); None: yes unless env KVTRACE_KEEP_DERIVED=0.
     Raises:
         kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
     """
 
-    def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None):
+    def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None,
+                 keep_derived: bool | None = None):
         import duckdb  # ~0.1 s import; only models need it
 
         from . import memory
@@ -75,6 +91,9 @@ class TraceModel:
         from .cut import apply as apply_cut
         self.cuts, self.unknowns = apply_cut(self)
         self.notes += [u.note() for u in self.unknowns]
+        # only now: the cut above derives objects of the uncut trace, which must never be saved
+        self._store = _store(self.index_dir, self.path, keep_derived)
+        self._unsaved: list[str] = []   # built, not yet saved (save_derived)
 
     # ------------------------------------------------------------------ queries
     def query(self, sql: str, params: list | None = None) -> pa.Table:
@@ -105,12 +124,28 @@ class TraceModel:
             if name in self._built:
                 continue
             d = objs[name]
+            store = getattr(self, "_store", None)   # a LiveModel keeps none: its trace grows
+            if store is not None and store.load(self.con, name):
+                self._built.add(name)
+                continue
             if d.build is not None:
                 d.build(self)
             else:
                 self.con.execute(d.sql)
             self._built.add(name)
+            if store is not None:
+                self._unsaved.append(name)
             self._compact()
+
+    def save_derived(self) -> None:
+        """Write the derived tables built since the last call beside the index, for the
+        next model of this trace (persist.py). close() does it: a command's output comes
+        first, and its next run reads them instead of deriving."""
+        store = getattr(self, "_store", None)
+        if store is not None:
+            for name in self._unsaved:
+                store.save(self.con, name)
+        self._unsaved = []
 
     def _compact(self) -> None:
         """Compress the derived tables once their rows hold COMPACT_SHARE of the memory cap
@@ -166,13 +201,18 @@ class TraceModel:
         from .sandbox import sandbox
         sandbox(self.con, self.index_dir)
 
-    def close(self) -> None:
+    def close(self, save: bool = True) -> None:
+        """Save the derived tables built (unless ``save`` is false), then close."""
         from .memory import remove_spill
-        self.con.close()
+        try:
+            if save:
+                self.save_derived()
+        finally:
+            self.con.close()
         remove_spill(self.con_spill)
 
     def __enter__(self) -> "TraceModel":
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self.close(save=exc[0] is None)   # leaving on an error: no time spent saving

@@ -19,13 +19,13 @@ def tables(m: TraceModel) -> dict[str, list]:
 def test_compressed_tables_hold_the_same_rows(tmp_path, monkeypatch):
     path = str(tmp_path / "t.kvtrace")
     shutil.copytree(TRACE, path)
-    with TraceModel(path) as m:
+    with TraceModel(path, keep_derived=False) as m:
         m.derive()
         plain = tables(m)
         kinds = {k for (k,) in m.execute("SELECT DISTINCT compression FROM pragma_storage_info('end_hold')").fetchall()}
         assert kinds == {"Uncompressed"}            # far below the cap: never compressed
     monkeypatch.setattr(memory, "COMPACT_SHARE", 0.0)   # every object: compress
-    with TraceModel(path) as m:
+    with TraceModel(path, keep_derived=False) as m:
         m.derive()
         kinds = {k for (k,) in m.execute("SELECT DISTINCT compression FROM pragma_storage_info('end_hold')").fetchall()}
         assert kinds != {"Uncompressed"}

@@ -20,14 +20,14 @@ def _copy(tmp_path, name):
 
 
 def _first_bad_post(app):
-    """(ord of an xfer_post with ok descriptors before a mismatched one, index of that one)."""
+    """(ord of an xfer_post with ok descriptors before a mismatched one, its shard and xfer)."""
     from kvtrace.tui.inspector import desc_problem
     posts = app.source.con.execute("select ord, shard, xfer from tl where kind = 'xfer_post' order by ord").fetchall()
     for o, shard, xfer in posts:
         view = app.facts.transfer(shard, xfer, o)
         bad = [i for i, d in enumerate(view.descs) if desc_problem(d)]
         if bad and bad[0] >= 7:
-            return o, bad[0]
+            return o, shard, xfer
     return None
 
 
@@ -37,12 +37,12 @@ async def _inspector_opens_on_mismatch(path):
     async with app.run_test(size=(100, 30)) as pilot:
         found = _first_bad_post(app)
         assert found is not None, "the uniform-slot-count trace has a posting with ok rows before a bad one"
-        o, bad = found
-        gen = app.panel_generation
+        o, shard, xfer = found
         app.timeline.move_to_ord(o)
-        await wait_for(pilot, lambda: app.panel_generation > gen and app.query_one(TransferInspector).view is not None)
-        await pilot.press("t")
         insp = app.query_one(TransferInspector)
+        # that posting's panel, not one still landing from the cursor's first row
+        await wait_for(pilot, lambda: insp.view is not None and (insp.view.shard, insp.view.xfer) == (shard, xfer))
+        await pilot.press("t")     # the inspector's tab was not shown yet: it scrolls once shown
         await wait_for(pilot, lambda: insp.scroll_y > 0)
         from kvtrace.tui.inspector import first_mismatch_line, render_transfer
         line = first_mismatch_line(render_transfer(insp.view), insp.view, insp.content_size.width)

@@ -48,7 +48,7 @@ def build(path, early_free: bool) -> str:
     return b.close()
 
 
-async def wait_for(pilot, cond, timeout: float = 20.0) -> None:
+async def wait_for(pilot, cond, timeout: float = 60.0) -> None:
     """Let the app run until ``cond()`` holds (workers, timers), failing after ``timeout``."""
     deadline = time.monotonic() + timeout
     while not cond():

@@ -6,7 +6,7 @@
 CREATE OR REPLACE TABLE slot_life AS
 SELECT shard, sidx, seq, agent, kind, request, pool, slot, page, shared, sk, hk,
        sum(CASE kind WHEN 'alloc' THEN 1 ELSE -1 END) OVER (
-           PARTITION BY sk ORDER BY seq ROWS UNBOUNDED PRECEDING) AS cnt_after,
+           PARTITION BY sk ORDER BY seq ROWS UNBOUNDED PRECEDING)::BIGINT AS cnt_after,
        sum(CASE kind WHEN 'alloc' THEN 1 ELSE -1 END) OVER (
-           PARTITION BY hk ORDER BY seq ROWS UNBOUNDED PRECEDING) AS req_cnt_after
+           PARTITION BY hk ORDER BY seq ROWS UNBOUNDED PRECEDING)::BIGINT AS req_cnt_after
 FROM slot_ev WHERE kind IN ('alloc', 'free');

@@ -1,0 +1,127 @@
+"""Derived tables kept beside the Parquet index, so the second analysis of a trace (a
+second ``kvtrace check``, the TUI after a check, ``--only`` runs) reads them instead of
+deriving again.
+
+Each derived object that is a table is written once, right after it is built, to
+``_index/derived/<key>/<name>.parquet``; a later model of the same trace opens it as a
+view over that file (read out of core, only the columns a query needs). ``key`` names
+exactly what the rows depend on: the size and mtime of every file of the trace (streams,
+shard.json, manifest: a shard closed or cut changes the analysed prefix), never a
+re-read of the trace, and the text of the model's code and SQL (a changed derivation
+never reuses rows of the old one). Appending to a trace or a live
+shard growing changes the key, so nothing stale is read; folders of other keys are
+removed when a model opens. Files are written under a temporary name and renamed, so a
+crash or a concurrent model never leaves a half file under a real name.
+
+It is a cache: a trace whose folder cannot be written, or a full disk, only means the
+objects are derived again next time.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+
+DERIVED_DIR = "derived"
+#: the code whose text the derived rows depend on: this package (its builders, SQL and
+#: queries), the trace schema, the checksum of never-written memory
+_CODE = ("kvtrace.model", "kvtrace.tracer.schema", "kvtrace.kernels.checksum", "kvtrace.kernels.provenance")
+_code_hash: str | None = None
+
+
+def code_hash() -> str:
+    """A hash of every file the derivation's rows depend on, and DuckDB's version."""
+    global _code_hash
+    if _code_hash is None:
+        import importlib
+
+        import duckdb
+
+        h = hashlib.sha1(duckdb.__version__.encode())
+        for mod in _CODE:
+            p = importlib.import_module(mod).__file__
+            if os.path.basename(p) == "__init__.py":    # a package: every file in it
+                top = os.path.dirname(p)
+                files = sorted(os.path.join(d, f) for d, _, fs in os.walk(top) for f in fs if f.endswith((".py", ".sql")))
+            else:
+                top, files = os.path.dirname(p), [p]
+            for f in files:
+                h.update(f"{mod}:{os.path.relpath(f, top)}".encode())
+                with open(f, "rb") as fh:
+                    h.update(hashlib.sha1(fh.read()).digest())
+        _code_hash = h.hexdigest()
+    return _code_hash
+
+
+def trace_stamp(trace_path: str) -> list:
+    """[relative path, size, mtime_ns] of every file of a trace (its folder and the shard
+    folders in it; ``_``-prefixed ones, such as the index, left out), sorted."""
+    out = []
+    for entry in sorted(os.scandir(trace_path), key=lambda e: e.name):
+        if entry.name.startswith("_"):
+            continue
+        if entry.is_dir():
+            for f in sorted(os.scandir(entry.path), key=lambda e: e.name):
+                if f.is_file():
+                    st = f.stat()
+                    out.append([entry.name + "/" + f.name, st.st_size, st.st_mtime_ns])
+        elif entry.is_file():
+            st = entry.stat()
+            out.append([entry.name, st.st_size, st.st_mtime_ns])
+    return out
+
+
+class Store:
+    """The saved derived tables of one trace state (see the module doc)."""
+
+    def __init__(self, index_dir: str, trace_path: str):
+        key = hashlib.sha1(json.dumps(trace_stamp(trace_path)).encode())
+        key.update(code_hash().encode())
+        self.root = os.path.join(index_dir, DERIVED_DIR)
+        self.dir = os.path.join(self.root, key.hexdigest()[:20])
+        self.enabled = True
+        try:   # another key's tables describe another trace state or other code: never read again
+            for old in os.listdir(self.root):
+                if os.path.join(self.root, old) != self.dir:
+                    shutil.rmtree(os.path.join(self.root, old), ignore_errors=True)
+        except OSError:
+            pass
+
+    def _file(self, name: str) -> str:
+        return os.path.join(self.dir, name + ".parquet")
+
+    def load(self, con, name: str) -> bool:
+        """Create ``name`` as a view over its saved file; False when there is none (or
+        ``name`` already exists: cut.py's tables of a partial trace are made at open)."""
+        if not self.enabled or not os.path.exists(self._file(name)) or _kind(con, name) is not None:
+            return False
+        con.read_parquet(self._file(name)).create_view(name)
+        return True
+
+    def save(self, con, name: str) -> None:
+        """Write the table ``name`` (views and macros are cheap to create again: skipped)."""
+        if not self.enabled or _kind(con, name) != "table":
+            return
+        out = self._file(name)
+        tmp = f"{out}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            con.table(name).write_parquet(tmp, compression="zstd")
+            if con.read_parquet(tmp).types != con.table(name).types:
+                os.remove(tmp)   # a type Parquet cannot hold (HUGEINT reads back as DOUBLE): derive it each time
+                return
+            os.replace(tmp, out)
+        except Exception:   # noqa: BLE001  a cache: unwritable folder, full disk, removed by a newer key
+            self.enabled = False
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+
+
+def _kind(con, name: str) -> str | None:
+    """'table', 'view' or None (no such object)."""
+    from .sqltext import query_sql
+    rows = con.execute(query_sql("object_kind"), [name]).fetchall()
+    return rows[0][0] if rows else None
