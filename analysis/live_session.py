@@ -222,14 +222,15 @@ class LiveSession(TraceSession, LiveModel):
         if out:
             on_final(regroup(self, out))
 
-    def close(self) -> None:
+    def close(self, save: bool = False) -> None:
+        """Stop the workers and close (a live trace's derived tables are never saved: it grows)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
         for c in self._cursors:
             c.close()
         self._cursors = []
-        LiveModel.close(self)
+        LiveModel.close(self, save=False)
 
 
 @functools.lru_cache(maxsize=None)
