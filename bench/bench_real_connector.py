@@ -7,7 +7,9 @@ processes over NIXL/UCX on DRAM, index-K sized by tokens: a clean transfer) once
   plain     the driver alone
   traced    kvtrace record --hooks sglang (NIXL calls + layouts, pages, checksums, messages)
   no-sums   kvtrace record --hooks sglang:-content (everything but the page checksums)
+  sync      traced, but page checksums hashed inside send() as before tracer/async_sums.py (with --sync)
   ring      kvtrace record --hooks sglang --ring SPEC (with --ring: the flight recorder, in memory)
+  ring-no-sums  the same without page checksums (with --ring)
 
 Prints, per page size (bytes of one kv page of one layer), the transfer throughput
 (bytes of all pages and layers / time from the first chunk queued to the last Success,
@@ -15,13 +17,14 @@ per wave of requests, summed), each mode's ratio to plain, and the added median 
 per request (first chunk queued to Success, prefill side). With --reps N every cell runs N
 times (all modes of a size interleaved in each rep, the order rotating) and the medians are
 shown. A second table says what the page checksums cost in the traced runs: the wall time
-SGLang's send() spent hashing (inside the timed window, prefill side) and the first Success
-poll spent (decode side), from KVTRACE_CHECKSUM_LOG (tracer/integrations/_memory.py); a
+SGLang's send() spent hashing (inside the timed window, prefill side; the sync mode), the
+recorder's hashing thread spent (prefill, overlapped with the transfers; the default) and the first
+Success poll spent (decode side), from KVTRACE_CHECKSUM_LOG (tracer/integrations/_memory.py); a
 third the CPU seconds of each whole run (steadier than wall time on a loaded machine). Targets: traced ≥ 95% of plain throughput from 256 KiB pages on (issue 22); ring
 ≥ 98% (issue 20).
 
     .venv/bin/python bench/bench_real_connector.py [--sizes 16K,64K,256K,1M,2M] [--requests 24]
-        [--reps 3] [--ring 30s]
+        [--reps 3] [--ring 30s] [--sync]
 
 Needs .venv-engines (scripts/setup_engines.sh). Results: bench/results/real_connector.json, and a new
 section on top of bench/results/real_connector.txt.
@@ -43,7 +46,11 @@ VENV = os.environ.get("KVTRACE_ENGINES_VENV") or os.path.join(ROOT, ".venv-engin
 PY = os.path.join(VENV, "bin", "python")
 DRIVER = os.path.join(ROOT, "tests", "engines", "sglang_pd.py")
 KV_TOKEN_BYTES = 1152
-MODES = {"plain": None, "traced": "sglang", "no-sums": "sglang:-content", "ring": "sglang"}
+# mode -> (hooks, records into a ring, extra environment)
+MODES = {"plain": (None, False, {}), "traced": ("sglang", False, {}), "no-sums": ("sglang:-content", False, {}),
+         "sync": ("sglang", False, {"KVTRACE_SYNC_CHECKSUMS": "1"}),
+         "ring": ("sglang", True, {}), "ring-no-sums": ("sglang:-content", True, {})}
+SUMMED = ("traced", "sync", "ring")
 
 
 def size(text: str) -> int:
@@ -58,14 +65,14 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
     prog = [PY, DRIVER, "--index-k", "tokens", "--page-tokens", str(tokens), "--slots", str(a.slots),
             "--requests", str(a.requests), "--max-pages", str(a.max_pages), "--wave", str(a.wave),
             "--report", rep]
-    hooks = MODES[mode]
-    ring = ["--ring", a.ring] if mode == "ring" else []
+    hooks, in_ring, extra = MODES[mode]
+    ring = ["--ring", a.ring] if in_ring else []
     cmd = prog if hooks is None else [PY, "-m", "kvtrace", "record", "--hooks", hooks, *ring, "--force",
                                       "-o", os.path.join(tmp, f"{mode}-{page_bytes}.kvtrace"), "--"] + prog
     log = os.path.join(tmp, f"{mode}-{page_bytes}.sums.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    env = dict(os.environ, KVTRACE_CHECKSUM_LOG=log)
+    env = dict(os.environ, KVTRACE_CHECKSUM_LOG=log, **extra)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=900, env=env)
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)   # every process of the run was waited for
@@ -74,12 +81,14 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
         raise SystemExit(f"{mode} {page_bytes}: driver failed (rc {p.returncode}): {p.stderr[-1500:]}")
     with open(rep + ".prefill") as f:
         t = json.load(f)["timing"]
-    sums = {"send": [0, 0.0, 0.0], "poll": [0, 0.0, 0.0]}   # bytes, wall s, cpu s of the hashing
+    # bytes, wall s, cpu s of the hashing: in send() (sync), on the hashing thread (off send()), at the poll
+    sums = {"send": [0, 0.0, 0.0], "thread": [0, 0.0, 0.0], "poll": [0, 0.0, 0.0]}
+    where = {"record_writes": "send", "sender_send": "send", "hashed_in_background": "thread"}
     if os.path.exists(log):
         with open(log) as f:
             for line in f:
                 e = json.loads(line)
-                side = sums["send" if e["by"] == "sender_send" else "poll"]
+                side = sums[where.get(e["by"], "poll")]
                 side[0] += e["bytes"]
                 side[1] += e["wall_s"]
                 side[2] += e["cpu_s"]
@@ -98,12 +107,14 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=1, help="runs per cell (medians shown)")
     p.add_argument("--ring", nargs="?", const="30s", default=None, metavar="SPEC",
                    help="add the ring column: recording with --ring SPEC (default 30s)")
+    p.add_argument("--sync", action="store_true",
+                   help="add the sync column: page checksums hashed inside send() (KVTRACE_SYNC_CHECKSUMS=1)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "real_connector"))
     a = p.parse_args(argv)
     if not os.path.exists(PY):
         print(f"bench_real_connector: {PY} missing: run scripts/setup_engines.sh", file=sys.stderr)
         return 2
-    modes = [m for m in MODES if m != "ring" or a.ring]
+    modes = [m for m in MODES if (a.ring or not MODES[m][1]) and (a.sync or m != "sync")]
     try:
         sizes = [size(x) for x in a.sizes.split(",")]
     except (ValueError, IndexError):
@@ -137,7 +148,7 @@ def main(argv=None) -> int:
         lines.append(f"{_kib(pb):>9} {pl[0]:>11.3f}" + "".join(f" {med[m][0]:>13.3f} {med[m][0] / pl[0]:>6.2f}"
                                                            for m in modes[1:])
                      + f" {pl[1]:>9.1f}" + "".join(f" {med[m][1] - pl[1]:>+11.1f}" for m in modes[1:]))
-    lines += _cost_table(rows, [m for m in modes if MODES[m] == "sglang"])
+    lines += _cost_table(rows, [m for m in modes if m in SUMMED])
     lines += _cpu_table(rows, modes)
     kvh = "C extension" if _native_kvh64() else "numpy (no C extension built)"
     lines.append(f"({a.reps} run(s) per cell, medians; modes interleaved; kvh64 on the CPU: {kvh}; "
@@ -158,20 +169,21 @@ def main(argv=None) -> int:
 def _cost_table(rows, modes) -> list[str]:
     """Where the checksummed modes' time goes (medians over reps)."""
     out = [f"page checksums (kvh64 of every page of every layer) in the {'/'.join(modes)} runs: hashing wall"
-           " time in send() (prefill, inside the timed window) and at the first Success poll (decode)",
-           f"{'page':>9} {'mode':>7} {'busy s':>7} {'send() hash s':>14} {'share':>6} {'poll hash s':>12}"
-           f" {'hash GB/s wall':>15} {'GB/s cpu':>9}"]
+           " time in send() (prefill, inside the timed window: sync), on the recorder's hashing thread"
+           " (prefill, off send()), and at the first Success poll (decode)",
+           f"{'page':>9} {'mode':>7} {'busy s':>7} {'send() hash s':>14} {'share':>6} {'thread hash s':>14}"
+           f" {'poll hash s':>12} {'hash GB/s wall':>15} {'GB/s cpu':>9}"]
+    kinds = ("send", "thread", "poll")
     for pb in sorted({r["page_bytes"] for r in rows}):
         for m in modes:
             cell = [r for r in rows if r["page_bytes"] == pb and r["mode"] == m]
             busy = statistics.median(r["busy_s"] for r in cell)
-            send = statistics.median(r["sums"]["send"][1] for r in cell)
-            poll = statistics.median(r["sums"]["poll"][1] for r in cell)
-            hashed = sum(r["sums"][k][0] for r in cell for k in ("send", "poll"))
-            wall = sum(r["sums"][k][1] for r in cell for k in ("send", "poll"))
-            cpu = sum(r["sums"][k][2] for r in cell for k in ("send", "poll"))
-            out.append(f"{_kib(pb):>9} {m:>7} {busy:>7.2f} {send:>14.2f} {send / busy:>6.0%} {poll:>12.2f}"
-                       f" {hashed / max(wall, 1e-9) / 1e9:>15.2f} {hashed / max(cpu, 1e-9) / 1e9:>9.2f}")
+            send, thread, poll = (statistics.median(r["sums"][k][1] for r in cell) for k in kinds)
+            hashed = sum(r["sums"][k][0] for r in cell for k in kinds)
+            wall = sum(r["sums"][k][1] for r in cell for k in kinds)
+            cpu = sum(r["sums"][k][2] for r in cell for k in kinds)
+            out.append(f"{_kib(pb):>9} {m:>7} {busy:>7.2f} {send:>14.2f} {send / busy:>6.0%} {thread:>14.2f}"
+                       f" {poll:>12.2f} {hashed / max(wall, 1e-9) / 1e9:>15.2f} {hashed / max(cpu, 1e-9) / 1e9:>9.2f}")
     return out
 
 

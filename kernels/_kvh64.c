@@ -8,9 +8,12 @@
  * Long calls release the GIL, so the engine's own threads (NIXL progress, transfer workers)
  * keep running while its pages are hashed.
  *
- * hash_ranges(data, offsets, nbytes, out[, regions]):
+ * hash_ranges(data, offsets, nbytes, out[, regions[, release]]):
  *   out[i] = kvh64(data[offsets[i]:offsets[i]+nbytes[i]]), or of data[regions[i]][...] when
- *   data is a sequence of buffers (all layers of a page in one call);
+ *   data is a sequence of buffers (all layers of a page in one call); release: 1 always gives
+ *   the GIL away while hashing (a background hashing thread: the engine's threads run on), 0
+ *   never, -1 (default) only for calls of GIL_RELEASE_BYTES or more. The buffers are held
+ *   (PyObject_GetBuffer) until the hash is done, GIL or not;
  *   data: C-contiguous buffers (read only); offsets, nbytes, regions: int64 buffers; out: a
  *   writable uint64 buffer; all of one length. Every range is bounds-checked first
  *   (ValueError): nothing outside the memory given is ever read.
@@ -92,11 +95,12 @@ static int get_ints(PyObject *o, Py_buffer *v, int writable, const char *what) {
     return 0;
 }
 
-/* hash_ranges(data, offsets, nbytes, out[, regions]): data is one buffer, or a sequence of
- * buffers with regions[i] naming the buffer of range i. */
+/* hash_ranges(data, offsets, nbytes, out[, regions[, release]]): data is one buffer, or a
+ * sequence of buffers with regions[i] naming the buffer of range i. */
 static PyObject *hash_ranges(PyObject *self, PyObject *args) {
     PyObject *od, *oo, *on, *out_o, *oreg = Py_None;
-    if (!PyArg_ParseTuple(args, "OOOO|O:hash_ranges", &od, &oo, &on, &out_o, &oreg))
+    int release = -1;
+    if (!PyArg_ParseTuple(args, "OOOO|Oi:hash_ranges", &od, &oo, &on, &out_o, &oreg, &release))
         return NULL;
     PyObject *seq = NULL, *ret = NULL;
     Py_buffer *bufs = NULL;
@@ -157,7 +161,9 @@ static PyObject *hash_ranges(PyObject *self, PyObject *args) {
         }
         total += (uint64_t)len[i];
     }
-    PyThreadState *ts = total >= GIL_RELEASE_BYTES ? PyEval_SaveThread() : NULL;
+    /* from here on no Python object is touched: the loop reads only the held buffers */
+    int give = release > 0 || (release < 0 && total >= GIL_RELEASE_BYTES);
+    PyThreadState *ts = give ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t i = 0; i < count; i++)
         res[i] = kvh64_one((const uint8_t *)bufs[reg ? reg[i] : 0].buf + off[i], (uint64_t)len[i]);
     if (ts)
@@ -182,8 +188,9 @@ done:
 
 static PyMethodDef methods[] = {
     {"hash_ranges", hash_ranges, METH_VARARGS,
-     "hash_ranges(data, offsets, nbytes, out[, regions]): out[i] = kvh64 of data[offsets[i]:+nbytes[i]] "
-     "(data[regions[i]] when data is a sequence of buffers)"},
+     "hash_ranges(data, offsets, nbytes, out[, regions[, release]]): out[i] = kvh64 of data[offsets[i]:+nbytes[i]] "
+     "(data[regions[i]] when data is a sequence of buffers); release: 1 always frees the GIL while hashing, "
+     "0 never, -1 (default) for long calls only"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,6 +32,20 @@ except ImportError:
 _native = _c_hash_ranges if os.environ.get("KVTRACE_KVH64", "").lower() != "numpy" else None
 NATIVE = _native is not None
 
+
+def _takes_release() -> bool:
+    """Whether the built extension takes the GIL argument (one built from an older
+    _kvh64.c does not; it still gives the same bits, holding the GIL for short calls)."""
+    try:
+        _native(np.zeros(4, np.uint8), np.zeros(1, np.int64), np.ones(1, np.int64), np.empty(1, np.uint64),
+                np.zeros(1, np.int64), 1)
+        return True
+    except TypeError:
+        return False
+
+
+_RELEASE_ARG = NATIVE and _takes_release()
+
 GOLDEN = np.uint32(0x9E3779B1)
 HI_SALT = np.uint32(0x27D4EB2F)
 M1 = np.uint32(0x85EBCA6B)
@@ -108,11 +122,14 @@ def kvh64_rows(rows: np.ndarray) -> np.ndarray:
     return _kvh64_rows_numpy(rows)
 
 
-def kvh64_ranges(data, offsets, nbytes, regions=None) -> np.ndarray:
+def kvh64_ranges(data, offsets, nbytes, regions=None, *, release_gil: bool | None = None) -> np.ndarray:
     """kvh64 of ``data[offsets[i]:offsets[i] + nbytes[i]]`` for every i, where ``data`` is a
     flat C-contiguous uint8 array (engine memory seen in place), or a list of them with
     ``regions[i]`` naming range i's (all layers of a page in one call). The C path reads the
-    ranges where they lie; numpy gathers them first. Ranges outside the memory: ValueError."""
+    ranges where they lie; numpy gathers them first. Ranges outside the memory: ValueError.
+    ``release_gil`` (C path): True gives the GIL away for the whole hash (what a background
+    hashing thread wants), False never, None only for long calls (what a caller on the
+    engine's critical path wants: getting the GIL back can cost more than a short hash)."""
     off = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1)
     n = np.ascontiguousarray(np.broadcast_to(np.asarray(nbytes, dtype=np.int64), off.shape))
     views = data if regions is not None else [data]
@@ -120,7 +137,10 @@ def kvh64_ranges(data, offsets, nbytes, regions=None) -> np.ndarray:
            else np.ascontiguousarray(np.broadcast_to(np.asarray(regions, dtype=np.int64), off.shape)))
     out = np.empty(len(off), np.uint64)
     if _native is not None:
-        _native(list(views), off, n, out, reg)
+        if _RELEASE_ARG:
+            _native(list(views), off, n, out, reg, -1 if release_gil is None else int(bool(release_gil)))
+        else:
+            _native(list(views), off, n, out, reg)
         return out
     if len(reg) and (reg.min() < 0 or reg.max() >= len(views)):
         raise ValueError(f"kvh64_ranges: regions must index the {len(views)} buffers given")

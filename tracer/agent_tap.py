@@ -35,7 +35,8 @@ class _Dlist:
 class _Handle:
     """One transfer handle: descriptors resolved once, state of its latest posting."""
     __slots__ = ("op", "remote", "src_agent", "dst_agent", "src", "dst", "src_dlist", "src_idx",
-                 "dst_dlist", "dst_idx", "notif", "total", "detail", "xfer", "request", "terminal", "tagged")
+                 "dst_dlist", "dst_idx", "notif", "total", "detail", "xfer", "request", "terminal", "tagged",
+                 "hashes")
 
     def __init__(self, op: str, local_name: str, remote: str, local: Descs, remote_d: Descs,
                  notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = ""):
@@ -50,6 +51,7 @@ class _Handle:
         self.request = None
         self.terminal = False
         self.tagged = (None, None)  # (msg, request its tag names): reposts skip the regex
+        self.hashes = 0             # the recorder's hash mark at the latest posting (WRITE: our pages are read)
 
 
 class BindingTap:
@@ -161,6 +163,7 @@ class BindingTap:
                               dst_dlist=H.dst_dlist, dst_idx=H.dst_idx)
         with self._lock:
             H.xfer, H.request, H.terminal = xid, req, False
+            H.hashes = self._rec.hash_mark()
         self._rec.event(K.XFER_POST, self._name, req, xfer=xid, peer=H.remote, nbytes=H.total,
                         msg=msg or None, detail=H.detail)
         try:
@@ -191,6 +194,8 @@ class BindingTap:
             if H.terminal or H.xfer is None:
                 return
             H.terminal = True
+        if H.op == "WRITE":  # the engine may reuse the pages this posting read once it hears: hash them first
+            self._rec.wait_hashes(H.hashes)   # (tracer/async_sums.py; at once when no hash is pending)
         ok = error is None and status == self._bind.NIXL_SUCCESS
         detail = {}
         if error is not None:

@@ -33,10 +33,12 @@ import numpy as np
 import pyarrow as pa
 
 from . import manifest as _manifest
+from .async_sums import UNKNOWN as _UNKNOWN, Hasher, Pending, SumJob
 from .schema import DESCS, DLISTS, EVENTS, LAYOUTS, SHARD_INFO, EventKind
 
 _EVENT_COLS = EVENTS.names  # tuple positions in the per-event buffer follow this order
 _N_EVENT_COLS = len(_EVENT_COLS)
+_CS, _DETAIL = _EVENT_COLS.index("checksums"), _EVENT_COLS.index("detail")
 
 
 def _dict_strings(schema: pa.Schema, names: tuple[str, ...]) -> pa.Schema:
@@ -110,6 +112,7 @@ class Recorder:
         self._warned: set[str] = set()
         self._info_dirty = False
         self._t0 = time.monotonic_ns()
+        self._hasher: Hasher | None = None      # started by the first write_async
         self._info = {"pid": os.getpid(), "host": socket.gethostname(),
                       "clock": f"monotonic_ns@{socket.gethostname()}", "closed": False,
                       "started_unix": time.time(), "shard": shard,
@@ -250,6 +253,8 @@ class Recorder:
         d = dict(detail or {})
         if shared:
             d["shared"] = True
+        if self._hasher is not None and self._hasher.busy:  # the slot's next owner writes after the hash
+            self._hasher.wait_slots(agent, pool, slots)
         return self.event(EventKind.ALLOC, agent, request, pool=pool, slots=list(slots),
                           pages=list(pages) if pages is not None else list(range(len(slots))),
                           detail=d or None)
@@ -260,14 +265,48 @@ class Recorder:
         d = dict(detail or {})
         if reason:
             d["reason"] = reason
+        if self._hasher is not None and self._hasher.busy:  # a freed slot may be rewritten at once
+            self._hasher.wait_slots(agent, pool, slots)
         return self.event(EventKind.FREE, agent, request, pool=pool, slots=list(slots), detail=d or None)
 
     def write(self, agent: str, request: str | None, pool: str, layer: int, slots: Sequence[int],
               checksums: Sequence[int], pages: Sequence[int] | None = None, *, detail: dict | None = None) -> int:
         """The producer filled slots of (pool, layer); checksums are kvh64 of what it wrote."""
+        if self._hasher is not None and self._hasher.busy:
+            self._hasher.rewritten(agent, pool, layer, slots, request)
         return self.event(EventKind.WRITE, agent, request, pool=pool, layer=layer, slots=list(slots),
                           pages=list(pages) if pages is not None else None,
                           checksums=[int(c) for c in checksums], detail=detail)
+
+    def write_async(self, agent: str, request: str | None, targets: Sequence[tuple[str, int]],
+                    slots: Sequence[int], compute, pages: Sequence[int] | None = None) -> list[int]:
+        """The producer filled ``slots`` of every (pool, layer) of ``targets``: one write event
+        each, ordered (seq, time) now, their checksums computed later by ``compute()`` (one
+        list per target, parallel to ``slots``) on this recorder's hashing thread (see
+        async_sums.py for what that hash sees). Returns the events' seqs."""
+        slots = [int(s) for s in slots]
+        pages = [int(p) for p in pages] if pages is not None else None
+        if self._hasher is None:
+            with self._lock:
+                if self._hasher is None:
+                    self._hasher = Hasher(self.shard)
+        if self._hasher.busy:
+            for pool, layer in targets:
+                self._hasher.rewritten(agent, pool, layer, slots, request)
+        job = SumJob(compute, agent, [(p, int(l)) for p, l in targets], slots, request)
+        seqs = [self.event(EventKind.WRITE, agent, request, pool=pool, layer=int(layer), slots=slots, pages=pages,
+                           checksums=Pending(job, i)) for i, (pool, layer) in enumerate(targets)]
+        self._hasher.submit(job)
+        return seqs
+
+    def hash_mark(self) -> int:
+        """A mark of the hashes asked for so far (for :meth:`wait_hashes`)."""
+        return 0 if self._hasher is None else self._hasher.submitted
+
+    def wait_hashes(self, mark: int | None = None) -> None:
+        """Return once the hashes asked for before ``mark`` (None: all so far) are done."""
+        if self._hasher is not None and self._hasher.busy:
+            self._hasher.wait(mark)
 
     def read(self, agent: str, request: str | None, pool: str, layer: int, slots: Sequence[int],
              checksums: Sequence[int], pages: Sequence[int] | None = None, *, detail: dict | None = None) -> int:
@@ -297,33 +336,39 @@ class Recorder:
         every later table of the flush go back to the buffers for the next flush (or are
         counted lost past ``max_backlog_rows`` and at close)."""
         with self._io_lock:
-            n = len(self._events)
-            events = self._events[:n]
-            del self._events[:n]  # appends made meanwhile stay in the same list object
-            events = self._in_order(events, final=self._stop)
-            with self._lock:
-                descs, self._descs = self._descs, []
-                dlists, self._dlists = self._dlists, []
-                layouts, self._layouts = self._layouts, []
-                self._pending_rows = 0
-            todo = [("descs", descs), ("dlists", dlists), ("layouts", layouts), ("events", events)]
-            for i, (name, rows) in enumerate(todo):
-                if not rows:
-                    continue
-                try:
-                    self._write(name, self._convert(name, rows))
-                except OSError as e:  # pyarrow's IO errors are OSErrors too: worth a retry
-                    self._keep_or_count(todo[i:], e)
-                    break
-                except Exception as e:  # anything else would fail again: count, never hide
-                    self._keep_or_count(todo[i:], e, retry=False)
-                    break
-                if name == "events":
-                    self._written_seq = rows[-1][0] + 1
-                    self._flushed_seq = self._written_seq
-            if self._info_dirty:
-                self._info_dirty = False
-                self._save_lost()
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        """flush()'s work; the caller holds ``_io_lock``."""
+        n = len(self._events)
+        events = self._events[:n]
+        del self._events[:n]  # appends made meanwhile stay in the same list object
+        events = self._in_order(events, final=self._stop)
+        if self._hasher is not None:
+            events = self._with_checksums(events, final=self._stop)
+        with self._lock:
+            descs, self._descs = self._descs, []
+            dlists, self._dlists = self._dlists, []
+            layouts, self._layouts = self._layouts, []
+            self._pending_rows = 0
+        todo = [("descs", descs), ("dlists", dlists), ("layouts", layouts), ("events", events)]
+        for i, (name, rows) in enumerate(todo):
+            if not rows:
+                continue
+            try:
+                self._write(name, self._convert(name, rows))
+            except OSError as e:  # pyarrow's IO errors are OSErrors too: worth a retry
+                self._keep_or_count(todo[i:], e)
+                break
+            except Exception as e:  # anything else would fail again: count, never hide
+                self._keep_or_count(todo[i:], e, retry=False)
+                break
+            if name == "events":
+                self._written_seq = rows[-1][0] + 1
+                self._flushed_seq = self._written_seq
+        if self._info_dirty:
+            self._info_dirty = False
+            self._save_lost()
 
     def _in_order(self, rows: list[tuple], final: bool) -> list[tuple]:
         """Rows sorted by seq; unless ``final``, rows after a gap go back to the buffer."""
@@ -342,6 +387,33 @@ class Recorder:
                 self._events[0:0] = rows[cut:]  # one atomic list operation
                 rows = rows[:cut]
         return rows
+
+    def _with_checksums(self, rows: list[tuple], final: bool) -> list[tuple]:
+        """Write events whose hash is done get their checksums (or, unknown, a null and the
+        reason in detail.checksums); unless ``final``, rows from the first one still being
+        hashed on go back to the buffer (the stream stays in seq order)."""
+        if final:
+            self._hasher.wait()
+        out = rows
+        for i, row in enumerate(rows):
+            p = row[_CS]
+            if type(p) is not Pending:
+                continue
+            job = p.job
+            if not job.done:
+                self._events[0:0] = rows[i:]  # one atomic list operation
+                return out[:i]
+            if out is rows:
+                out = list(rows)
+            why = job.why_unknown(p.i)
+            if why is None:
+                out[i] = row[:_CS] + ([int(c) for c in job.value[p.i]],) + row[_CS + 1:]
+            else:
+                d = json.loads(row[_DETAIL]) if row[_DETAIL] else {}
+                d["checksums"] = f"{_UNKNOWN}: {why}"
+                out[i] = row[:_CS] + (None,) + row[_CS + 1:_DETAIL] + (json.dumps(d, separators=(",", ":")),) \
+                    + row[_DETAIL + 1:]
+        return out
 
     def _keep_or_count(self, unwritten: list[tuple[str, list]], error: Exception, retry: bool = True) -> None:
         """A write failed: put the unwritten rows back in front of their buffers, or, when

@@ -149,6 +149,11 @@ class RingRecorder(Recorder):
             dumped = False
             self._pending += self._triggers.poll()
             unix = time.time()
+            due = self._pending and (self._stop or unix >= float(self._pending[0]["unix"]) + self.tail_s)
+            if due and self._hasher is not None and self._hasher.busy:
+                # write events still being hashed belong to the window: wait, move them into the ring
+                self.wait_hashes()
+                self._flush_locked()
             while self._pending and (self._stop or unix >= float(self._pending[0]["unix"]) + self.tail_s):
                 self.dumps.append(ring_dump.dump(self, self._pending.pop(0), self.tail_s))
                 dumped = True

@@ -36,6 +36,14 @@ def test_ranges_match_the_definition_any_width_and_alignment():
     assert [int(x) for x in checksum_slots(buf, offsets, widths)] == _reference(buf, offsets, widths)
 
 
+@pytest.mark.parametrize("release_gil", [True, False, None])
+def test_ranges_same_bits_whether_the_gil_is_given_away_or_not(release_gil):
+    """A background hashing thread gives the GIL away for every call (tracer/async_sums.py)."""
+    buf, offsets, widths = _cases(11)
+    got = kvh64_ranges([buf], offsets, widths, [0] * len(widths), release_gil=release_gil)
+    assert [int(x) for x in got] == _reference(buf, offsets, widths)
+
+
 def test_ranges_over_many_regions_in_one_call():
     """All layers of a page in one call: each range read from the region it names."""
     rng = np.random.default_rng(5)

@@ -5,6 +5,9 @@ GPU checksum kernel on a zero-copy CUDA view (``__cuda_array_interface__``). Bot
 kvh64 (kernels/checksum.py), the hash the checks and replay compare; on DRAM its C path reads
 the slots where they lie, with the GIL released.
 
+````record_writes``: the producer's write events, hashed on the recorder's hashing thread
+(tracer/async_sums.py: ordered now, checksums filled in when ready) for host memory.
+
 ``KVTRACE_CHECKSUM_LOG=FILE``: each hashing call appends one JSON line (pid, the hook that
 asked, bytes, wall and thread CPU seconds) to FILE, so a benchmark can say how much of a
 traced run was hashing (bench/bench_real_connector.py).
@@ -21,6 +24,8 @@ import time
 import numpy as np
 
 _LOG = os.environ.get("KVTRACE_CHECKSUM_LOG")
+#: "1": producers' page checksums are hashed inside the hook, as before async_sums (A/B benchmarks)
+ENV_SYNC = "KVTRACE_SYNC_CHECKSUMS"
 
 
 def _logged(nbytes_of):
@@ -81,12 +86,12 @@ def slot_checksums(ptr: int, slot_bytes: int, num_slots: int, slots, mem_type: s
     return checksum_slots(view, s * slot_bytes, slot_bytes).tolist()
 
 
-@_logged(lambda regions, slots: len(slots) * sum(r.item for r in regions))
-def region_checksums(regions, slots) -> list[list[int]]:
+@_logged(lambda regions, slots, **kw: len(slots) * sum(r.item for r in regions))
+def region_checksums(regions, slots, *, release_gil: bool | None = None) -> list[list[int]]:
     """kvh64 of the same ``slots`` in each of ``regions`` (objects with ptr, item, slots,
     mem, device), in one kernel call: per-call overhead dominates small pages. Host memory
     goes straight to kvh64_ranges (its C path hashes every page of every layer where it
-    lies, in one call); device memory through the kernels' facade."""
+    lies, in one call; ``release_gil``: see there); device memory through the kernels' facade."""
     from ...kernels.api import checksum_slots
     from ...kernels.checksum import kvh64_ranges
     s = np.asarray(slots, dtype=np.int64)
@@ -105,8 +110,30 @@ def region_checksums(regions, slots) -> list[list[int]]:
         items = np.repeat(np.asarray([regions[i].item for i in idx], dtype=np.int64), n)
         offs = np.tile(s, len(idx)) * items
         reg = np.repeat(np.arange(len(idx), dtype=np.int64), n)
-        hash_fn = kvh64_ranges if mem == "DRAM" else checksum_slots   # slots checked above
-        sums = hash_fn(views, offs, items, reg).tolist()
+        if mem == "DRAM":   # slots checked above
+            sums = kvh64_ranges(views, offs, items, reg, release_gil=release_gil).tolist()
+        else:
+            sums = checksum_slots(views, offs, items, reg).tolist()
         for k, i in enumerate(idx):
             out[i] = sums[k * n:(k + 1) * n]
     return out
+
+
+def record_writes(rec, agent: str, request, regions, slots, pages) -> None:
+    """Write events for ``slots`` of every one of ``regions`` (the producer filled them):
+    ordered now; host memory is hashed on the recorder's hashing thread with the GIL given
+    away (off the engine's critical path; see tracer/async_sums.py for what that hash
+    sees), device memory here (a GPU kernel launch belongs to the caller's thread)."""
+    sl = [int(s) for s in slots]
+    regs = list(regions)
+    if not regs or not sl:
+        return
+    if os.environ.get(ENV_SYNC, "") not in ("1", "true", "yes") and all(r.mem == "DRAM" for r in regs):
+        arr = np.asarray(sl, dtype=np.int64)
+
+        def hashed_in_background():   # (the name the checksum log gives these calls)
+            return region_checksums(regs, arr, release_gil=True)
+        rec.write_async(agent, request, [(r.pool, r.layer) for r in regs], sl, hashed_in_background, pages)
+        return
+    for r, sums in zip(regs, region_checksums(regs, sl)):
+        rec.write(agent, request, r.pool, r.layer, sl, sums, pages)

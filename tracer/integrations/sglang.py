@@ -11,7 +11,8 @@ What each hook point says (rows in table.py):
   ``aux`` entries are pool ``aux``, one layer per entry.
 - ``NixlKVSender.send`` (prefill, before the chunk is queued): the chunk's pages are the
   request's next page ordinals (continuing across chunks) in every pool, and the
-  producer has written them: checksums of each (pool, layer) slot.
+  producer has written them: checksums of each (pool, layer) slot (the events ordered
+  in send(), host memory hashed off its critical path: tracer/async_sums.py).
 - ``NixlKVSender.clear``: prefill frees the request's pages.
 - ``NixlKVReceiver.send_metadata`` (decode): the destination pages (alloc in every
   pool) and the destination-pages control message (msg_send); ``TransferInfo.from_zmq``
@@ -36,7 +37,7 @@ import numpy as np
 from ..autotrace import default_recorder
 from ..recorder import current_request
 from ..schema import EventKind as K
-from ._memory import region_checksums
+from ._memory import record_writes, region_checksums
 from ._patch import enabled
 
 ENGINE = "sglang"
@@ -179,9 +180,8 @@ def sender_send(self, kv_indices, *a, **kw) -> None:
         for pool in st.pools:
             rec.alloc(st.agent, room, pool, sl, pages)
             held.setdefault(pool, []).extend(sl)
-    if _on("content"):
-        for r, sums in zip(st.kv, region_checksums(st.kv, slots)):
-            rec.write(st.agent, room, r.pool, r.layer, sl, sums, pages)
+    if _on("content"):   # ordered here, hashed on the recorder's hashing thread (DRAM)
+        record_writes(rec, st.agent, room, st.kv, sl, pages)
 
 
 def sender_clear(_out, self, *a, **kw) -> None:

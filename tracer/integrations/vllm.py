@@ -63,7 +63,7 @@ import numpy as np
 from ..autotrace import default_recorder
 from ..recorder import current_request
 from ..schema import EventKind as K
-from ._memory import region_checksums
+from ._memory import record_writes, region_checksums
 from ._patch import enabled, say_once
 
 ENGINE = "vllm"
@@ -263,6 +263,9 @@ def _content(st: _State, rec, req: str, groups: dict[int, list[int]], what) -> N
         if not regs:
             continue
         pages = list(range(len(blocks)))
+        if what == rec.write:   # ordered here, hashed on the recorder's hashing thread (DRAM)
+            record_writes(rec, st.agent, req, regs, blocks, pages)
+            continue
         for r, sums in zip(regs, region_checksums(regs, blocks)):
             what(st.agent, req, r.pool, r.layer, blocks, sums, pages)
 
