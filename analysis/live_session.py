@@ -58,6 +58,7 @@ class LiveSession(TraceSession, LiveModel):
         self.workers = max(1, int(workers))
         self.early = bool(early)
         self._emitted: set[str] = set()
+        self._cost: dict[str, float] = {}      # seconds each statement took when last run
         self._pool = None
         self._local = threading.local()
         self._cursors: list = []
@@ -66,8 +67,8 @@ class LiveSession(TraceSession, LiveModel):
         self._ordering_noted = False
         LiveModel.__init__(self, path, threads=threads, memory_limit=memory_limit, **live)
 
-    def refresh(self) -> int:
-        added = LiveModel.refresh(self)
+    def refresh(self, force: bool = False) -> int:
+        added = LiveModel.refresh(self, force)
         if self.changed:             # else: the same cut, the same objects, the same findings
             self._findings = {}
             self._emitted = set()
@@ -148,8 +149,8 @@ class LiveSession(TraceSession, LiveModel):
 
     def _run_graph(self, on_final) -> None:
         """Derived objects and checks as one graph, ``workers`` statements at a time:
-        ready checks first, then the objects the most pending checks wait for; Python
-        builders on this thread as soon as they are ready."""
+        ready checks first, then the objects of the check with the fewest left to build;
+        Python builders on this thread as soon as they are ready."""
         from concurrent.futures import FIRST_COMPLETED, wait
 
         from ..model.registry import build_order, registry
@@ -161,31 +162,42 @@ class LiveSession(TraceSession, LiveModel):
         checks = [n for n in runnable if n not in self._findings]
         order = build_order(objs, sorted(set(build_order(objs, None)).union(*(needs[c] for c in checks))))
         rank = {n: i for i, n in enumerate(order)}
+        cat_rank = {n: i for i, n in enumerate(cat)}
         todo = [n for n in order if n not in self._built]
         running: dict = {}
+        cost = lambda n: self._cost.get(n, 0.001)  # noqa: E731  (not run yet: all alike)
         self._final(on_final, runnable)          # findings kept from an unchanged refresh
         while todo or checks or running:
             built_here = False
             for n in [n for n in todo if objs[n].build is not None]:
                 if all(r in self._built for r in objs[n].requires if r in objs):
                     todo.remove(n)
-                    objs[n].build(self)
+                    self._timed(n, objs[n].build, self)
                     self._built.add(n)
                     built_here = True
             ready = [("check", c) for c in checks if needs[c] <= self._built]
-            waiting = {o: sum(o in needs[c] for c in checks) for o in todo}
-            ready += sorted((("obj", n) for n in todo if objs[n].build is None
-                             and all(r in self._built for r in objs[n].requires if r in objs)),
-                            key=lambda k: (-waiting[k[1]], rank[k[1]]))
+            ready += [("obj", n) for n in todo if objs[n].build is None
+                      and all(r in self._built for r in objs[n].requires if r in objs)]
+            # shortest first: the check with the least work left (its own statement and the
+            # objects it still needs, at what they cost in the last re-check) gets its
+            # statements run first, so findings come out check after check, not all at the end
+            left = {c: cost(c) + sum(cost(o) for o in needs[c] - self._built) for c in checks}
+            nearest = sorted(checks, key=lambda c: (left[c], cat_rank[c]))
+            first = {}
+            for i, c in enumerate(nearest):
+                first.setdefault(c, i)
+                for o in needs[c] - self._built:
+                    first.setdefault(o, i)
+            ready.sort(key=lambda k: (first.get(k[1], len(nearest)), rank.get(k[1], -1)))
             for kind, n in ready:
                 if len(running) >= self.workers:
                     break
                 if kind == "check":
                     checks.remove(n)
-                    running[self._submit(lambda sql: _Rows(self._cursor(), sql), cat[n].sql)] = (kind, n)
+                    running[self._submit(self._timed, n, lambda sql: _Rows(self._cursor(), sql), cat[n].sql)] = (kind, n)
                 else:
                     todo.remove(n)
-                    running[self._submit(lambda sql: self._cursor().execute(sql), objs[n].sql)] = (kind, n)
+                    running[self._submit(self._timed, n, lambda sql: self._cursor().execute(sql), objs[n].sql)] = (kind, n)
             if not running:
                 if built_here:
                     continue
@@ -199,6 +211,14 @@ class LiveSession(TraceSession, LiveModel):
                 else:
                     self._findings[n] = rows_to_findings(n, res)
             self._final(on_final, runnable)
+
+    def _timed(self, name: str, fn, *args):
+        """fn(*args), remembering how long it took (the next re-check's estimate)."""
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self._cost[name] = time.perf_counter() - t0
 
     def _final(self, on_final, runnable: list[str]) -> None:
         """Hand ``on_final`` the findings of every check that ran, was not handed out yet,
