@@ -148,9 +148,9 @@ class LiveSession(TraceSession, LiveModel):
             self._findings[n] = rows_to_findings(n, fut.result())
 
     def _run_graph(self, on_final) -> None:
-        """Derived objects and checks as one graph, ``workers`` statements at a time:
-        ready checks first, then the objects of the check with the fewest left to build;
-        Python builders on this thread as soon as they are ready."""
+        """Derived objects and checks as one graph, ``workers`` statements at a time,
+        the ready one heading the longest chain first; Python builders on this thread as
+        soon as they are ready."""
         from concurrent.futures import FIRST_COMPLETED, wait
 
         from ..model.registry import build_order, registry
@@ -162,10 +162,9 @@ class LiveSession(TraceSession, LiveModel):
         checks = [n for n in runnable if n not in self._findings]
         order = build_order(objs, sorted(set(build_order(objs, None)).union(*(needs[c] for c in checks))))
         rank = {n: i for i, n in enumerate(order)}
-        cat_rank = {n: i for i, n in enumerate(cat)}
         todo = [n for n in order if n not in self._built]
         running: dict = {}
-        cost = lambda n: self._cost.get(n, 0.001)  # noqa: E731  (not run yet: all alike)
+        level = self._levels(objs, order, checks, needs)
         self._final(on_final, runnable)          # findings kept from an unchanged refresh
         while todo or checks or running:
             built_here = False
@@ -178,17 +177,9 @@ class LiveSession(TraceSession, LiveModel):
             ready = [("check", c) for c in checks if needs[c] <= self._built]
             ready += [("obj", n) for n in todo if objs[n].build is None
                       and all(r in self._built for r in objs[n].requires if r in objs)]
-            # shortest first: the check with the least work left (its own statement and the
-            # objects it still needs, at what they cost in the last re-check) gets its
-            # statements run first, so findings come out check after check, not all at the end
-            left = {c: cost(c) + sum(cost(o) for o in needs[c] - self._built) for c in checks}
-            nearest = sorted(checks, key=lambda c: (left[c], cat_rank[c]))
-            first = {}
-            for i, c in enumerate(nearest):
-                first.setdefault(c, i)
-                for o in needs[c] - self._built:
-                    first.setdefault(o, i)
-            ready.sort(key=lambda k: (first.get(k[1], len(nearest)), rank.get(k[1], -1)))
+            # the longest chain first (its statements' costs in the last re-check): the
+            # re-check ends soonest, and each check's findings are out as soon as it ran
+            ready.sort(key=lambda k: (-level[k[1]], rank.get(k[1], -1)))
             for kind, n in ready:
                 if len(running) >= self.workers:
                     break
@@ -211,6 +202,23 @@ class LiveSession(TraceSession, LiveModel):
                 else:
                     self._findings[n] = rows_to_findings(n, res)
             self._final(on_final, runnable)
+
+    def _levels(self, objs, order: list[str], checks: list[str], needs) -> dict[str, float]:
+        """Per object and check, the cost of the longest chain from it to the end of the
+        re-check (itself included), at what each statement took when last run (not run
+        yet: all alike)."""
+        cost = lambda n: self._cost.get(n, 0.001)  # noqa: E731
+        level = {c: cost(c) for c in checks}
+        after: dict[str, list[str]] = {}
+        for c in checks:
+            for o in needs[c]:
+                after.setdefault(o, []).append(c)
+        for n in order:
+            for r in objs[n].requires:
+                after.setdefault(r, []).append(n)
+        for n in reversed(order):            # dependants come later in the order
+            level[n] = cost(n) + max((level.get(m, 0.0) for m in after.get(n, ())), default=0.0)
+        return level
 
     def _timed(self, name: str, fn, *args):
         """fn(*args), remembering how long it took (the next re-check's estimate)."""
