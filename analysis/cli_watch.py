@@ -60,13 +60,21 @@ def _follow(args, w) -> int:
         done = w.complete()          # read before the poll: a complete trace gets one last poll
         if done:
             w.settle_s = 0.0         # nothing more will land: what is found now is final
-        for r in w.poll():
+        errors = []
+
+        def show(r) -> None:
+            if args.fail_fast and any(errors):
+                return               # stopping at the first error: print nothing after it
             f = r.finding
             where = "/".join(str(x) for x in (f.pool, f.layer, f.slot) if x is not None)
             print(f"[{r.seen_at - start:7.2f}s] {f.severity.upper():7s} {f.check}: {f.message}"
                   + (f" ({where})" if where else ""), flush=True)
-            if args.fail_fast and f.severity == "error":
-                return 1
+            errors.append(f.severity == "error")
+        # findings final before the re-check ends print at once (emit); the rest when it returns
+        for r in w.poll(emit=show):
+            show(r)
+        if args.fail_fast and any(errors):
+            return 1
         if done or (args.timeout is not None and time.monotonic() - start > args.timeout):
             print(f"kvtrace watch: {'trace complete' if done else 'timeout'}; checks ran {w.checks_run} time(s)",
                   file=sys.stderr)

@@ -138,6 +138,21 @@ FOLDS = {
 }
 
 
+def fold_sources(check: str) -> frozenset[str]:
+    """The checks whose findings decide whether a finding of ``check`` survives fold():
+    the roots that fold it and, transitively, those that fold them (a root finding
+    folded away folds nothing). Once these have run, its fate is known."""
+    out: set[str] = set()
+    todo = [check]
+    while todo:
+        c = todo.pop()
+        for root, consequences in FOLDS.items():
+            if root not in out and any(cons == c for cons, _ in consequences):
+                out.add(root)
+                todo.append(root)
+    return frozenset(out)
+
+
 def _related(root: Finding, g: Finding, how: str) -> bool:
     if how == "request":
         return g.request == root.request

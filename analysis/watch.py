@@ -13,6 +13,8 @@ own buffer), so a snapshot can hold one side of a fact before the other (prefill
 post flushed, decode's alloc of the same page still in decode's buffer). When the check
 cuts each snapshot at a time frontier below which every process's facts are written
 (its ``consistent`` attribute, see kvtrace/model/live.py), a finding is final at once.
+The live check also hands out each check's findings as soon as they are final, while the
+rest of the re-check still runs: ``poll(emit=...)`` passes them on at once.
 Otherwise (clocks of several hosts, an injected check) a finding is reported once it has
 *settled*: it is still found ``settle_s`` after the snapshot that first showed it (every
 recorder has flushed since: the flush interval is 0.2 s). A finding that disappears when
@@ -114,19 +116,37 @@ class Watcher:
         self.checks_run = 0
         """how many times the checks ran (only when the streams grew)"""
 
-    def poll(self) -> list[Report]:
-        """Re-check if the trace grew; return the findings that settled since the last poll."""
+    def poll(self, emit: Callable[[Report], None] | None = None) -> list[Report]:
+        """Re-check if the trace grew; return the findings that settled since the last poll.
+
+        Args:
+            emit: called with each new finding the check hands out as final while it
+                still runs (a check with a true ``early`` attribute takes ``on_final``,
+                see live_session.LiveCheck), so it can be printed before the re-check
+                ends; those are not in the returned list.
+        """
         st = stamp(self.path)
         # behind: the last check left recorded events past its time frontier, which
         # moves with the clock: check again even if nothing was written
         grew = bool(st) and (st != self._stamp or bool(getattr(self.check, "behind", False)))
         if grew:
             landed = self.clock()
+            flushed = first_change(self._stamp, st)
+
+            def final(findings: list[Finding]) -> None:
+                for f in findings:
+                    key = identity(f)
+                    if key not in self._seen:
+                        self._seen.add(key)
+                        self._pending.pop(key, None)
+                        emit(Report(f, self.clock(), landed, flushed))
             try:
-                findings = self.check(self.path)
+                if emit is not None and getattr(self.check, "early", False):
+                    findings = self.check(self.path, on_final=final)
+                else:
+                    findings = self.check(self.path)
             except TraceError:   # a shard still being created (no manifest or stream yet): next poll
                 return []
-            flushed = first_change(self._stamp, st)
             self._stamp = st
             self.checks_run += 1
             self._consistent = bool(getattr(self.check, "consistent", False))

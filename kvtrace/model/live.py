@@ -86,7 +86,7 @@ class LiveModel(TraceModel):
         self.clocks = None
         self._built: set[str] = set()
         self._load()
-        self._analyse()
+        self.changed = self._analyse()
 
     # ------------------------------------------------------------------ loading
     def _insert(self, table: str, rows: pa.Table, create: bool = False) -> None:
@@ -121,25 +121,40 @@ class LiveModel(TraceModel):
                 self._loaded[(s.name, t)] = len(tbl)
         return added
 
-    def refresh(self) -> int:
+    def refresh(self, force: bool = False) -> int:
         """Re-read the trace's streams, load the rows they gained and redo the cut; the
-        derived objects are dropped (the next derive() builds them anew). Returns the
-        number of rows added.
+        derived objects are dropped (the next derive() builds them anew). When no row
+        was added and the cut's inputs (shards, their state, the frontier's per-shard
+        limit) are as before, the cut would be the same: everything is kept and
+        ``changed`` is False (``force``: redo it all the same). Returns the number of
+        rows added.
 
         Raises:
             kvtrace.tracer.TraceError: the trace became unreadable.
         """
         self.trace = open_trace(self.path)
         added = self._load()
-        self._analyse()
+        self.changed = self._analyse(unchanged_rows=added == 0 and not force)
         return added
 
     # ------------------------------------------------------------------ the cut
-    def _analyse(self) -> None:
+    def _analyse(self, unchanged_rows: bool = False) -> bool:
         """Drop the derived objects, point the base views at everything loaded, then at
-        the consistent cut (with the live frontier) as cut.apply does."""
+        the consistent cut (with the live frontier) as cut.apply does. With
+        ``unchanged_rows`` (nothing loaded since the last cut) and the same inputs to the
+        cut as then, nothing is dropped; returns whether anything was redone."""
         from . import cut
         from .sqltext import query_sql
+        self.frontier = None
+        self.behind = False   # events past the frontier: a later refresh sees more, even if nothing is written
+        complete = cut.is_complete(self.trace)
+        limit = None if complete else self._frontier_limit()
+        state, missing = cut.shard_state(self.trace)
+        key = ([s.name for s in self.trace.shards], {n: sorted(k) for n, k in state.items()}, missing, limit,
+               list(self.trace.notes))
+        if unchanged_rows and key == getattr(self, "_cut_key", None):
+            return False
+        self._cut_key = key
         keep = set(_BASE_VIEWS) | {f"live_{t}" for t in TABLES}
         for kind in ("VIEW", "TABLE"):
             fn = "duckdb_views()" if kind == "VIEW" else "duckdb_tables()"
@@ -154,20 +169,18 @@ class LiveModel(TraceModel):
         self.clocks = None
         self.shards = [s.name for s in self.trace.shards]
         self.notes = list(self.trace.notes)
-        self.frontier = None
-        self.behind = False   # events past the frontier: a later refresh sees more, even if nothing is written
-        if cut.is_complete(self.trace):
+        if complete:
             self.cuts, self.unknowns = {}, []
-            return
-        limit = self._frontier_limit()
+            return True
         self.cuts = cut.compute(self, limit)
         self.con.from_arrow(pa.table({"shard": pa.array(self.shards, pa.string()),
                                       "cut": pa.array([self.cuts[n].cut for n in self.shards], pa.int64())})
                             ).create("shard_cut")
         self.con.execute(query_sql("cut_events"))
         self.con.execute(query_sql("cut_descs"))
-        self.unknowns = cut.unknowns(self.cuts, cut.shard_state(self.trace)[1])
+        self.unknowns = cut.unknowns(self.cuts, missing)
         self.notes += [u.note() for u in self.unknowns]
+        return True
 
     def _quiet_ns(self, shard) -> int:
         """How long a shard's recorder may hold an event unwritten: quiet_s, or twice the

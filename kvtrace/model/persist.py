@@ -99,10 +99,11 @@ class Store:
         con.read_parquet(self._file(name)).create_view(name)
         return True
 
-    def save(self, con, name: str) -> None:
-        """Write the table ``name`` (views and macros are cheap to create again: skipped)."""
+    def save(self, con, name: str) -> bool:
+        """Write the table ``name`` (views and macros are cheap to create again: skipped);
+        whether it was written."""
         if not self.enabled or _kind(con, name) != "table":
-            return
+            return False
         out = self._file(name)
         tmp = f"{out}.{os.getpid()}.tmp"
         try:
@@ -110,14 +111,25 @@ class Store:
             con.table(name).write_parquet(tmp, compression="zstd")
             if con.read_parquet(tmp).types != con.table(name).types:
                 os.remove(tmp)   # a type Parquet cannot hold (HUGEINT reads back as DOUBLE): derive it each time
-                return
+                return False
             os.replace(tmp, out)
+            return True
         except Exception:   # noqa: BLE001  a cache: unwritable folder, full disk, removed by a newer key
             self.enabled = False
             try:
                 os.remove(tmp)
             except OSError:
                 pass
+            return False
+
+    def move_out(self, con, name: str) -> bool:
+        """Save the table ``name``, then replace it by a view over its file (its rows leave
+        memory); whether it moved."""
+        if not self.save(con, name):
+            return False
+        con.execute(f'DROP TABLE "{name}"')     # a registry name, never input
+        con.read_parquet(self._file(name)).create_view(name)
+        return True
 
 
 def _kind(con, name: str) -> str | None:

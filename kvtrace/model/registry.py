@@ -61,6 +61,19 @@ def registry() -> dict[str, Derived]:
     return _ALL
 
 
+_COMMENT = re.compile(r"--[^\n]*")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def reads(sql: str, objs: dict[str, Derived] | None = None) -> frozenset[str]:
+    """The derived objects and base tables a SQL text (a check, a query) names: every
+    identifier outside comments that is one. A superset of what it reads (a column
+    called like an object counts too), never less, so building these first is enough."""
+    objs = registry() if objs is None else objs
+    words = {w.lower() for w in _WORD.findall(_COMMENT.sub(" ", sql))}
+    return frozenset(n for n in (*objs, *BASE, "recorded_descs") if n.lower() in words)
+
+
 def on_demand(objs: dict[str, Derived]) -> set[str]:
     """The objects built only when asked for: declared so, or requiring such an object."""
     memo: dict[str, bool] = {}

@@ -142,16 +142,38 @@ class TraceModel:
         next model of this trace (persist.py). close() does it: a command's output comes
         first, and its next run reads them instead of deriving."""
         store = getattr(self, "_store", None)
-        if store is not None:
-            for name in self._unsaved:
-                store.save(self.con, name)
+        if store is not None and self._unsaved:
+            # one table per DuckDB thread at once: each Parquet write runs on one core
+            from concurrent.futures import ThreadPoolExecutor
+            threads = int(self.con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+            with ThreadPoolExecutor(max(1, min(threads, 4))) as pool:
+                list(pool.map(lambda name: self._save_one(store, name), self._unsaved))
         self._unsaved = []
 
+    def _save_one(self, store, name: str) -> None:
+        cur = self.con.cursor()
+        try:
+            store.save(cur, name)
+        finally:
+            cur.close()
+
     def _compact(self) -> None:
-        """Compress the derived tables once their rows hold COMPACT_SHARE of the memory cap
-        (memory.py): DuckDB compresses in-memory tables only at a CHECKPOINT. It costs
-        ~30% more derive CPU, so small traces, far below the cap, never pay it."""
+        """Once the derived tables' rows hold COMPACT_SHARE of the memory cap (memory.py):
+        move them out of memory into their saved files (persist.py; later steps read them
+        from there, out of core, and the next model of the trace reuses them), and
+        compress whatever could not be moved (DuckDB compresses in-memory tables only at a
+        CHECKPOINT, ~30% more derive CPU, so small traces, far below the cap, pay neither)."""
         used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
+        if used <= self._compact_at:
+            return
+        store = getattr(self, "_store", None)
+        if store is not None and self._unsaved:
+            kept = []
+            for name in self._unsaved:
+                if not store.move_out(self.con, name):
+                    kept.append(name)
+            self._unsaved = kept
+            used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
         if used > self._compact_at:
             self.con.execute("CHECKPOINT")
 

@@ -113,3 +113,20 @@ def test_not_kept_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("KVTRACE_KEEP_DERIVED", "0")
     analyse(path, keep=None)
     assert saved(path) == []
+
+
+@pytest.mark.parametrize("example,damage", [("early-src-free", None), ("notify-first-handle", "decode_events_half")])
+def test_tables_moved_out_of_memory_hold_the_same(tmp_path, monkeypatch, example, damage):
+    """Past the memory share (memory.COMPACT_SHARE; 0 here: every object) the derived
+    tables leave memory for their saved files while deriving: later objects and the checks
+    read them there, with the same rows and findings."""
+    from kvtrace.model import memory
+    path = make(tmp_path, example, damage)
+    rows, found, kinds = analyse(path, keep=False)
+    monkeypatch.setattr(memory, "COMPACT_SHARE", 0.0)
+    rows1, found1, kinds1 = analyse(path, keep=True)
+    moved = [n for n, k in kinds.items() if k == "table" and kinds1[n] == "view"]
+    assert "end_hold" in moved and "read_predict" in moved
+    assert rows1 == rows and found1 == found
+    rows2, found2, _ = analyse(path, keep=True)               # and the next model reads them
+    assert rows2 == rows and found2 == found

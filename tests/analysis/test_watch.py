@@ -26,14 +26,27 @@ class FakeClock:
         return self.t
 
 
+@pytest.mark.parametrize("early", [True, False], ids=["emitted", "returned"])
 @pytest.mark.parametrize("bug", [True, False], ids=["double-free", "clean-twin"])
-def test_watch_reports_a_hazard_once_every_process_has_written_past_it(tmp_path, bug):
+def test_watch_reports_a_hazard_once_every_process_has_written_past_it(tmp_path, bug, early):
     """Two live shards; decode's events at 1.0-1.2 s, prefill's at 1.0 and 1.4 s (their
-    monotonic clock, injected as the recorders' timestamps and as the watcher's now)."""
+    monotonic clock, injected as the recorders' timestamps and as the watcher's now).
+    ``early``: the findings are handed out while the re-check runs (poll's emit, as
+    `kvtrace watch` prints them), else returned when it ends."""
     path = str(tmp_path / "live.kvtrace")
     now = [0]
     clock = lambda: now[0] / S  # noqa: E731  (the watcher's clock: the same fake time)
     w = Watcher(path, clock, check=LiveCheck(now_ns=lambda: now[0]))
+    plain_poll = w.poll
+
+    def poll():
+        if not early:
+            return plain_poll()
+        emitted = []
+        returned = plain_poll(emit=emitted.append)
+        assert returned == []        # a consistent snapshot: every finding is handed out early
+        return emitted
+    w.poll = poll
     assert w.poll() == []                          # nothing written yet
     # the default flush interval (0.2 s, in shard.json): a shard that wrote nothing for 0.5 s has nothing older
     dec = Recorder(path, "decode", flush_interval=0.2)
@@ -91,9 +104,10 @@ def test_a_writer_that_flushes_seldom_holds_the_frontier_back(tmp_path):
             now[0] = 12 * S
             m.refresh()
             assert m.frontier == S - S // 10                       # 11 s quiet is not enough
+            assert not m.changed                                   # the same cut: everything kept
             now[0] = 22 * S
             m.refresh()
-            assert m.frontier > S and not m.behind
+            assert m.frontier > S and not m.behind and m.changed
         finally:
             m.close()
     finally:
@@ -190,15 +204,17 @@ def test_watch_on_a_live_recording_ends_with_what_check_finds(tmp_path, inject):
     try:
         while True:
             done = proc.poll() is not None
-            reported += [r.finding for r in w.poll()]
+            # as `kvtrace watch`: findings final before a re-check ends are emitted, the rest returned
+            reported += [r.finding for r in w.poll(emit=lambda r: reported.append(r.finding))]
             if done:
                 break
             time.sleep(0.1)
-        reported += [r.finding for r in w.poll()]     # the last flush and the closed shards
+        reported += [r.finding for r in w.poll(emit=lambda r: reported.append(r.finding))]  # the last flush
     finally:
         w.close()
     assert proc.returncode in (0, 1), proc.stderr.read()[-2000:]
     with TraceSession(out) as s:
         final = s.findings()
     assert {identity(f) for f in reported} == {identity(f) for f in final}
+    assert len({identity(f) for f in reported}) == len(reported)   # each reported once
     assert bool(final) == bool(inject)
