@@ -58,6 +58,7 @@ class LiveSession(TraceSession, LiveModel):
         self.workers = max(1, int(workers))
         self.early = bool(early)
         self._emitted: set[str] = set()
+        self._cost: dict[str, float] = {}      # seconds each statement took when last run
         self._pool = None
         self._local = threading.local()
         self._cursors: list = []
@@ -66,8 +67,8 @@ class LiveSession(TraceSession, LiveModel):
         self._ordering_noted = False
         LiveModel.__init__(self, path, threads=threads, memory_limit=memory_limit, **live)
 
-    def refresh(self) -> int:
-        added = LiveModel.refresh(self)
+    def refresh(self, force: bool = False) -> int:
+        added = LiveModel.refresh(self, force)
         if self.changed:             # else: the same cut, the same objects, the same findings
             self._findings = {}
             self._emitted = set()
@@ -147,9 +148,9 @@ class LiveSession(TraceSession, LiveModel):
             self._findings[n] = rows_to_findings(n, fut.result())
 
     def _run_graph(self, on_final) -> None:
-        """Derived objects and checks as one graph, ``workers`` statements at a time:
-        ready checks first, then the objects the most pending checks wait for; Python
-        builders on this thread as soon as they are ready."""
+        """Derived objects and checks as one graph, ``workers`` statements at a time,
+        the ready one heading the longest chain first; Python builders on this thread as
+        soon as they are ready."""
         from concurrent.futures import FIRST_COMPLETED, wait
 
         from ..model.registry import build_order, registry
@@ -163,29 +164,31 @@ class LiveSession(TraceSession, LiveModel):
         rank = {n: i for i, n in enumerate(order)}
         todo = [n for n in order if n not in self._built]
         running: dict = {}
+        level = self._levels(objs, order, checks, needs)
         self._final(on_final, runnable)          # findings kept from an unchanged refresh
         while todo or checks or running:
             built_here = False
             for n in [n for n in todo if objs[n].build is not None]:
                 if all(r in self._built for r in objs[n].requires if r in objs):
                     todo.remove(n)
-                    objs[n].build(self)
+                    self._timed(n, objs[n].build, self)
                     self._built.add(n)
                     built_here = True
             ready = [("check", c) for c in checks if needs[c] <= self._built]
-            waiting = {o: sum(o in needs[c] for c in checks) for o in todo}
-            ready += sorted((("obj", n) for n in todo if objs[n].build is None
-                             and all(r in self._built for r in objs[n].requires if r in objs)),
-                            key=lambda k: (-waiting[k[1]], rank[k[1]]))
+            ready += [("obj", n) for n in todo if objs[n].build is None
+                      and all(r in self._built for r in objs[n].requires if r in objs)]
+            # the longest chain first (its statements' costs in the last re-check): the
+            # re-check ends soonest, and each check's findings are out as soon as it ran
+            ready.sort(key=lambda k: (-level[k[1]], rank.get(k[1], -1)))
             for kind, n in ready:
                 if len(running) >= self.workers:
                     break
                 if kind == "check":
                     checks.remove(n)
-                    running[self._submit(lambda sql: _Rows(self._cursor(), sql), cat[n].sql)] = (kind, n)
+                    running[self._submit(self._timed, n, lambda sql: _Rows(self._cursor(), sql), cat[n].sql)] = (kind, n)
                 else:
                     todo.remove(n)
-                    running[self._submit(lambda sql: self._cursor().execute(sql), objs[n].sql)] = (kind, n)
+                    running[self._submit(self._timed, n, lambda sql: self._cursor().execute(sql), objs[n].sql)] = (kind, n)
             if not running:
                 if built_here:
                     continue
@@ -199,6 +202,31 @@ class LiveSession(TraceSession, LiveModel):
                 else:
                     self._findings[n] = rows_to_findings(n, res)
             self._final(on_final, runnable)
+
+    def _levels(self, objs, order: list[str], checks: list[str], needs) -> dict[str, float]:
+        """Per object and check, the cost of the longest chain from it to the end of the
+        re-check (itself included), at what each statement took when last run (not run
+        yet: all alike)."""
+        cost = lambda n: self._cost.get(n, 0.001)  # noqa: E731
+        level = {c: cost(c) for c in checks}
+        after: dict[str, list[str]] = {}
+        for c in checks:
+            for o in needs[c]:
+                after.setdefault(o, []).append(c)
+        for n in order:
+            for r in objs[n].requires:
+                after.setdefault(r, []).append(n)
+        for n in reversed(order):            # dependants come later in the order
+            level[n] = cost(n) + max((level.get(m, 0.0) for m in after.get(n, ())), default=0.0)
+        return level
+
+    def _timed(self, name: str, fn, *args):
+        """fn(*args), remembering how long it took (the next re-check's estimate)."""
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self._cost[name] = time.perf_counter() - t0
 
     def _final(self, on_final, runnable: list[str]) -> None:
         """Hand ``on_final`` the findings of every check that ran, was not handed out yet,
@@ -222,14 +250,15 @@ class LiveSession(TraceSession, LiveModel):
         if out:
             on_final(regroup(self, out))
 
-    def close(self) -> None:
+    def close(self, save: bool = False) -> None:
+        """Stop the workers and close (a live trace's derived tables are never saved: it grows)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
         for c in self._cursors:
             c.close()
         self._cursors = []
-        LiveModel.close(self)
+        LiveModel.close(self, save=False)
 
 
 @functools.lru_cache(maxsize=None)

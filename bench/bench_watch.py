@@ -9,11 +9,15 @@ reference-engine recording, and what one re-check costs, step by step.
    (shards marked not closed) is checked with `kvtrace check`'s session; the first
    snapshot that shows the finding is when it became findable. Latency = when watch
    printed it - that moment. Arms, one recording each, interleaved per rep:
-   ``live`` (this watcher: one open model, rows appended, time-frontier cut) and
-   ``fresh`` (the previous watcher: every re-check opens the trace anew, index and all,
-   and a finding waits 0.5 s and a second check before it prints).
+   ``early`` (this watcher: derived objects and checks as one graph, each check's
+   findings printed as soon as they are final, an unchanged refresh skipped),
+   ``whole`` (the watcher before: every derived object, then every check, then print;
+   same open model, rows appended, time-frontier cut) and, with --arms, ``fresh`` (the
+   one before that: every re-check opens the trace anew, index and all, and a finding
+   waits 0.5 s and a second check before it prints).
 2. Re-check cost on the finished trace, alternating: a fresh TraceSession (index rebuilt)
-   vs a LiveCheck refresh (nothing new to load, so: cut, derive, checks).
+   vs a forced LiveSession re-check (nothing new to load, so: cut, derive, checks) done
+   whole and early (with when the first findings were handed out).
 
     .venv/bin/python bench/bench_watch.py [--requests 800 --after 400 --reps 2 --findings 3]
 """
@@ -130,8 +134,8 @@ def live_run(arm: str, requests: int, after: int, tmp: str, nfind: int) -> dict:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "NIXL_LOG_LEVEL": "WARN"})
     t_start = time.time()
-    if arm == "live":
-        check = LiveCheck()
+    if arm in ("early", "whole"):
+        check = LiveCheck(early=arm == "early")
         w = Watcher(out, time.time, check=check)
     else:
         timed = {}
@@ -147,16 +151,17 @@ def live_run(arm: str, requests: int, after: int, tmp: str, nfind: int) -> dict:
     while True:
         done = proc.poll() is not None
         t0 = time.perf_counter()
-        got = w.poll()
+        # as `kvtrace watch` prints: findings handed out during the re-check at once, the rest after
+        got = w.poll(emit=lambda r: reports.append((r, time.time())))
         if w.checks_run != n:
             n = w.checks_run
-            st = dict(check.steps if arm == "live" else timed["steps"])
+            st = dict(check.steps if arm != "fresh" else timed["steps"])
             st["total"] = time.perf_counter() - t0
             steps.append(st)
         reports += [(r, time.time()) for r in got]
         if done:
             w.settle_s = 0.0
-            reports += [(r, time.time()) for r in w.poll()]
+            reports += [(r, time.time()) for r in w.poll(emit=lambda r: reports.append((r, time.time())))]
             break
         time.sleep(0.1)
     t_end = time.time()
@@ -186,30 +191,47 @@ def recheck_cost(requests: int, after: int, tmp: str, reps: int) -> None:
                     "--inject-after", str(after), "--no-progress", "-o", out], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "NIXL_LOG_LEVEL": "WARN"})
     size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(out) for f in fs if f.endswith(".arrows"))
-    live = LiveCheck()
-    live(out)
-    fresh_t, live_t, live_steps = [], [], []
+    arms = {"whole": LiveCheck(early=False), "early": LiveCheck(early=True)}
+    for c in arms.values():
+        c(out)
+    fresh_t, t, first, steps = [], {a: [] for a in arms}, [], {a: [] for a in arms}
+    b = {}
     for _ in range(reps):
         shutil.rmtree(os.path.join(out, "_index"), ignore_errors=True)
         t0 = time.perf_counter()
-        with TraceSession(out) as s:
+        with TraceSession(out, keep_derived=False) as s:
             a = s.findings()
         fresh_t.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        b = live(out)
-        live_t.append(time.perf_counter() - t0)
-        live_steps.append(live.steps)
-    live.close()
-    same = sorted(f.check + str(f.request) for f in a) == sorted(f.check + str(f.request) for f in b)
+        for arm, c in arms.items():
+            s = c.session
+            got = []
+            t0 = time.perf_counter()
+            s.refresh(force=True)              # as if the cut moved: every object and check anew
+            t1 = time.perf_counter()
+            if arm == "whole":
+                s.derive()
+            b[arm] = s.findings(on_final=lambda fs: got.append(time.perf_counter()) if fs and not got else None)
+            t[arm].append(time.perf_counter() - t0)
+            steps[arm].append(t1 - t0)
+            if got:
+                first.append(got[0] - t0)
+    for c in arms.values():
+        c.close()
+    key = lambda fs: sorted(f.check + str(f.request) for f in fs)  # noqa: E731
+    same = key(a) == key(b["whole"]) == key(b["early"])
     print(f"[recheck] finished trace of {requests} requests ({size / 1e6:.1f} MB of streams), {reps} reps alternating; "
           f"same findings: {same}")
-    print(f"  fresh session (index, open, cut, derive, checks)  median {statistics.median(fresh_t):5.2f} s  "
+    fm = statistics.median(fresh_t)
+    print(f"  fresh session (index, open, cut, derive, checks)  median {fm:5.2f} s  "
           f"runs " + " ".join(f"{x:.2f}" for x in fresh_t))
-    print(f"  live refresh  (cut, derive, checks)               median {statistics.median(live_t):5.2f} s  "
-          f"runs " + " ".join(f"{x:.2f}" for x in live_t)
-          + f"   ratio {statistics.median(live_t) / statistics.median(fresh_t):.2f}")
-    for k in live_steps[0]:
-        print(f"    {k:8s} median {statistics.median(s[k] for s in live_steps):5.2f} s")
+    for arm in arms:
+        m = statistics.median(t[arm])
+        print(f"  live re-check {arm:5s} (cut, derive, checks)       median {m:5.2f} s  "
+              f"runs " + " ".join(f"{x:.2f}" for x in t[arm]) + f"   ratio to fresh {m / fm:.2f}"
+              f"   (of which the cut: median {statistics.median(steps[arm]):.2f} s)")
+    if first:
+        print(f"  early: first findings handed out after median {statistics.median(first):.2f} s  runs "
+              + " ".join(f"{x:.2f}" for x in first))
 
 
 def main() -> int:
@@ -218,8 +240,9 @@ def main() -> int:
     ap.add_argument("--after", type=int, default=400)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--findings", type=int, default=3, help="findings per run whose latency is measured")
-    ap.add_argument("--arms", default="live,fresh")
+    ap.add_argument("--arms", default="early,whole", help="of early, whole, fresh")
     ap.add_argument("--only", choices=("live", "recheck"), default=None)
+    ap.add_argument("--recheck-reps", type=int, default=5)
     args = ap.parse_args()
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     tmp = tempfile.mkdtemp(prefix="kvtrace-bench-watch-")
@@ -249,7 +272,7 @@ def main() -> int:
                     f"{k} {statistics.median(s[k] for s in st if k in s):.2f} / {max(s[k] for s in st if k in s):.2f} s"
                     for k in keys))
         if args.only in (None, "recheck"):
-            recheck_cost(args.requests, args.after, tmp, max(3, args.reps))
+            recheck_cost(args.requests, args.after, tmp, args.recheck_reps)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"# load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -121,19 +121,20 @@ class LiveModel(TraceModel):
                 self._loaded[(s.name, t)] = len(tbl)
         return added
 
-    def refresh(self) -> int:
+    def refresh(self, force: bool = False) -> int:
         """Re-read the trace's streams, load the rows they gained and redo the cut; the
         derived objects are dropped (the next derive() builds them anew). When no row
         was added and the cut's inputs (shards, their state, the frontier's per-shard
         limit) are as before, the cut would be the same: everything is kept and
-        ``changed`` is False. Returns the number of rows added.
+        ``changed`` is False (``force``: redo it all the same). Returns the number of
+        rows added.
 
         Raises:
             kvtrace.tracer.TraceError: the trace became unreadable.
         """
         self.trace = open_trace(self.path)
         added = self._load()
-        self.changed = self._analyse(unchanged_rows=added == 0)
+        self.changed = self._analyse(unchanged_rows=added == 0 and not force)
         return added
 
     # ------------------------------------------------------------------ the cut

@@ -5,5 +5,7 @@
 --   hl STRUCT(a, f, r, g, p BIGINT)[]  -- (alloc, free, release, generation seq, page) by alloc
 CREATE OR REPLACE TABLE holding_list AS
 SELECT shard, agent, pool, slot, request,
-       list({'a': alloc_seq, 'f': free_seq, 'r': release_seq, 'g': gen_seq, 'p': page} ORDER BY alloc_seq) AS hl
+       -- list_sort orders the structs by their first field, the alloc's seq: ~3x faster
+       -- than an ordered aggregate here (one tiny list per group)
+       list_sort(list({'a': alloc_seq, 'f': free_seq, 'r': release_seq, 'g': gen_seq, 'p': page})) AS hl
 FROM holdings GROUP BY ALL;
