@@ -185,7 +185,7 @@ def build(model, path: str) -> None:
     if in_file_order:
         order = np.argsort(np.asarray(recv_rows, dtype=np.int64), kind="stable")
         take = pa.array(np.asarray(recv_at, dtype=np.int64)[order])
-        merge.write_in_order(events_path, tmp, perm, {
+        merge.write_in_order(events_path, tmp, perm, batches=_stream_batches(model, events_path), pairs={
             "rows": np.asarray(recv_rows, dtype=np.int64)[order],
             "shard": pairs.column("send_shard").combine_chunks().take(take),
             "seq": pairs.column("send_seq").combine_chunks().take(take),
@@ -205,6 +205,22 @@ def build(model, path: str) -> None:
             con.unregister("timeline_pairs")
     os.replace(tmp, path)
     TIMES["sort_write_s"] = time.perf_counter() - t1
+
+
+def _stream_batches(model, events_path: list[str]):
+    """The index's event rows read from the trace's stream files (index.py wrote them
+    from those, in the same order), when the model still holds the streams and each
+    holds exactly its index file's rows; None to decode the index instead."""
+    from .index import raw_batches
+    shards = model.trace.shards
+    try:
+        same = all(s.streams["events"].table.num_rows == pq.ParquetFile(p).metadata.num_rows
+                   for s, p in zip(shards, events_path))
+    except (OSError, KeyError):
+        return None
+    if not same or len(shards) != len(events_path) or not all(s.streams["events"].table.num_rows for s in shards):
+        return None
+    return [raw_batches(s, "events") for s in shards]
 
 
 def _int64(col) -> np.ndarray:
