@@ -122,6 +122,12 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=schema.metadata))
 
 
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A stream's rows in the format's canonical columns and types, as read_stream keeps
+    them (for readers that stream a file again batch by batch: the trace index)."""
+    return _conform(table, schema)
+
+
 def _short(e: Exception) -> str:
     return _printable(str(e).strip().splitlines()[0][:160]) if str(e).strip() else type(e).__name__
 

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from . import merge
 from .sqltext import query_sql
@@ -30,66 +31,87 @@ STAMP = "timeline_stamp.json"
 TIMES: dict[str, float] = {}
 
 
-def hb_keys(shard_of: np.ndarray, t_ns: np.ndarray, bounds: list[tuple[int, int]]) -> tuple[np.ndarray, int]:
+def hb_keys(shard_of: np.ndarray, t_ns: np.ndarray, bounds) -> tuple[np.ndarray, int]:
     """Happens-before keys for events given in per-shard program order.
 
     Args:
         shard_of: shard index of each event; each shard's events contiguous, in seq order.
         t_ns: each event's timestamp.
-        bounds: (receive row, send row) pairs: the receive must sort after the send.
+        bounds: (receive row, send row) pairs (a list of tuples or an (n, 2) array): the
+            receive must sort after the send.
     Returns:
         (keys, broken): keys nondecreasing within a shard and key[recv] > key[send];
         ``broken`` counts receive edges dropped because they formed a cycle (a corrupt
         trace), which keeps the order total instead of failing.
+
+    Each shard is keyed in segments: from its next unkeyed row up to its next receive
+    whose send has no key yet (one running max per segment). Rounds visit the shards in
+    turn until all are keyed; when none can move, the waiting receive whose shard's next
+    event is earliest loses its edge. Checking which receives are ready is vectorized, so
+    the cost is a few numpy calls per segment, not Python work per edge.
     """
+    t_ns = np.asarray(t_ns)
     n = len(t_ns)
     keys = np.empty(n, dtype=np.int64)
+    shard_of = np.asarray(shard_of)
     starts = np.flatnonzero(np.r_[True, shard_of[1:] != shard_of[:-1]]) if n else np.array([], dtype=np.int64)
     ends = np.r_[starts[1:], n].astype(np.int64)
-    # per shard: its receive rows sorted, with the send row each waits for
-    recv_of = {}
-    for r, s in sorted(bounds):
-        recv_of.setdefault(int(np.searchsorted(starts, r, side="right") - 1), []).append((r, s))
+    e = np.asarray(bounds, dtype=np.int64).reshape(-1, 2)
+    e = e[np.lexsort((e[:, 1], e[:, 0]))]          # by receive row, then send row
+    recv, send = e[:, 0], e[:, 1]
+    recv_shard = np.searchsorted(starts, recv, side="right") - 1
+    send_shard = np.searchsorted(starts, send, side="right") - 1
+    # per shard: the slice [first[k], last[k]) of the edges whose receive is in it
+    first = np.searchsorted(recv_shard, np.arange(len(starts)), side="left")
+    last = np.searchsorted(recv_shard, np.arange(len(starts)), side="right")
     pos = starts.astype(np.int64).copy()          # next unkeyed row of each shard
-    nxt = {k: 0 for k in recv_of}                 # next receive (index into recv_of[k])
+    nxt = first.copy()                            # next receive edge of each shard
     broken = 0
-    done_upto = lambda row: pos[np.searchsorted(starts, row, side="right") - 1] > row  # noqa: E731
     while True:
         progressed, pending = False, False
         for k in range(len(starts)):
             if pos[k] >= ends[k]:
                 continue
             pending = True
-            rl, j = recv_of.get(k, []), nxt.get(k, 0)
-            lo_bounds = []
-            end = ends[k]
-            while j < len(rl):
-                r, s = rl[j]
-                if not done_upto(s):
-                    end = r           # stop before a receive whose send has no key yet
-                    break
-                lo_bounds.append((r, keys[s] + 1))
-                j += 1
+            j = int(nxt[k])
+            stop = _first_waiting(pos, recv, send, send_shard, j, int(last[k]))
+            end = int(recv[stop]) if stop < last[k] else int(ends[k])
             if end <= pos[k]:
                 continue
-            seg = t_ns[pos[k]:end].copy()
-            for r, lo in lo_bounds:
-                if r < end:
-                    seg[r - pos[k]] = max(seg[r - pos[k]], lo)
+            seg = t_ns[pos[k]:end].astype(np.int64, copy=True)
+            r = recv[j:stop]
+            keep = r < end            # a second edge into the receive we stop at waits with it
+            if keep.any():
+                np.maximum.at(seg, r[keep] - pos[k], keys[send[j:stop][keep]] + 1)
             if pos[k] > starts[k]:
                 seg[0] = max(seg[0], keys[pos[k] - 1])
             keys[pos[k]:end] = np.maximum.accumulate(seg)
-            nxt[k] = j
+            nxt[k] = stop
             pos[k] = end
             progressed = True
         if not pending:
             return keys, broken
         if not progressed:
             # every shard waits on a send that waits on it: drop the earliest edge
-            k = min((k for k in recv_of if nxt[k] < len(recv_of[k]) and pos[k] < ends[k]),
-                    key=lambda k: t_ns[pos[k]])
-            recv_of[k].pop(nxt[k])
+            waiting = [k for k in range(len(starts)) if nxt[k] < last[k] and pos[k] < ends[k]]
+            k = min(waiting, key=lambda k: t_ns[pos[k]])
+            nxt[k] += 1
             broken += 1
+
+
+def _first_waiting(pos: np.ndarray, recv: np.ndarray, send: np.ndarray, send_shard: np.ndarray,
+                   j: int, last: int) -> int:
+    """The first edge in [j, last) whose send has no key yet (``last`` if none): a send
+    is keyed once its shard's next unkeyed row is past it. Windows double, so a long run
+    of ready edges costs O(its length) in a few numpy calls."""
+    w = 64
+    while j < last:
+        hi = min(last, j + w)
+        ready = pos[send_shard[j:hi]] > send[j:hi]
+        if not ready.all():
+            return j + int(np.argmin(ready))
+        j, w = hi, w * 2
+    return last
 
 
 def _stamp_of(index_dir: str) -> dict:
@@ -125,36 +147,39 @@ def build(model, path: str) -> None:
     """Compute the order and write the timeline: a merge of the shards when the index
     keeps each shard in seq order (it does), else a DuckDB sort."""
     con = model.con
-    from .index import read_table, table_paths
+    from .index import table_paths
     events_path = table_paths(model.trace, model.index_dir, "events")
-    ev = read_table(model.trace, model.index_dir, "events", ["shard", "seq", "t_ns"])   # file order
-    in_file_order = merge.grouped(ev.column("shard").combine_chunks().dictionary_encode().indices.to_numpy(),
-                                  ev.column("seq").to_numpy())
+    # file order: seq and t_ns of each shard's file; the shard is the file's (no string
+    # column read and encoded again)
+    names = [s.name for s in model.trace.shards]
+    parts = [pq.read_table(p, columns=["seq", "t_ns"]) for p in events_path]
+    shard_of = np.repeat(np.arange(len(parts), dtype=np.int32), [p.num_rows for p in parts])
+    seq = _int64(pa.chunked_array([c for p in parts for c in p.column("seq").chunks], pa.int64()))
+    t = _int64(pa.chunked_array([c for p in parts for c in p.column("t_ns").chunks], pa.int64()).fill_null(0))
+    del parts
+    in_file_order = merge.grouped(shard_of, seq)
     if not in_file_order:
         ev = con.sql(query_sql("events_in_order")).to_arrow_table()
-    shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
-    shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    seq = ev.column("seq").to_numpy()
-    t = ev.column("t_ns").fill_null(0).to_numpy() if ev.num_rows else np.array([], dtype=np.int64)
-    names = shard_codes.dictionary.to_pylist()
-    del ev
+        shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
+        shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        seq = _int64(ev.column("seq"))
+        t = _int64(ev.column("t_ns").fill_null(0))
+        names = shard_codes.dictionary.to_pylist()
+        del ev
     model.derive(["sync_pairs"])
     pairs = model.ask("pairs")
-    bounds, recv_rows, recv_at = [], [], []
-    if pairs.num_rows:
-        row_of = _row_finder(names, shard_of, seq)
-        for i, (rs, rq, ss, sq) in enumerate(zip(*(pairs.column(c).to_pylist()
-                                                   for c in ("recv_shard", "recv_seq", "send_shard", "send_seq")))):
-            r, s = row_of(rs, rq), row_of(ss, sq)
-            if r is not None:
-                recv_rows.append(r)
-                recv_at.append(i)
-            if r is not None and s is not None and r != s:
-                bounds.append((r, s))
+    recv_all = _rows_of(names, shard_of, seq, pairs.column("recv_shard"), pairs.column("recv_seq"))
+    send_all = _rows_of(names, shard_of, seq, pairs.column("send_shard"), pairs.column("send_seq"))
+    recv_at = np.flatnonzero(recv_all >= 0)            # pairs whose receive is in the trace
+    recv_rows = recv_all[recv_at]
+    edge = (recv_all >= 0) & (send_all >= 0) & (recv_all != send_all)
+    bounds = np.stack([recv_all[edge], send_all[edge]], axis=1)
     t1 = time.perf_counter()
     keys, _broken = hb_keys(shard_of, t, bounds)
     TIMES["hb_keys_s"] = time.perf_counter() - t1
-    perm = np.lexsort((seq, shard_of, keys))
+    # rows come in (shard, seq) order, so a stable sort by key alone is the order by
+    # (key, shard, seq); the shards' keys are sorted runs, which timsort merges in O(n log shards)
+    perm = np.argsort(keys, kind="stable")
     tmp = path + ".tmp"
     t1 = time.perf_counter()
     if in_file_order:
@@ -182,17 +207,35 @@ def build(model, path: str) -> None:
     TIMES["sort_write_s"] = time.perf_counter() - t1
 
 
-def _row_finder(names, shard_of, seq):
-    starts = {}
-    for i, name in enumerate(names):
-        idx = np.flatnonzero(shard_of == i)
-        if len(idx):
-            starts[name] = (int(idx[0]), int(idx[-1]) + 1)
+def _int64(col) -> np.ndarray:
+    """A non-null int64 column as one numpy array."""
+    if len(col) == 0:
+        return np.array([], dtype=np.int64)
+    return col.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
-    def row_of(shard, s):
-        if shard not in starts:
-            return None
-        a, b = starts[shard]
-        r = a + int(np.searchsorted(seq[a:b], s))
-        return r if r < b and seq[r] == s else None
-    return row_of
+
+def _rows_of(names: list[str], shard_of: np.ndarray, seq: np.ndarray, shard_col, seq_col) -> np.ndarray:
+    """The row of each (shard, seq) among events in (shard, seq) order, -1 where the
+    trace holds no such event (vectorized: one binary search per shard)."""
+    n = len(seq_col)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    codes = pa.chunked_array(shard_col).combine_chunks().dictionary_encode()
+    code_of = {name: i for i, name in enumerate(names)}
+    # the pairs' shard codes mapped to the events' (-1: a shard not in the trace)
+    remap = np.array([code_of.get(v, -1) for v in codes.dictionary.to_pylist()] or [-1], dtype=np.int64)
+    idx = codes.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    which = np.where(codes.indices.is_valid().to_numpy(zero_copy_only=False), remap[idx], -1)
+    want = pa.chunked_array(seq_col).combine_chunks().fill_null(np.iinfo(np.int64).min).to_numpy(zero_copy_only=False)
+    bounds = np.searchsorted(shard_of, np.arange(len(names) + 1), side="left")
+    for k in range(len(names)):
+        sel = np.flatnonzero(which == k)
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        if len(sel) == 0 or a == b:
+            continue
+        r = a + np.searchsorted(seq[a:b], want[sel])
+        ok = r < b
+        ok[ok] = seq[r[ok]] == want[sel][ok]
+        out[sel[ok]] = r[ok]
+    return out
