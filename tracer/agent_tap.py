@@ -88,6 +88,8 @@ class BindingTap:
         return out
 
     def deregisterMem(self, descs, *args, **kwargs):
+        # memory is freed after it is deregistered: no background hash may still read it
+        self._rec.wait_hashes()
         out = self._inner.deregisterMem(descs, *args, **kwargs)
         self._regions(K.DEREGISTER, descs)
         return out

@@ -8,18 +8,25 @@ gives) and hands the hashing to one background thread per recorder (this module)
 hash gives the GIL away for its whole loop, so the engine's threads run meanwhile. The
 recorder writes an event only once its checksums are in (events after it wait in the
 buffer, so every stream stays in seq order); a close or a ring dump waits for them.
+What it buys is overlap with the transfer, so it needs a core to spare: on a saturated CPU
+it takes the hash out of send() but not out of the transfer's time (measured on 2 loaded
+cores: bench/results/real_connector.txt). Reads stay synchronous (the consumer may change
+its pages once it has them), and so does the reference engine (tracer/engine), whose
+checksums are the baseline the checks' tests compare against.
 
 What the hash sees. A synchronous hash reads the pages when the hook runs; this one reads
 them a little later, while the transfer that moves them may already be running. A correct
 engine does not touch a source page between its write and the end of the transfers that
 read it and its free, so both read the same bytes. To keep it so, the hash is finished
-before (the barriers, :class:`Hasher`):
+before (the barriers; Recorder.alloc/free, the NIXL tap, Recorder.close):
 
 * the transfer poll of this process reports a transfer completed or failed (the tap waits
   for the hashes submitted before that transfer's posting): the engine learns that its
   source pages may be reused only after they were hashed;
 * an ``alloc`` or ``free`` of any of the slots is recorded: the next owner of a slot writes
-  it after the hash.
+  it after the hash;
+* memory is deregistered from NIXL (an engine frees its pools after that), and the
+  recorder closes (at the process's exit).
 
 If an engine rewrites a page illegally in between (the very bug kvtrace looks for), a
 hash may see the new bytes. When the hooks record that rewrite (a later write event on the

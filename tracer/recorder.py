@@ -400,7 +400,9 @@ class Recorder:
             if type(p) is not Pending:
                 continue
             job = p.job
-            if not job.done:
+            if not job.done and final:   # asked for after the wait above (a thread racing close)
+                self._hasher.wait(job.index + 1)
+            elif not job.done:
                 self._events[0:0] = rows[i:]  # one atomic list operation
                 return out[:i]
             if out is rows:

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from . import merge
 from .sqltext import query_sql
@@ -146,19 +147,25 @@ def build(model, path: str) -> None:
     """Compute the order and write the timeline: a merge of the shards when the index
     keeps each shard in seq order (it does), else a DuckDB sort."""
     con = model.con
-    from .index import read_table, table_paths
+    from .index import table_paths
     events_path = table_paths(model.trace, model.index_dir, "events")
-    ev = read_table(model.trace, model.index_dir, "events", ["shard", "seq", "t_ns"])   # file order
-    in_file_order = merge.grouped(ev.column("shard").combine_chunks().dictionary_encode().indices.to_numpy(),
-                                  ev.column("seq").to_numpy())
+    # file order: seq and t_ns of each shard's file; the shard is the file's (no string
+    # column read and encoded again)
+    names = [s.name for s in model.trace.shards]
+    parts = [pq.read_table(p, columns=["seq", "t_ns"]) for p in events_path]
+    shard_of = np.repeat(np.arange(len(parts), dtype=np.int32), [p.num_rows for p in parts])
+    seq = _int64(pa.chunked_array([c for p in parts for c in p.column("seq").chunks], pa.int64()))
+    t = _int64(pa.chunked_array([c for p in parts for c in p.column("t_ns").chunks], pa.int64()).fill_null(0))
+    del parts
+    in_file_order = merge.grouped(shard_of, seq)
     if not in_file_order:
         ev = con.sql(query_sql("events_in_order")).to_arrow_table()
-    shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
-    shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    seq = ev.column("seq").to_numpy()
-    t = ev.column("t_ns").fill_null(0).to_numpy() if ev.num_rows else np.array([], dtype=np.int64)
-    names = shard_codes.dictionary.to_pylist()
-    del ev
+        shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
+        shard_of = shard_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        seq = _int64(ev.column("seq"))
+        t = _int64(ev.column("t_ns").fill_null(0))
+        names = shard_codes.dictionary.to_pylist()
+        del ev
     model.derive(["sync_pairs"])
     pairs = model.ask("pairs")
     recv_all = _rows_of(names, shard_of, seq, pairs.column("recv_shard"), pairs.column("recv_seq"))
@@ -178,7 +185,7 @@ def build(model, path: str) -> None:
     if in_file_order:
         order = np.argsort(np.asarray(recv_rows, dtype=np.int64), kind="stable")
         take = pa.array(np.asarray(recv_at, dtype=np.int64)[order])
-        merge.write_in_order(events_path, tmp, perm, {
+        merge.write_in_order(events_path, tmp, perm, batches=_stream_batches(model, events_path), pairs={
             "rows": np.asarray(recv_rows, dtype=np.int64)[order],
             "shard": pairs.column("send_shard").combine_chunks().take(take),
             "seq": pairs.column("send_seq").combine_chunks().take(take),
@@ -198,6 +205,29 @@ def build(model, path: str) -> None:
             con.unregister("timeline_pairs")
     os.replace(tmp, path)
     TIMES["sort_write_s"] = time.perf_counter() - t1
+
+
+def _stream_batches(model, events_path: list[str]):
+    """The index's event rows read from the trace's stream files (index.py wrote them
+    from those, in the same order), when the model still holds the streams and each
+    holds exactly its index file's rows; None to decode the index instead."""
+    from .index import raw_batches
+    shards = model.trace.shards
+    try:
+        same = all(s.streams["events"].table.num_rows == pq.ParquetFile(p).metadata.num_rows
+                   for s, p in zip(shards, events_path))
+    except (OSError, KeyError):
+        return None
+    if not same or len(shards) != len(events_path) or not all(s.streams["events"].table.num_rows for s in shards):
+        return None
+    return [raw_batches(s, "events") for s in shards]
+
+
+def _int64(col) -> np.ndarray:
+    """A non-null int64 column as one numpy array."""
+    if len(col) == 0:
+        return np.array([], dtype=np.int64)
+    return col.combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def _rows_of(names: list[str], shard_of: np.ndarray, seq: np.ndarray, shard_col, seq_col) -> np.ndarray:

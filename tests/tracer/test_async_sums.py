@@ -204,3 +204,26 @@ def test_a_write_transfer_is_reported_done_only_after_its_source_pages_were_hash
     assert write["checksums"] == _sums(regs[0], [0])
     post, done = (next(e for e in ev if e["agent"] == "A" and e["kind"] == k) for k in ("xfer_post", "xfer_done"))
     assert write["seq"] < post["seq"] < done["seq"]
+
+
+def test_deregistering_memory_waits_for_its_hashes(tmp_path):
+    """An engine frees its pools after deregistering them: no hash may read them later."""
+    nixl_api = pytest.importorskip("nixl._api")
+    from kvtrace.tracer.agent import TracedAgent
+    rec = Recorder(str(tmp_path / "t.kvtrace"), "p")
+    a = TracedAgent("A", nixl_api.nixl_agent_config(backends=["UCX"]), recorder=rec)
+    regs = _regions()
+    ra = a.register_memory([(regs[0].ptr, regs[0].buf.nbytes, 0, "")], "DRAM")
+    gate = Gate(regs[:1], [6])
+    rec.write_async("A", "r1", [("kv", 0)], [6], gate)
+    dereg = threading.Thread(target=a.deregister_memory, args=(ra,))
+    dereg.start()
+    dereg.join(0.3)
+    assert dereg.is_alive()
+    gate.go.set()
+    dereg.join(30)
+    assert not dereg.is_alive()
+    rec.close()
+    ev = _events(tmp_path / "t.kvtrace")
+    assert [e["kind"] for e in ev] == ["register", "write", "deregister"]
+    assert ev[1]["checksums"] == _sums(regs[0], [6])
