@@ -90,13 +90,11 @@ WRITERS = 2
 
 def write_options(schema: pa.Schema) -> dict:
     """ParquetWriter options of the index and the timeline: lz4, dictionary pages for
-    the name/enum string columns only, min/max statistics for the integer columns and
-    the shard (what readers prune row groups by: ord, seq, t_ns ranges; a row group's
-    string min/max spans nearly every value, and computing them is ~12% of the write)."""
+    the name/enum string columns only. Min/max statistics stay on every column: request
+    keys cluster in time, so a ``request = ?`` scan of the timeline (the viewer's n/p)
+    skips most row groups by them (4 ms instead of 15 ms at 1M events)."""
     strings = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
-    return {"compression": CODEC,
-            "use_dictionary": [n for n in strings if n not in FREE_TEXT],
-            "write_statistics": [f.name for f in schema if pa.types.is_integer(f.type) or f.name == "shard"]}
+    return {"compression": CODEC, "use_dictionary": [n for n in strings if n not in FREE_TEXT]}
 
 
 def raw_batches(shard, table: str, with_shard: bool = True):
