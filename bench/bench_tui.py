@@ -194,6 +194,9 @@ def main() -> None:
     print(f"first open, index build: analysis _index {b['analysis_index_s']:.1f} s + timeline order "
           f"{b['tui_index_s']:.1f} s = {first:.1f} s (target < 15 s: {'OK' if first < 15 else 'MISSED'}); "
           f"peak RSS {b['rss_mb']:.0f} MB (target < 1500 MB: {'OK' if b['rss_mb'] < 1500 else 'MISSED'}); once per trace")
+    if "hb_keys_s" in b:
+        print(f"  timeline order parts (kvtrace/model/order.py): happens-before keys {b['hb_keys_s']:.1f} s, "
+              f"merge + Parquet write {b['sort_write_s']:.1f} s; the rest is the model's sync_pairs and reading seq/t_ns")
     if "panels_ready_s" in b:
         print(f"  then the side panels' objects, built in the background: ready {b['panels_ready_s']:.1f} s after the index, "
               f"peak RSS {b['rss_ready_mb']:.0f} MB")

@@ -152,11 +152,7 @@ def build(model, path: str) -> None:
     # file order: seq and t_ns of each shard's file; the shard is the file's (no string
     # column read and encoded again)
     names = [s.name for s in model.trace.shards]
-    parts = [pq.read_table(p, columns=["seq", "t_ns"]) for p in events_path]
-    shard_of = np.repeat(np.arange(len(parts), dtype=np.int32), [p.num_rows for p in parts])
-    seq = _int64(pa.chunked_array([c for p in parts for c in p.column("seq").chunks], pa.int64()))
-    t = _int64(pa.chunked_array([c for p in parts for c in p.column("t_ns").chunks], pa.int64()).fill_null(0))
-    del parts
+    seq, t, shard_of = _read_seq_t(events_path)
     in_file_order = merge.grouped(shard_of, seq)
     if not in_file_order:
         ev = con.sql(query_sql("events_in_order")).to_arrow_table()
@@ -180,12 +176,13 @@ def build(model, path: str) -> None:
     # rows come in (shard, seq) order, so a stable sort by key alone is the order by
     # (key, shard, seq); the shards' keys are sorted runs, which timsort merges in O(n log shards)
     perm = np.argsort(keys, kind="stable")
+    del keys, t, bounds, send_all, recv_all     # 8 bytes an event each: the merge, the peak, comes next
     tmp = path + ".tmp"
     t1 = time.perf_counter()
     if in_file_order:
         order = np.argsort(np.asarray(recv_rows, dtype=np.int64), kind="stable")
         take = pa.array(np.asarray(recv_at, dtype=np.int64)[order])
-        merge.write_in_order(events_path, tmp, perm, {
+        merge.write_in_order(events_path, tmp, perm, batches=_stream_batches(model, events_path), pairs={
             "rows": np.asarray(recv_rows, dtype=np.int64)[order],
             "shard": pairs.column("send_shard").combine_chunks().take(take),
             "seq": pairs.column("send_seq").combine_chunks().take(take),
@@ -205,6 +202,41 @@ def build(model, path: str) -> None:
             con.unregister("timeline_pairs")
     os.replace(tmp, path)
     TIMES["sort_write_s"] = time.perf_counter() - t1
+
+
+def _stream_batches(model, events_path: list[str]):
+    """The index's event rows read from the trace's stream files (index.py wrote them
+    from those, in the same order), when the model still holds the streams and each
+    holds exactly its index file's rows; None to decode the index instead."""
+    from .index import raw_batches
+    shards = model.trace.shards
+    try:
+        same = all(s.streams["events"].table.num_rows == pq.ParquetFile(p).metadata.num_rows
+                   for s, p in zip(shards, events_path))
+    except (OSError, KeyError):
+        return None
+    if not same or len(shards) != len(events_path) or not all(s.streams["events"].table.num_rows for s in shards):
+        return None
+    return [raw_batches(s, "events") for s in shards]
+
+
+def _read_seq_t(paths: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """seq, t_ns (nulls as 0) and the file's number of every row of the files, in file
+    order, copied chunk by chunk into arrays sized up front (peak: the arrays and one
+    chunk, not the Arrow tables beside them)."""
+    counts = [pq.ParquetFile(p).metadata.num_rows for p in paths]
+    n = int(sum(counts))
+    seq, t = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    at = 0
+    for p in paths:
+        pf = pq.ParquetFile(p)
+        for b in pf.iter_batches(batch_size=1 << 20, columns=["seq", "t_ns"], use_threads=False):
+            k = b.num_rows
+            seq[at:at + k] = b.column(0).to_numpy(zero_copy_only=False)
+            t[at:at + k] = b.column(1).fill_null(0).to_numpy(zero_copy_only=False)
+            at += k
+    shard_of = np.repeat(np.arange(len(paths), dtype=np.int32), counts)
+    return seq, t, shard_of
 
 
 def _int64(col) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pyarrow as pa
 import pytest
@@ -68,17 +69,27 @@ def _findings(trace: str) -> set[tuple[str, str]]:
         return {(f.check, f.request) for f in s.findings()}
 
 
-def _ring_run(tmp_path, name: str, bugs=(), after: int = 0, trigger_step: int | None = None):
-    wl = load("small", requests=400)
+#: the ring's window in these runs, and how long a run goes before a test's trigger: several
+#: windows and flush intervals, so the window's start always cuts the run (the engine can
+#: reach a given step in half a second on a fast machine)
+RING, TRIGGER_AFTER_S = "0.4s", 1.2
+
+
+def _ring_run(tmp_path, name: str, bugs=(), after: int = 0, trigger_step: int | None = None, requests: int = 400):
+    wl = load("small", requests=requests)
     if after:
         wl.engine["inject_after"] = after
+    state = {"k": 0, "t0": None, "fired": False}
 
-    def on_step(done, total, state={"k": 0}):
+    def on_step(done, total):
         state["k"] += 1
-        if state["k"] == trigger_step:
+        state["t0"] = state["t0"] or time.monotonic()
+        if not state["fired"] and state["k"] >= trigger_step and time.monotonic() - state["t0"] >= TRIGGER_AFTER_S:
+            state["fired"] = True
             ring_mod.trigger("test: step reached")
     session = str(tmp_path / f"{name}.kvtrace")
-    run_inprocess(wl, bugs, session, on_step=on_step if trigger_step else None, ring="0.4s")
+    run_inprocess(wl, bugs, session, on_step=on_step if trigger_step else None, ring=RING)
+    assert not trigger_step or state["fired"], f"the run ended before its trigger ({state['k']} steps)"
     return session
 
 
@@ -113,8 +124,9 @@ def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace, m
 @pytest.mark.parametrize("step", [450, 700])
 def test_clean_dump_has_no_finding(tmp_path, validate_trace, step):
     """Clean twin: the same session dumped by the Python API mid-run finds nothing, wherever
-    the window starts (prefix pages shared across turns, transfers spanning the start)."""
-    session = _ring_run(tmp_path, "clean", trigger_step=step)
+    the window starts (prefix pages shared across turns, transfers spanning the start).
+    The trigger comes at the given step, but never before TRIGGER_AFTER_S of running."""
+    session = _ring_run(tmp_path, "clean", trigger_step=step, requests=1000)
     dump = dump_path(session, 1)
     validate_trace(dump)
     w = json.load(open(os.path.join(dump, "decode", "shard.json")))["ring"]["window"]

@@ -45,7 +45,8 @@ def test_index_puts_notification_after_post_and_keeps_program_order(early_free_t
 
 
 def test_merge_writer_matches_the_sort_path(early_free_trace, tmp_path, monkeypatch):
-    """The shard merge (merge.py) and the DuckDB sort fallback write the same timeline."""
+    """The shard merge (merge.py; from the stream files, and from the index when the
+    model released them) and the DuckDB sort fallback write the same timeline."""
     import shutil
 
     import duckdb
@@ -57,6 +58,9 @@ def test_merge_writer_matches_the_sort_path(early_free_trace, tmp_path, monkeypa
     path = order.ensure(s)
     q = "SELECT * FROM read_parquet(?) ORDER BY ALL"
     merged = duckdb.execute(q, [path]).fetchall()
+    s.release_streams()      # the merge reads the index's Parquet instead of the stream files
+    order.build(s, path)
+    assert duckdb.execute(q, [path]).fetchall() == merged
     monkeypatch.setattr(merge, "grouped", lambda *a: False)
     order.build(s, path)
     assert duckdb.execute(q, [path]).fetchall() == merged
