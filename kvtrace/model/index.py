@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import tempfile
-
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -75,8 +74,7 @@ def _load_stamp(path: str) -> dict:
     return {}
 
 
-#: rows per Parquet row group of the index: DuckDB scans row groups in parallel, and the
-#: timeline merge (merge.py) holds a few of them per shard at a time
+#: rows per Parquet row group of the index (DuckDB scans row groups in parallel)
 ROWS_PER_GROUP = 65536
 #: lz4 decodes ~3x faster than zstd and writes ~2x faster (files ~1.5x larger); the index
 #: is a cache on the trace's own disk, written on first open and read by every analysis
@@ -108,7 +106,11 @@ def raw_batches(shard, table: str, with_shard: bool = True):
     if want == 0:
         return
     with pa.OSFile(path) as f:
-        reader = ipc.open_stream(f)
+        try:
+            reader = ipc.open_stream(f)
+        except (pa.ArrowInvalid, OSError):   # replaced since it was read: the reader's rows
+            yield _indexed(kept, shard.name, table, with_shard)
+            return
         while want > 0:
             try:
                 b = reader.read_next_batch()
@@ -161,8 +163,8 @@ def _write_table(d: str, shard, table: str) -> None:
 
 
 def _write_shards(d: str, shards: list) -> None:
-    """Every table of the given shards, two files at a time: Arrow reads and Parquet
-    encodes without the GIL, so a 2-core machine writes the index in about half the time."""
+    """Every table of the given shards, WRITERS files at a time: Arrow reads and Parquet
+    encodes outside the GIL, so the files are written on both cores of a 2-core machine."""
     jobs = [(s, t) for s in shards for t in TABLES]
     # the big tables first so the two workers finish together
     jobs.sort(key=lambda j: -j[0].streams[j[1]].table.num_rows)
