@@ -175,7 +175,13 @@ class TraceModel:
             self._unsaved = kept
             used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
         if used > self._compact_at:
-            self.con.execute("CHECKPOINT")
+            import duckdb
+            try:
+                self.con.execute("CHECKPOINT")
+            except duckdb.TransactionException:
+                # another cursor holds a write transaction (the viewer's, while this
+                # derive runs in its background): compressing waits for the next step
+                pass
 
     def table(self, name: str) -> pa.Table:
         """A derived object's rows as an Arrow table (built first if needed)."""
