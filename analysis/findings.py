@@ -117,10 +117,13 @@ def rows_to_findings(check: str, table) -> list[Finding]:
 #: folded into the root-cause finding so one bug reads as one finding
 #: (``extra["folded"]`` keeps what was folded). Relations: "request" (same request),
 #: "request_pool" (same request and pool), "victim" (same agent and a shared slot, or the
-#: other party of an overlap — a late write landing in the slot's next owner).
+#: other party of an overlap — a late write landing in the slot's next owner), "stray"
+#: (an overlap one of whose two writers is the root's request, on a slot where the root
+#: found that request's descriptors landing stray: the misaddressed copy is what collided).
 FOLDS = {
     "layer_offset_mismatch": (("desc_not_owned", "request"), ("read_undelivered", "request"),
-                              ("checksum_mismatch", "request"), ("desc_out_of_bounds", "request")),
+                              ("checksum_mismatch", "request"), ("desc_out_of_bounds", "request"),
+                              ("overlapping_inflight_writes", "stray")),
     "read_before_done": (("checksum_mismatch", "request"), ("write_after_free", "request"),
                          ("read_undelivered", "request")),
     "read_undelivered": (("write_after_free", "request"),),
@@ -158,6 +161,9 @@ def _related(root: Finding, g: Finding, how: str) -> bool:
         return g.request == root.request
     if how == "request_pool":
         return g.request == root.request and g.pool == root.pool
+    if how == "stray":
+        return (root.request in (g.request, g.extra.get("other")) and g.agent == root.agent
+                and g.pool == root.pool and bool(set(g.slots) & set(root.slots)))
     # victim
     if g.request == root.request or g.extra.get("other") == root.request:
         return True

@@ -80,7 +80,9 @@ def test_random_cuts_of_recorded_sessions_never_add_a_violation(tmp_path):
 
 def _kill_mid_recording(path: str, inject: str | None = None) -> None:
     """Start `kvtrace record --workload production`, SIGKILL it once both shards have
-    flushed events, and make sure it really died mid-run."""
+    flushed events and prefill has flushed descriptors (a flush of events alone, with the
+    postings' descriptor lists still buffered, leaves no transfer to check: the buggy run
+    then had nothing to find), and make sure it really died mid-run."""
     # production's bf16 index_k has fewer slots than kv, so the injected bug makes NIXL refuse
     # the postings and the run ends in ~2 s; production-dsv4 (more index_k slots) corrupts pages
     # and runs long enough to be killed mid-way
@@ -89,7 +91,7 @@ def _kill_mid_recording(path: str, inject: str | None = None) -> None:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        ev = [os.path.join(path, s, "events.arrows") for s in ("prefill", "decode")]
+        ev = [os.path.join(path, s, "events.arrows") for s in ("prefill", "decode")] + [os.path.join(path, "prefill", "descs.arrows")]
         while time.monotonic() < deadline and proc.poll() is None:
             if all(os.path.exists(p) and os.path.getsize(p) > 20000 for p in ev):
                 break
