@@ -15,6 +15,9 @@ so a correct analysis reports zero findings. ``--bug early-free`` makes every 97
 request free its prefill pages before xfer_done (a planted hazard).
 
     python bench/gen_synthetic.py OUT.kvtrace --events 10000000
+
+Written CHUNK_REQUESTS requests at a time (the same bytes as one piece), so memory stays
+bounded (~0.6 GB) at any --events: 100M events take ~2 min on one core.
 """
 from __future__ import annotations
 
@@ -35,13 +38,35 @@ POOLS = (("kv", 8, 576 * 64 // 8, 2048), ("index_k", 8, 132 * 64 // 8, 4096))  #
 PAGES, CONC, LAG = 2, 256, 8
 
 
+#: requests generated and written at once: memory is bounded by this, not by --events
+#: (~50 events per request; 100M events are written in 32 pieces of ~3M events)
+CHUNK_REQUESTS = 65536
+
+
+class _Stream:
+    """One Arrow stream file written piece by piece (schema's columns missing from a
+    piece are nulls)."""
+
+    def __init__(self, path: str, schema: pa.Schema, batch: int = 65536) -> None:
+        self.schema, self.batch = schema, batch
+        self._sink = pa.OSFile(path, "wb")
+        self._w = ipc.new_stream(self._sink, schema)
+
+    def write(self, cols: dict) -> None:
+        n = len(next(iter(cols.values())))
+        arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in self.schema]
+        for b in pa.Table.from_arrays(arrays, schema=self.schema).to_batches(max_chunksize=self.batch):
+            self._w.write_batch(b)
+
+    def close(self) -> None:
+        self._w.close()
+        self._sink.close()
+
+
 def _write(path: str, schema: pa.Schema, cols: dict, batch: int = 65536) -> None:
-    n = len(next(iter(cols.values())))
-    arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in schema]
-    t = pa.Table.from_arrays(arrays, schema=schema)
-    with pa.OSFile(path, "wb") as sink, ipc.new_stream(sink, schema) as w:
-        for b in t.to_batches(max_chunksize=batch):
-            w.write_batch(b)
+    s = _Stream(path, schema, batch)
+    s.write(cols)
+    s.close()
 
 
 def _lists(values: np.ndarray, width: int, valid: np.ndarray, typ) -> pa.Array:
@@ -62,8 +87,10 @@ def _checksum(req, pool_id, layer, page):
         return h * np.uint64(0x165667B19E3779F9)
 
 
-def build(path: str, events: int, bug: str | None = None, seed: int = 0) -> dict:
-    """Write the trace; returns counts (events, descs, requests)."""
+def build(path: str, events: int, bug: str | None = None, seed: int = 0,
+          chunk: int = CHUNK_REQUESTS) -> dict:
+    """Write the trace, ``chunk`` requests at a time (the same bytes whatever the chunk);
+    returns counts (events, descs, requests)."""
     L = [p[1] for p in POOLS]
     nl = sum(L)
     per_req = (7 + nl) + (8 + nl)
@@ -71,7 +98,6 @@ def build(path: str, events: int, bug: str | None = None, seed: int = 0) -> dict
     os.makedirs(path, exist_ok=True)
     manifest.expect_shards(path, ["prefill", "decode"], tool="bench/gen_synthetic.py",
                            workload={"requests": R, "pages": PAGES, "concurrency": CONC})
-    req = np.arange(R)
     bases = {}
     for a, agent in enumerate(("prefill", "decode")):
         addr = 0x100000000 * (a + 1)
@@ -79,11 +105,13 @@ def build(path: str, events: int, bug: str | None = None, seed: int = 0) -> dict
             bases[(agent, name)] = addr
             addr += layers * sb * ns + 0x100000
     # slots: request i uses PAGES slots of block (i % CONC) in each pool, on both sides
-    slot0 = (req % CONC) * PAGES
-    rows_d = _side_decode(R, slot0)
-    rows_p = _side_prefill(R, slot0, bug)
-    nev = sum(_emit_shard(path, agent, rows, bases) for agent, rows in (("prefill", rows_p), ("decode", rows_d)))
-    ndesc = _emit_descs(path, R, slot0, bases)
+    nev = 0
+    for agent, side in (("prefill", _side_prefill), ("decode", _side_decode)):
+        sh = _Shard(path, agent, bases)
+        for lo in range(0, R, chunk):
+            sh.write(side(R, lo, min(R, lo + chunk), bug))
+        nev += sh.close()
+    ndesc = _emit_descs(path, R, bases, chunk)
     manifest.finish(path)
     return {"events": nev, "descs": ndesc, "requests": R}
 
@@ -99,27 +127,29 @@ def _layers():
     return [(pi, layer) for pi, p in enumerate(POOLS) for layer in range(p[1])]
 
 
-def _side_decode(R, slot0):
+def _side_decode(R, lo, hi, bug=None):
+    """Decode's rows of heads lo..hi-1 and of the tails that fall between them (requests
+    lo-LAG..hi-LAG-1; the last piece also gets the final LAG tails)."""
     head = _template([("req_start", -1, -1), ("alloc", 0, -1), ("alloc", 1, -1), ("msg_send", -1, -1)])
     tail = _template([("notif_recv", -1, -1)] + [("read", pi, la) for pi, la in _layers()]
                      + [("free", 0, -1), ("free", 1, -1), ("req_done", -1, -1)])
     # order: head(i), then tail(i - LAG): keys 2i (head) and 2(i + LAG) + 1 (tail)
     span = len(head[0]) + len(tail[0])
-    i = np.arange(R)
-    pos_head = (2 * i) * span
-    pos_tail = (2 * (i + LAG) + 1) * span
-    return _assemble(R, [(head, pos_head), (tail, pos_tail)])
+    ih = np.arange(lo, hi)
+    it = np.arange(max(0, lo - LAG), R if hi == R else max(0, hi - LAG))
+    return _assemble([(head, ih, (2 * ih) * span), (tail, it, (2 * (it + LAG) + 1) * span)])
 
 
-def _side_prefill(R, slot0, bug):
+def _side_prefill(R, lo, hi, bug=None):
     body = [("msg_recv", -1, -1), ("alloc", 0, -1), ("alloc", 1, -1)] + [("write", pi, la) for pi, la in _layers()]
     clean = body + [("xfer_post", -1, -1), ("xfer_done", -1, -1), ("xfer_release", -1, -1), ("free", 0, -1), ("free", 1, -1)]
     t = _template(clean)
-    rows = _assemble(R, [(t, np.arange(R) * len(t[0]))])
+    i = np.arange(lo, hi)
+    rows = _assemble([(t, i, i * len(t[0]))])
     if bug == "early-free":
         # every 97th request: move its frees before its xfer_done (swap rows within the request)
         n = len(t[0])
-        r = np.arange(0, R, 97)
+        r = np.arange(-(-lo // 97) * 97, hi, 97) - lo
         done = r * n + (n - 4)
         for k in ("kind", "pool", "layer", "req"):
             a = rows[k]
@@ -128,129 +158,145 @@ def _side_prefill(R, slot0, bug):
     return rows
 
 
-def _assemble(R, pieces):
-    n = sum(len(t[0]) * R for t, _ in pieces)
+def _assemble(pieces):
+    """pieces: (template, its requests, each request's first position); rows in position order."""
+    n = sum(len(t[0]) * len(reqs) for t, reqs, _ in pieces)
     kind = np.empty(n, dtype=object)
     pool = np.full(n, -1, np.int8)
     layer = np.full(n, -1, np.int32)
-    reqs = np.empty(n, np.int64)
+    reqs_ = np.empty(n, np.int64)
     order = np.empty(n, np.int64)
     at = 0
-    for (k, p, la), start in pieces:
-        m = len(k)
+    for (k, p, la), reqs, start in pieces:
+        m, R = len(k), len(reqs)
         sl = slice(at, at + m * R)
         kind[sl] = np.tile(k, R)
         pool[sl] = np.tile(p, R)
         layer[sl] = np.tile(la, R)
-        reqs[sl] = np.repeat(np.arange(R), m)
+        reqs_[sl] = np.repeat(reqs, m)
         order[sl] = (start[:, None] + np.arange(m)[None, :]).reshape(-1)
         at += m * R
     o = np.argsort(order, kind="stable")
-    return {"kind": kind[o], "pool": pool[o], "layer": layer[o], "req": reqs[o]}
+    return {"kind": kind[o], "pool": pool[o], "layer": layer[o], "req": reqs_[o]}
 
 
-def _emit_shard(path, agent, rows, bases):
-    d = os.path.join(path, agent)
-    os.makedirs(d, exist_ok=True)
-    peer = "decode" if agent == "prefill" else "prefill"
-    kind = rows["kind"].astype(str)
-    n = len(kind)
-    req = rows["req"]
-    pool_id, layer = rows["pool"], rows["layer"]
-    names = np.array([p[0] for p in POOLS] + [None], dtype=object)
-    is_slot = np.isin(kind, ["alloc", "free", "write", "read"])
-    slot0 = (req % CONC) * PAGES
-    vals = (slot0[is_slot][:, None] + np.arange(PAGES)[None, :]).reshape(-1)
-    pages = np.tile(np.arange(PAGES), is_slot.sum())
-    has_ck = np.isin(kind, ["write", "read"])
-    ck_rows = np.nonzero(has_ck)[0]
-    ck = _checksum(np.repeat(req[ck_rows], PAGES), np.repeat(pool_id[ck_rows], PAGES),
-                   np.repeat(layer[ck_rows], PAGES), np.tile(np.arange(PAGES), len(ck_rows)))
-    has_page = np.isin(kind, ["alloc", "write", "read"])
-    pg_vals = np.tile(np.arange(PAGES), has_page.sum())
-    reqnames = pa.array([f"r{i}" for i in range(req.max() + 1)], pa.string())
-    xferish = np.isin(kind, ["xfer_post", "xfer_done", "xfer_release"])
-    msgish = (kind == "xfer_post") | (kind == "notif_recv")
-    msgs = pa.array([f"r{i}_kv".encode() for i in range(req.max() + 1)], pa.binary())
-    ids = pa.array([json.dumps({"id": f"r{i}/pages"}) for i in range(req.max() + 1)], pa.string())
-    detailish = (kind == "msg_send") | (kind == "msg_recv")
-    reqcol = reqnames.take(pa.array(req))
-    cols = {
-        "seq": pa.array(np.arange(n, dtype=np.int64) + 1000),
-        "t_ns": pa.array(np.arange(n, dtype=np.int64) * 250),
-        "thread": pa.array(np.zeros(n, np.int32)),
-        "agent": pa.array(np.full(n, agent, dtype=object), pa.string()),
-        "kind": pa.array(kind, pa.string()),
-        "request": reqcol,
-        "pool": pa.array(names[np.where(pool_id < 0, len(POOLS), pool_id)], pa.string()),
-        "layer": pa.array(layer, pa.int32(), mask=layer < 0),
-        "slots": _lists(vals, PAGES, is_slot, pa.int64()),
-        "pages": _pages_col(pg_vals, kind, has_page),
-        "checksums": _lists(ck, PAGES, has_ck, pa.uint64()),
-        "xfer": pa.array(req, pa.int64(), mask=~xferish),
-        "peer": pa.array(np.where(xferish | msgish | detailish, peer, None), pa.string()),
-        "msg": msgs.take(pa.array(req)),
-        "detail": pa.array(ids.take(pa.array(req))),
-    }
-    cols["msg"] = pa.compute.if_else(pa.array(msgish), cols["msg"], pa.nulls(n, pa.binary()))
-    cols["detail"] = pa.compute.if_else(pa.array(detailish), cols["detail"], pa.nulls(n, pa.string()))
-    # registrations + layouts first (a prefix of 2 * layers register events)
-    reg = [(agent, name, la, bases[(agent, name)] + la * sb * ns, sb * ns, sb, ns)
-           for name, layers, sb, ns in POOLS for la in range(layers)]
-    rt = {"seq": pa.array(np.arange(len(reg), dtype=np.int64)), "t_ns": pa.array(np.zeros(len(reg), np.int64)),
-          "agent": pa.array([agent] * len(reg)), "kind": pa.array(["register"] * len(reg)),
-          "addr": pa.array([r[3] for r in reg], pa.uint64()), "nbytes": pa.array([r[4] for r in reg], pa.uint64()),
-          "mem_type": pa.array(["DRAM"] * len(reg)), "device": pa.array(np.zeros(len(reg), np.int32))}
-    regt = pa.Table.from_arrays([rt[f.name] if f.name in rt else pa.nulls(len(reg), f.type) for f in EVENTS], schema=EVENTS)
-    evt = pa.Table.from_arrays([cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in EVENTS], schema=EVENTS)
-    _write(os.path.join(d, "events.arrows"), EVENTS, {f.name: pa.concat_arrays(
-        [regt.column(f.name).combine_chunks(), evt.column(f.name).combine_chunks()]) for f in EVENTS})
-    _write(os.path.join(d, "layouts.arrows"), LAYOUTS, {
-        "agent": pa.array([r[0] for r in reg]), "pool": pa.array([r[1] for r in reg]),
-        "layer": pa.array([r[2] for r in reg], pa.int32()), "addr": pa.array([r[3] for r in reg], pa.uint64()),
-        "nbytes": pa.array([r[4] for r in reg], pa.uint64()), "slot_bytes": pa.array([r[5] for r in reg], pa.uint64()),
-        "num_slots": pa.array([r[6] for r in reg], pa.int64()), "page_tokens": pa.array([64] * len(reg), pa.int32()),
-        "dtype": pa.array(["bf16"] * len(reg))})
-    if agent == "decode":   # prefill's descs and dlists are written by _emit_descs
-        _write(os.path.join(d, "descs.arrows"), DESCS, {"xfer": pa.array([], pa.int64())})
-        _write(os.path.join(d, "dlists.arrows"), DLISTS, {"dlist": pa.array([], pa.int64())})
-    with open(os.path.join(d, SHARD_INFO), "w") as f:
-        json.dump({"pid": 0, "host": "synthetic", "clock": "monotonic_ns@synthetic", "closed": True,
-                   "shard": agent, "events": n + len(reg)}, f)
-    return n + len(reg)
+class _Shard:
+    """One side's events.arrows (its registrations first, then the pieces in order), its
+    layouts and its shard info."""
+
+    def __init__(self, path, agent, bases):
+        self.agent, self.peer = agent, ("decode" if agent == "prefill" else "prefill")
+        self.d = os.path.join(path, agent)
+        os.makedirs(self.d, exist_ok=True)
+        self.out = _Stream(os.path.join(self.d, "events.arrows"), EVENTS)
+        self.n = 0
+        # registrations + layouts first (a prefix of 2 * layers register events)
+        reg = [(agent, name, la, bases[(agent, name)] + la * sb * ns, sb * ns, sb, ns)
+               for name, layers, sb, ns in POOLS for la in range(layers)]
+        self.nreg = len(reg)
+        self.out.write({
+            "seq": pa.array(np.arange(len(reg), dtype=np.int64)), "t_ns": pa.array(np.zeros(len(reg), np.int64)),
+            "agent": pa.array([agent] * len(reg), pa.string()), "kind": pa.array(["register"] * len(reg), pa.string()),
+            "addr": pa.array([r[3] for r in reg], pa.uint64()), "nbytes": pa.array([r[4] for r in reg], pa.uint64()),
+            "mem_type": pa.array(["DRAM"] * len(reg), pa.string()), "device": pa.array(np.zeros(len(reg), np.int32))})
+        _write(os.path.join(self.d, "layouts.arrows"), LAYOUTS, {
+            "agent": pa.array([r[0] for r in reg]), "pool": pa.array([r[1] for r in reg]),
+            "layer": pa.array([r[2] for r in reg], pa.int32()), "addr": pa.array([r[3] for r in reg], pa.uint64()),
+            "nbytes": pa.array([r[4] for r in reg], pa.uint64()), "slot_bytes": pa.array([r[5] for r in reg], pa.uint64()),
+            "num_slots": pa.array([r[6] for r in reg], pa.int64()), "page_tokens": pa.array([64] * len(reg), pa.int32()),
+            "dtype": pa.array(["bf16"] * len(reg))})
+
+    def write(self, rows) -> None:
+        kind = rows["kind"].astype(str)
+        n, at = len(kind), self.n
+        self.n += n
+        req = rows["req"]
+        pool_id, layer = rows["pool"], rows["layer"]
+        names = np.array([p[0] for p in POOLS] + [None], dtype=object)
+        is_slot = np.isin(kind, ["alloc", "free", "write", "read"])
+        slot0 = (req % CONC) * PAGES
+        vals = (slot0[is_slot][:, None] + np.arange(PAGES)[None, :]).reshape(-1)
+        has_ck = np.isin(kind, ["write", "read"])
+        ck_rows = np.nonzero(has_ck)[0]
+        ck = _checksum(np.repeat(req[ck_rows], PAGES), np.repeat(pool_id[ck_rows], PAGES),
+                       np.repeat(layer[ck_rows], PAGES), np.tile(np.arange(PAGES), len(ck_rows)))
+        has_page = np.isin(kind, ["alloc", "write", "read"])
+        pg_vals = np.tile(np.arange(PAGES), has_page.sum())
+        r0 = int(req.min())
+        rix = pa.array(req - r0)
+        span = range(r0, int(req.max()) + 1)
+        reqnames = pa.array([f"r{i}" for i in span], pa.string())
+        xferish = np.isin(kind, ["xfer_post", "xfer_done", "xfer_release"])
+        msgish = (kind == "xfer_post") | (kind == "notif_recv")
+        msgs = pa.array([f"r{i}_kv".encode() for i in span], pa.binary())
+        ids = pa.array([json.dumps({"id": f"r{i}/pages"}) for i in span], pa.string())
+        detailish = (kind == "msg_send") | (kind == "msg_recv")
+        cols = {
+            "seq": pa.array(np.arange(at, at + n, dtype=np.int64) + 1000),
+            "t_ns": pa.array(np.arange(at, at + n, dtype=np.int64) * 250),
+            "thread": pa.array(np.zeros(n, np.int32)),
+            "agent": pa.array(np.full(n, self.agent, dtype=object), pa.string()),
+            "kind": pa.array(kind, pa.string()),
+            "request": reqnames.take(rix),
+            "pool": pa.array(names[np.where(pool_id < 0, len(POOLS), pool_id)], pa.string()),
+            "layer": pa.array(layer, pa.int32(), mask=layer < 0),
+            "slots": _lists(vals, PAGES, is_slot, pa.int64()),
+            "pages": _lists(pg_vals, PAGES, has_page, pa.int64()),
+            "checksums": _lists(ck, PAGES, has_ck, pa.uint64()),
+            "xfer": pa.array(req, pa.int64(), mask=~xferish),
+            "peer": pa.array(np.where(xferish | msgish | detailish, self.peer, None), pa.string()),
+        }
+        cols["msg"] = pa.compute.if_else(pa.array(msgish), msgs.take(rix), pa.nulls(n, pa.binary()))
+        cols["detail"] = pa.compute.if_else(pa.array(detailish), ids.take(rix), pa.nulls(n, pa.string()))
+        self.out.write(cols)
+
+    def close(self) -> int:
+        self.out.close()
+        d = self.d
+        if self.agent == "decode":   # prefill's descs and dlists are written by _emit_descs
+            _write(os.path.join(d, "descs.arrows"), DESCS, {"xfer": pa.array([], pa.int64())})
+            _write(os.path.join(d, "dlists.arrows"), DLISTS, {"dlist": pa.array([], pa.int64())})
+        with open(os.path.join(d, SHARD_INFO), "w") as f:
+            json.dump({"pid": 0, "host": "synthetic", "clock": "monotonic_ns@synthetic", "closed": True,
+                       "shard": self.agent, "events": self.n + self.nreg}, f)
+        return self.n + self.nreg
 
 
-def _pages_col(pg_vals, kind, has_page):
-    return _lists(pg_vals, PAGES, has_page, pa.int64())
-
-
-def _emit_descs(path, R, slot0, bases):
-    """Prefill's descriptors (one per pool, layer, page) and its two prepped lists."""
+def _emit_descs(path, R, bases, chunk=CHUNK_REQUESTS):
+    """Prefill's descriptors (one per pool, layer, page), ``chunk`` requests at a time,
+    and its two prepped lists."""
     d = os.path.join(path, "prefill")
     regions = [(name, la, sb, ns) for name, layers, sb, ns in POOLS for la in range(layers)]
     starts = np.cumsum([0] + [r[3] for r in regions])[:-1]
     per = len(regions) * PAGES
-    xfer = np.repeat(np.arange(R, dtype=np.int64), per)
-    reg_i = np.tile(np.repeat(np.arange(len(regions)), PAGES), R)
-    page = np.tile(np.arange(PAGES), R * len(regions))
-    slot = np.repeat(slot0, per) + page
-    sb = np.array([r[2] for r in regions], np.uint64)[reg_i]
-    ns = np.array([r[3] for r in regions], np.uint64)[reg_i]
-    lay = np.array([r[1] for r in regions], np.uint64)[reg_i]
-    pbase = np.array([bases[("prefill", r[0])] for r in regions], np.uint64)[reg_i]
-    dbase = np.array([bases[("decode", r[0])] for r in regions], np.uint64)[reg_i]
-    off = lay * sb * ns + slot.astype(np.uint64) * sb
-    idx = starts[reg_i] + slot
-    n = len(xfer)
-    _write(os.path.join(d, "descs.arrows"), DESCS, {
-        "xfer": pa.array(xfer), "pos": pa.array(np.tile(np.arange(per, dtype=np.int32), R)),
-        "op": pa.array(np.full(n, "WRITE", dtype=object), pa.string()),
-        "src_agent": pa.array(np.full(n, "prefill", dtype=object), pa.string()), "src_addr": pa.array(pbase + off),
-        "src_device": pa.array(np.zeros(n, np.int32)),
-        "dst_agent": pa.array(np.full(n, "decode", dtype=object), pa.string()), "dst_addr": pa.array(dbase + off),
-        "dst_device": pa.array(np.zeros(n, np.int32)), "nbytes": pa.array(sb),
-        "src_dlist": pa.array(np.zeros(n, np.int64)), "src_idx": pa.array(idx.astype(np.int64)),
-        "dst_dlist": pa.array(np.ones(n, np.int64)), "dst_idx": pa.array(idx.astype(np.int64))})
+    out = _Stream(os.path.join(d, "descs.arrows"), DESCS)
+    total = 0
+    for lo in range(0, R, chunk):
+        reqs = np.arange(lo, min(R, lo + chunk), dtype=np.int64)
+        slot0 = (reqs % CONC) * PAGES
+        xfer = np.repeat(reqs, per)
+        reg_i = np.tile(np.repeat(np.arange(len(regions)), PAGES), len(reqs))
+        page = np.tile(np.arange(PAGES), len(reqs) * len(regions))
+        slot = np.repeat(slot0, per) + page
+        sb = np.array([r[2] for r in regions], np.uint64)[reg_i]
+        ns = np.array([r[3] for r in regions], np.uint64)[reg_i]
+        lay = np.array([r[1] for r in regions], np.uint64)[reg_i]
+        pbase = np.array([bases[("prefill", r[0])] for r in regions], np.uint64)[reg_i]
+        dbase = np.array([bases[("decode", r[0])] for r in regions], np.uint64)[reg_i]
+        off = lay * sb * ns + slot.astype(np.uint64) * sb
+        idx = starts[reg_i] + slot
+        n = len(xfer)
+        total += n
+        out.write({
+            "xfer": pa.array(xfer), "pos": pa.array(np.tile(np.arange(per, dtype=np.int32), len(reqs))),
+            "op": pa.array(np.full(n, "WRITE", dtype=object), pa.string()),
+            "src_agent": pa.array(np.full(n, "prefill", dtype=object), pa.string()), "src_addr": pa.array(pbase + off),
+            "src_device": pa.array(np.zeros(n, np.int32)),
+            "dst_agent": pa.array(np.full(n, "decode", dtype=object), pa.string()), "dst_addr": pa.array(dbase + off),
+            "dst_device": pa.array(np.zeros(n, np.int32)), "nbytes": pa.array(sb),
+            "src_dlist": pa.array(np.zeros(n, np.int64)), "src_idx": pa.array(idx.astype(np.int64)),
+            "dst_dlist": pa.array(np.ones(n, np.int64)), "dst_idx": pa.array(idx.astype(np.int64))})
+    out.close()
     parts = {k: [] for k in ("dlist", "agent", "remote_agent", "idx", "addr", "nbytes")}
     for dl, (agent, remote) in enumerate((("prefill", None), ("decode", "decode"))):
         for (name, la, sbb, nss), st in zip(regions, starts):
@@ -266,7 +312,7 @@ def _emit_descs(path, R, slot0, bases):
         "remote_agent": pa.array(np.concatenate(parts["remote_agent"]), pa.string()),
         "idx": pa.array(np.concatenate(parts["idx"]).astype(np.int64)), "addr": pa.array(np.concatenate(parts["addr"])),
         "nbytes": pa.array(np.concatenate(parts["nbytes"])), "device": pa.array(np.zeros(sum(map(len, parts["idx"])), np.int32))})
-    return n
+    return total
 
 
 def main() -> None:

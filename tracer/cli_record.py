@@ -50,9 +50,11 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     if args.ring:
-        from .ring import parse_ring
+        from .ring import check_ring
+        # one SIZE per process: the reference engine in one process records two shards there
+        engine_shards = 2 if not args.cmd and args.processes == 1 else 1
         try:
-            parse_ring(args.ring)
+            check_ring(args.ring, shards=engine_shards)
         except ValueError as e:
             from ..errors import UsageError
             raise UsageError(str(e)) from None

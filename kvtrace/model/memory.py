@@ -63,5 +63,38 @@ def spill_dir(index_dir: str) -> str:
     return os.path.join(index_dir, f"spill-{os.getpid()}")
 
 
+#: the derived tables take ~6x the Parquet index's bytes even compressed (a 10M-event
+#: trace: 0.37 GB index, ~2.2 GB of compressed tables, ~14 GB uncompressed); when that
+#: passes the cap they are built in a database file instead of memory (database_path)
+DERIVED_PER_INDEX_BYTE = 6
+
+
+def index_bytes(index_dir: str) -> int:
+    """The Parquet index's size on disk (derived tables and spill left out)."""
+    total = 0
+    for d, dirs, files in os.walk(index_dir):
+        dirs[:] = [x for x in dirs if x != "derived" and not x.startswith("spill-")]
+        total += sum(os.path.getsize(os.path.join(d, f)) for f in files if f.endswith(".parquet"))
+    return total
+
+
+def database_path(index_dir: str, cap: str) -> str:
+    """Where the model's DuckDB database lives: ``:memory:`` while the derived tables fit
+    the cap, else a file in the spill folder (removed at close with the rest of it).
+
+    In memory DuckDB keeps a table's rows uncompressed and can only spill them whole to
+    temp files; a CREATE TABLE AS of 100M-event rows (desc_end: two rows per descriptor)
+    then runs out of the cap. In a database file every table is written compressed, row
+    group by row group, and read back through the buffer pool, so derivation runs out of
+    core at any size. KVTRACE_DATABASE=memory|file forces one (tests; comparisons)."""
+    force = os.environ.get("KVTRACE_DATABASE", "").strip().lower()
+    if force not in ("", "memory", "file"):
+        raise UsageError(f"KVTRACE_DATABASE={force!r}: use memory or file")
+    if force == "memory" or (not force and index_bytes(index_dir) * DERIVED_PER_INDEX_BYTE <= to_bytes(cap)):
+        return ":memory:"
+    import uuid   # one file per model: two models of a trace in one process share the spill folder
+    return os.path.join(spill_dir(index_dir), f"model-{uuid.uuid4().hex[:12]}.duckdb")
+
+
 def remove_spill(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)

@@ -47,3 +47,35 @@ def test_cli_memory_flag(bug, capsys):
     assert main(["check", bug, "--memory", "lots"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "memory limit" in err[0]
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    p = str(tmp_path_factory.mktemp("mem") / "clean.kvtrace")
+    CASES["abort_free_inflight"](p, bug=False)
+    return p
+
+
+def _findings(path):
+    from kvtrace.analysis.session import TraceSession
+
+    with TraceSession(path, keep_derived=False) as s:
+        return s.database, sorted(map(repr, s.findings()))
+
+
+@pytest.mark.parametrize("twin", ["bug", "clean"])
+def test_tables_past_the_cap_go_to_a_database_file(twin, request, monkeypatch):
+    """Derived tables that would outgrow the cap are built in a database file in the
+    spill folder (out of core), with the same findings as in memory; it goes at close."""
+    path = request.getfixturevalue(twin)
+    monkeypatch.delenv("KVTRACE_DATABASE", raising=False)
+    db, in_memory = _findings(path)
+    assert db == ":memory:"                                   # a small trace: in memory
+    monkeypatch.setattr(memory, "DERIVED_PER_INDEX_BYTE", 10**9)   # as if it were huge
+    db, on_disk = _findings(path)
+    assert db.endswith(".duckdb") and os.path.dirname(os.path.dirname(db)).endswith("_index")
+    assert not os.path.exists(db) and not os.path.exists(os.path.dirname(db))
+    assert on_disk == in_memory and (on_disk != []) == (twin == "bug")
+    monkeypatch.setenv("KVTRACE_DATABASE", "sometimes")
+    with pytest.raises(UsageError):
+        memory.database_path("/nonexistent", "1GB")
