@@ -253,6 +253,92 @@ def memory(longs: list[int], sizes: list[str], tmp: str, jobs: int = 1) -> None:
                       f"state_complete {whole})")
 
 
+def _rss_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _roles() -> dict[int, str]:
+    """pid -> prefill/decode, for the SGLang driver's two processes running now."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--role" in cmd and any(x.endswith(b"sglang_pd.py") for x in cmd):
+            role = cmd[cmd.index(b"--role") + 1].decode()
+            if role in ("prefill", "decode"):
+                out[int(d)] = role
+    return out
+
+
+def real_memory(sizes: list[str], requests: int, tmp: str) -> None:
+    """SGLang's real NIXL connector (tests/engines/sglang_pd.py: prefill and decode as two OS
+    processes, one ring each) recorded to a file and into rings of each size, one run after
+    the other in one invocation; each process's RSS sampled every 0.1 s: its peak, and its
+    RSS at three quarters of its life (late in the run, before teardown frees memory), ring
+    minus file per process, against SIZE."""
+    from kvtrace.tracer.ring import ring_budget_bytes
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    venv = os.environ.get("KVTRACE_ENGINES_VENV") or os.path.join(root, ".venv-engines")
+    py = os.path.join(venv, "bin", "python")
+    prog = [py, os.path.join(root, "tests", "engines", "sglang_pd.py"), "--index-k", "tokens", "--requests",
+            str(requests), "--wave", "8", "--max-pages", "8", "--slots", "128", "--kv-layers", "4",
+            "--index-layers", "4", "--timeout", "600"]
+    arms = [("file", None)] + [(f"ring {z}", z) for z in sizes]
+    res = {}
+    for arm, z in arms:
+        out = os.path.join(tmp, arm.replace(" ", "-") + ".kvtrace")
+        cmd = [py, "-m", "kvtrace", "record", "--hooks", "sglang", "--force", "-o", out,
+               *(["--ring", z] if z else []), "--"] + prog
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp)
+        samples: dict[str, list[int]] = {}
+        t0 = time.time()
+        while proc.poll() is None:
+            for pid, role in _roles().items():
+                r = _rss_of(pid)
+                if r:
+                    samples.setdefault(role, []).append(r)
+            time.sleep(0.1)
+        peak = {r: max(v) for r, v in samples.items()}
+        last = {r: v[len(v) * 3 // 4] for r, v in samples.items()}
+        so, se = proc.communicate()
+        if proc.returncode != 0:
+            print(f"  {arm}: exit {proc.returncode}: {se.strip().splitlines()[-1:] }")
+            res[arm] = None
+            continue
+        events = [ln for ln in (so + se).splitlines() if "events" in ln][-1:]
+        res[arm] = (peak, last, time.time() - t0, events)
+        shutil.rmtree(out, ignore_errors=True)
+    mib = 2 ** 20
+    print(f"[real memory] SGLang 0.5.21's NIXL connector (tests/engines/sglang_pd.py, {requests} requests, "
+          f"prefill and decode as two processes, one ring each: SIZE per process), RSS sampled every 0.1 s, MiB")
+    for arm, z in arms:
+        v = res[arm]
+        if v is None:
+            continue
+        peak, last, wall, events = v
+        print(f"    {arm:10s} " + "  ".join(f"{r}: peak {peak.get(r, 0) / mib:7.1f} at 3/4 {last.get(r, 0) / mib:7.1f}"
+                                          for r in ("prefill", "decode")) + f"   wall {wall:5.1f} s  {events[0] if events else ''}")
+    f_ = res.get("file")
+    for arm, z in arms[1:]:
+        v = res[arm]
+        if v is None or f_ is None:
+            continue
+        cap = ring_budget_bytes(z)
+        for r in ("prefill", "decode"):
+            dp, dl = v[0].get(r, 0) - f_[0].get(r, 0), v[1].get(r, 0) - f_[1].get(r, 0)
+            print(f"    {arm} {r}: over file recording peak {dp / mib:+.1f} MiB, at 3/4 of the run {dl / mib:+.1f} MiB; "
+                  f"vs SIZE {cap / mib:.0f} MiB: " + ("within" if max(dp, dl) <= cap else "OVER"))
+
+
 def watch_latency(requests: int, after: int, tmp: str) -> None:
     from kvtrace.analysis.watch import Watcher
     out = os.path.join(tmp, "watched.kvtrace")
@@ -294,7 +380,9 @@ def main() -> int:
     ap.add_argument("--long", default="1500,3000", help="run lengths (requests), comma-separated")
     ap.add_argument("--ring-size", default="8MB,32MB", help="ring sizes (SIZE per process), comma-separated")
     ap.add_argument("--jobs", type=int, default=1, help="memory arms run at once (each its own process)")
-    ap.add_argument("--only", choices=("throughput", "memory", "watch"), default=None)
+    ap.add_argument("--only", choices=("throughput", "memory", "watch", "real-memory"), default=None)
+    ap.add_argument("--real-requests", type=int, default=2000,
+                    help="real-memory: requests through SGLang's connector per run")
     args = ap.parse_args()
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     tmp = tempfile.mkdtemp(prefix="kvtrace-bench-ring-")
@@ -303,6 +391,8 @@ def main() -> int:
             throughput(args.reps, args.requests, tmp)
         if args.only in (None, "memory"):
             memory([int(x) for x in args.long.split(",")], args.ring_size.split(","), tmp, args.jobs)
+        if args.only == "real-memory":   # needs .venv-engines (scripts/setup_engines.sh)
+            real_memory(args.ring_size.split(","), args.real_requests, tmp)
         if args.only in (None, "watch"):
             watch_latency(args.requests * 2, args.requests, tmp)
     finally:

@@ -102,6 +102,7 @@ class RingStore:
         self.window_ns, self.slack_ns = window_ns, slack_ns
         self._batch_peak = 0                # the largest batch held or being taken (Arrow bytes): working_bytes
         self.overflow_events = 0            # events of flushes larger than the whole allowance
+        self._book_step = 0                 # the most one flush grew the bookkeeping (room kept for the next)
         self.chunks: collections.deque[_Chunk] = collections.deque()
         self._descs: list = []              # descs batches of the flush in progress
         self._carried: list = []            # descs batches already carried over once
@@ -148,8 +149,9 @@ class RingStore:
     def working_bytes(self) -> int:
         """What the store costs beside its batches: its bookkeeping, and twice its largest
         batch (one batch unpacked and its filtered copy while evicting or dumping; a batch's
-        IPC stream and its compressed copy while packing)."""
-        return self.book_bytes + 2 * self._batch_peak
+        IPC stream and its compressed copy while packing), plus room for what the next flush
+        adds to the bookkeeping before it can evict (the most one flush added so far)."""
+        return self.book_bytes + 2 * self._batch_peak + self._book_step
 
     def allowance(self) -> int | None:
         """Bytes of batches the store may hold now (None: no size bound)."""
@@ -184,7 +186,9 @@ class RingStore:
 
     def _close_chunk(self, events: pa.RecordBatch) -> None:
         self._batch_peak = max(self._batch_peak, events.nbytes)
+        book = self.book_bytes
         owners = self._ingest_events(events)        # registers transfer owners before their descs
+        self._book_step = max(self._book_step, self.book_bytes - book)
         # a posting's descriptors can be flushed one flush before its xfer_post: those wait
         # (once) for the chunk that names their owner
         waiting, descs, self._descs = self._descs, [], []
