@@ -8,16 +8,18 @@ how fast `watch` reports a hazard. All arms in one run, side by side.
    read per second of wall time.
 2. Memory: each arm of a long run in a fresh process, RSS sampled at every engine step
    (growth over the RSS before the engine started, at 10/25/50/75/100% of the run), peak
-   RSS (ru_maxrss), the ring's largest store size (what SIZE counts) and the bytes its
-   packed batches take, for two ring sizes and two run lengths beside no recording and
-   file recording; then one dump per ring run. Per ring: the most RSS growth over file
-   recording, split into anonymous memory (heap, pools) and mapped library code, against
-   the bound (shards x SIZE), said "within" or "OVER".
+   RSS (ru_maxrss), the most the ring's budget had committed (reserves + batches + working
+   bytes: what SIZE bounds, for the process's two rings together) and the bytes its packed
+   batches take, for several ring sizes and run lengths beside no recording and file
+   recording; then one dump per ring run. Per ring: the most RSS growth over file recording
+   at any sampled point, split into anonymous memory (heap, pools) and mapped library code,
+   the peak and the final RSS over file recording, each against SIZE (the process's bound),
+   said "within" or "OVER". A SIZE the ring refuses (below its minimum) is reported so.
 3. watch: a recording with a late injected bug is followed by ``Watcher`` (real clock);
    latency = when the finding was printed - when a poll first saw the files holding its
    facts (itself at most one poll interval, 0.2 s, after their flush).
 
-    .venv/bin/python bench/bench_ring.py [--reps 3] [--requests 400] [--long 1500,3000] [--ring-size 2MB,8MB]
+    .venv/bin/python bench/bench_ring.py [--reps 3] [--requests 400] [--long 1500,3000] [--ring-size 8MB,32MB]
 """
 from __future__ import annotations
 
@@ -118,6 +120,7 @@ def packed(st):   # the bytes the ring's packed batches take in memory
             + sum(len(p[0].data) for p in list(st.pinned) + list(st.pinned_descs)))
 peak_store = [0]
 peak_packed = [0]
+peak_book = [0]
 recs, samples = [], []
 orig = runner._recorder
 def spy(*a, **k):
@@ -128,8 +131,9 @@ runner._recorder = spy
 triggered = [False]
 def on_step(done, total):
     stores = [x.store for x in recs if getattr(x, "store", None)]
-    store = sum(x.nbytes for x in stores)
-    peak_store[0] = max(peak_store[0], store)
+    if stores:   # what SIZE bounds: the budget's reserves + every ring's batches and working bytes
+        peak_store[0] = max(peak_store[0], stores[0].budget.committed())
+        peak_book[0] = max(peak_book[0], sum(x.book_bytes for x in stores))
     if stores and len(samples) % 10 == 0:
         peak_packed[0] = max(peak_packed[0], sum(packed(x) for x in stores))
     samples.append((done, rss(), rss_anon()))
@@ -139,7 +143,12 @@ def on_step(done, total):
 start_rss, start_anon = rss(), rss_anon()
 t0 = time.perf_counter()
 if arm == "ring":
-    s = runner.run_inprocess(_workload(n), [], out, checksums=False, ring=size, on_step=on_step)
+    from kvtrace.tracer.ring_budget import RingSizeError
+    try:
+        s = runner.run_inprocess(_workload(n), [], out, checksums=False, ring=size, on_step=on_step)
+    except RingSizeError as e:
+        print(json.dumps({{"refused": str(e)}}))
+        raise SystemExit(0)
 elif arm == "file":
     s = runner.run_inprocess(_workload(n), [], out, checksums=False, on_step=on_step)
 else:
@@ -157,7 +166,8 @@ if arm == "ring":
 print(json.dumps({{"wall": wall, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   "start_rss": start_rss, "start_anon": start_anon, "samples": samples,
                   "pyarrow_pool": pyarrow.total_allocated_bytes(), "peak_store": peak_store[0],
-                  "peak_packed": peak_packed[0], "requests": s["requests"], "dump": dump}}))
+                  "peak_packed": peak_packed[0], "peak_book": peak_book[0], "requests": s["requests"],
+                  "dump": dump}}))
 """
 
 _FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
@@ -180,8 +190,10 @@ def _at(samples: list, n: int, frac: float, col: int = 1) -> int:
 
 def memory(longs: list[int], sizes: list[str], tmp: str, jobs: int = 1) -> None:
     """RSS over time per arm (no recording / file / ring of each size) for each run length.
-    Growth is RSS minus the RSS sampled just before the engine started (libraries loaded)."""
-    from kvtrace.tracer.ring import parse_ring
+    Growth is RSS minus the RSS sampled just before the engine started (libraries loaded).
+    Arms run in fresh processes, ``jobs`` at a time, in the order n x (off, file, rings...),
+    so every ring arm runs beside or just after the file arm it is compared with."""
+    from kvtrace.tracer.ring import ring_budget_bytes
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     arms = [("off", ""), ("file", "")] + [(f"ring {z}", z) for z in sizes]
     todo = [(n, arm, z) for n in longs for arm, z in arms]
@@ -198,40 +210,145 @@ def memory(longs: list[int], sizes: list[str], tmp: str, jobs: int = 1) -> None:
         res[(n, arm)] = json.loads(so.strip().splitlines()[-1])
         shutil.rmtree(out, ignore_errors=True)
     mib = 2 ** 20
-    print(f"[memory] workload small, checksums off, each arm in a fresh process ({jobs} at a time); RSS growth "
-          f"= RSS - RSS just before the engine started (pyarrow + kvtrace loaded in every arm), MiB, "
-          f"the highest sample up to that share of the requests. A ring's bound: SIZE per shard, 2 shards "
-          f"in this process; the store counts each batch's Arrow bytes (what a dump writes) and holds it "
-          f"LZ4-packed (held = packed bytes in memory)")
+    print(f"[memory] workload small, checksums off, reference engine in one process (prefill and decode: "
+          f"two rings sharing one SIZE), each arm in a fresh process ({jobs} at a time); RSS growth = RSS - RSS "
+          f"just before the engine started (pyarrow + kvtrace loaded in every arm), MiB, the highest sample up "
+          f"to that share of the requests; committed = the most the ring budget charged (reserves + batches "
+          f"+ working bytes), held = its packed batches' bytes, book = its bookkeeping")
     for n in longs:
         print(f"  run of {n} requests        " + "".join(f"{int(f * 100):>7d}%" for f in _FRACTIONS)
-              + "   peak RSS   ring stores max (bound), held")
+              + "   peak RSS   committed max (SIZE), held, book")
         for arm, z in arms:
             v = res[(n, arm)]
+            if "refused" in v:
+                print(f"    {arm:22s} refused: {v['refused']}")
+                continue
             row = "".join(f"{(_at(v['samples'], n, f) - v['start_rss']) / mib:+8.1f}" for f in _FRACTIONS)
             extra = ""
             if z:
-                cap = parse_ring(z)[0] or 0
-                extra = (f"   {v['peak_store'] / mib:5.2f} ({2 * cap / mib:.0f}: 2 shards x {z}), "
-                         f"{v['peak_packed'] / mib:.2f}")
+                extra = (f"   {v['peak_store'] / mib:6.2f} ({ring_budget_bytes(z) / mib:.0f}), "
+                         f"{v['peak_packed'] / mib:.2f}, {v['peak_book'] / mib:.2f}")
             print(f"    {arm:22s} {row}   {v['maxrss_kb'] / 1024:7.1f}{extra}")
+        f_ = res[(n, "file")]
         for arm, z in arms[2:]:
-            v, f_ = res[(n, arm)], res[(n, "file")]
-            cap = 2 * (parse_ring(z)[0] or 0)
+            v = res[(n, arm)]
+            if "refused" in v:
+                continue
+            cap = ring_budget_bytes(z)
             over = max((_at(v["samples"], n, fr) - v["start_rss"]) - (_at(f_["samples"], n, fr) - f_["start_rss"])
                        for fr in _FRACTIONS)
             anon = max((_at(v["samples"], n, fr, 2) - v["start_anon"]) - (_at(f_["samples"], n, fr, 2) - f_["start_anon"])
                        for fr in _FRACTIONS)
             peak = v["maxrss_kb"] * 1024 - f_["maxrss_kb"] * 1024
-            print(f"    {arm}: most RSS growth over file recording at any of those points {over / mib:+.1f} MiB "
-                  f"(anonymous {anon / mib:+.1f}, mapped library code {(over - anon) / mib:+.1f}); peak RSS "
-                  f"{peak / mib:+.1f} MiB; vs ring bound {cap / mib:.0f} MiB: anonymous "
-                  + ("within" if anon <= cap else "OVER") + ", all RSS " + ("within" if max(over, peak) <= cap else "OVER"))
+            final = (v["samples"][-1][1] - v["start_rss"]) - (f_["samples"][-1][1] - f_["start_rss"])
+            worst = max(over, peak, final)
+            print(f"    {arm}: RSS over file recording: most at any sampled point {over / mib:+.1f} MiB "
+                  f"(anonymous {anon / mib:+.1f}, mapped library code {(over - anon) / mib:+.1f}), peak "
+                  f"{peak / mib:+.1f}, final {final / mib:+.1f}; vs SIZE {cap / mib:.0f} MiB: "
+                  + ("within" if worst <= cap else "OVER") + f" ({worst / cap:.0%} of it at most)")
         for arm, z in arms[2:]:
-            for sh, (delay, events, pinned, evicted, whole) in res[(n, arm)]["dump"].items():
+            for sh, (delay, events, pinned, evicted, whole) in res[(n, arm)].get("dump", {}).items():
                 print(f"    {arm} dump near the end, shard {sh:7s}: written {delay:5.2f} s after the trigger, "
                       f"{events} events ({pinned} kept from before the window, {evicted} evicted, "
                       f"state_complete {whole})")
+
+
+def _rss_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _roles() -> dict[int, str]:
+    """pid -> prefill/decode, for the SGLang driver's two processes running now."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--role" in cmd and any(x.endswith(b"sglang_pd.py") for x in cmd):
+            role = cmd[cmd.index(b"--role") + 1].decode()
+            if role in ("prefill", "decode"):
+                out[int(d)] = role
+    return out
+
+
+def real_memory(sizes: list[str], requests: int, tmp: str) -> None:
+    """SGLang's real NIXL connector (tests/engines/sglang_pd.py: prefill and decode as two OS
+    processes, one ring each) recorded to a file and into rings of each size, one run after
+    the other in one invocation; each process's RSS sampled every 0.1 s: its peak, and its
+    RSS at three quarters of its life (late in the run, before teardown frees memory), ring
+    minus file per process, against SIZE."""
+    from kvtrace.tracer.ring import ring_budget_bytes
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    venv = os.environ.get("KVTRACE_ENGINES_VENV") or os.path.join(root, ".venv-engines")
+    py = os.path.join(venv, "bin", "python")
+    prog = [py, os.path.join(root, "tests", "engines", "sglang_pd.py"), "--index-k", "tokens", "--requests",
+            str(requests), "--wave", "8", "--max-pages", "8", "--slots", "128", "--kv-layers", "4",
+            "--index-layers", "4", "--timeout", "600"]
+    arms = [("file", None)] + [(f"ring {z}", z) for z in sizes]
+    res = {}
+    for arm, z in arms:
+        out = os.path.join(tmp, arm.replace(" ", "-") + ".kvtrace")
+        cmd = [py, "-m", "kvtrace", "record", "--hooks", "sglang", "--force", "-o", out,
+               *(["--ring", z] if z else []), "--"] + prog
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp)
+        samples: dict[str, list[int]] = {}
+        t0 = time.time()
+        while proc.poll() is None:
+            for pid, role in _roles().items():
+                r = _rss_of(pid)
+                if r:
+                    samples.setdefault(role, []).append(r)
+            time.sleep(0.1)
+        peak = {r: max(v) for r, v in samples.items()}
+        last = {r: v[len(v) * 3 // 4] for r, v in samples.items()}
+        so, se = proc.communicate()
+        if proc.returncode != 0:
+            print(f"  {arm}: exit {proc.returncode}: {se.strip().splitlines()[-1:] }")
+            res[arm] = None
+            continue
+        events = [ln for ln in (so + se).splitlines() if "events" in ln][-1:]
+        budget = {}    # each ring process's own account: the most its budget committed (shard.json)
+        stage = os.path.join(out, "_ring")
+        for sh in (os.listdir(stage) if z and os.path.isdir(stage) else []):
+            try:
+                with open(os.path.join(stage, sh, "shard.json")) as f:
+                    budget[sh] = json.load(f).get("ring_memory") or {}
+            except (OSError, ValueError):
+                pass
+        res[arm] = (peak, last, time.time() - t0, events, budget)
+        shutil.rmtree(out, ignore_errors=True)
+    mib = 2 ** 20
+    print(f"[real memory] SGLang 0.5.21's NIXL connector (tests/engines/sglang_pd.py, {requests} requests, "
+          f"prefill and decode as two processes, one ring each: SIZE per process), RSS sampled every 0.1 s, MiB")
+    for arm, z in arms:
+        v = res[arm]
+        if v is None:
+            continue
+        peak, last, wall, events, budget = v
+        print(f"    {arm:10s} " + "  ".join(f"{r}: peak {peak.get(r, 0) / mib:7.1f} at 3/4 {last.get(r, 0) / mib:7.1f}"
+                                          for r in ("prefill", "decode")) + f"   wall {wall:5.1f} s  {events[0] if events else ''}")
+        for sh, m in sorted(budget.items()):
+            print(f"      {sh}: the ring budget committed at most {m.get('committed_max', 0) / mib:.2f} MiB of "
+                  f"{m.get('size', 0) / mib:.0f} ({m.get('rings_in_process')} ring(s) in the process, "
+                  f"{m.get('overflow_events', 0)} events dropped as over-large flushes)")
+    f_ = res.get("file")
+    for arm, z in arms[1:]:
+        v = res[arm]
+        if v is None or f_ is None:
+            continue
+        cap = ring_budget_bytes(z)
+        for r in ("prefill", "decode"):
+            dp, dl = v[0].get(r, 0) - f_[0].get(r, 0), v[1].get(r, 0) - f_[1].get(r, 0)
+            print(f"    {arm} {r}: over file recording peak {dp / mib:+.1f} MiB, at 3/4 of the run {dl / mib:+.1f} MiB; "
+                  f"vs SIZE {cap / mib:.0f} MiB: " + ("within" if max(dp, dl) <= cap else "OVER"))
 
 
 def watch_latency(requests: int, after: int, tmp: str) -> None:
@@ -273,9 +390,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--long", default="1500,3000", help="run lengths (requests), comma-separated")
-    ap.add_argument("--ring-size", default="2MB,8MB", help="ring sizes, comma-separated")
+    ap.add_argument("--ring-size", default="8MB,32MB", help="ring sizes (SIZE per process), comma-separated")
     ap.add_argument("--jobs", type=int, default=1, help="memory arms run at once (each its own process)")
-    ap.add_argument("--only", choices=("throughput", "memory", "watch"), default=None)
+    ap.add_argument("--only", choices=("throughput", "memory", "watch", "real-memory"), default=None)
+    ap.add_argument("--real-requests", type=int, default=2000,
+                    help="real-memory: requests through SGLang's connector per run")
     args = ap.parse_args()
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
     tmp = tempfile.mkdtemp(prefix="kvtrace-bench-ring-")
@@ -284,6 +403,8 @@ def main() -> int:
             throughput(args.reps, args.requests, tmp)
         if args.only in (None, "memory"):
             memory([int(x) for x in args.long.split(",")], args.ring_size.split(","), tmp, args.jobs)
+        if args.only == "real-memory":   # needs .venv-engines (scripts/setup_engines.sh)
+            real_memory(args.ring_size.split(","), args.real_requests, tmp)
         if args.only in (None, "watch"):
             watch_latency(args.requests * 2, args.requests, tmp)
     finally:

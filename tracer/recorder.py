@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import manifest as _manifest
+from .gil import yielding
 from .async_sums import UNKNOWN as _UNKNOWN, Hasher, Pending, SumJob
 from .schema import DESCS, DLISTS, EVENTS, LAYOUTS, SHARD_INFO, EventKind
 
@@ -325,7 +326,8 @@ class Recorder:
             self._wake.wait(self.flush_interval)
             self._wake.clear()
             try:
-                self.flush()
+                with yielding():   # the engine's threads get the GIL back quickly (tracer/gil.py)
+                    self.flush()
             except Exception as e:  # never kill the recorded program; rows are kept or counted
                 self._warn("flush", f"kvtrace: recorder {self.shard}: flushing failed ({_short(e)})")
 

@@ -26,7 +26,7 @@ import threading
 import time
 import weakref
 
-from . import ring_dump
+from . import ring_budget, ring_dump
 from .recorder import Recorder
 from .ring_store import RingStore
 
@@ -43,8 +43,29 @@ _signal_lock = threading.Lock()     # one recorder turns a signal into one trigg
 
 
 def parse_ring(spec: str) -> tuple[int | None, float | None]:
-    """``"256MB"`` -> (bytes, None); ``"30s"``/``"2min"`` -> (None, seconds). ValueError if neither."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(spec))
+    """``"256MB"`` -> (bytes, None); ``"30s"``/``"2min"`` -> (None, seconds); both bounds,
+    ``"30s,64MB"`` -> (bytes, seconds). ValueError if neither, or for a SIZE below what
+    one ring needs (``ring_budget.RingSizeError``: see :func:`check_ring` for more shards)."""
+    size, seconds = _parse(spec)
+    if size is not None:
+        ring_budget.check(size, 1, spec)
+    return size, seconds
+
+
+def _parse(spec: str) -> tuple[int | None, float | None]:
+    parts = [x for x in str(spec).split(",")]
+    if len(parts) == 2:
+        (b1, s1), (b2, s2) = _parse_one(parts[0], spec), _parse_one(parts[1], spec)
+        if (b1 is None) == (b2 is None):
+            raise ValueError(f"--ring {spec}: give one size and one duration (30s,64MB)")
+        return b1 if b1 is not None else b2, s1 if s1 is not None else s2
+    if len(parts) > 2:
+        raise ValueError(f"--ring {spec}: expected a size (256MB), a duration (30s) or both (30s,64MB)")
+    return _parse_one(spec, spec)
+
+
+def _parse_one(one: str, spec: str) -> tuple[int | None, float | None]:
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(one))
     if not m:
         raise ValueError(f"--ring {spec}: expected a size (256MB) or a duration (30s)")
     value, unit = float(m.group(1)), m.group(2).lower()
@@ -56,11 +77,22 @@ def parse_ring(spec: str) -> tuple[int | None, float | None]:
             raise ValueError(f"--ring {spec}: the duration must be positive")
         return None, seconds
     if unit in _UNITS:
-        n = int(value * _UNITS[unit])
-        if n < 1 << 16:
-            raise ValueError(f"--ring {spec}: a ring smaller than 64KB cannot hold one flush")
-        return n, None
+        return int(value * _UNITS[unit]), None
     raise ValueError(f"--ring {spec}: unknown unit {m.group(2)!r} (sizes: KB, MB, GB; durations: ms, s, min, h)")
+
+
+def ring_budget_bytes(spec: str) -> int:
+    """The memory budget of a ring spec, per process: its SIZE, or for a DURATION given
+    alone the default ceiling (``ring_budget.DEFAULT_CEILING``)."""
+    size, _ = _parse(spec)
+    return ring_budget.DEFAULT_CEILING if size is None else size
+
+
+def check_ring(spec: str, shards: int = 1) -> None:
+    """ValueError for a spec that cannot be parsed; ``ring_budget.RingSizeError`` (a
+    ValueError) for one whose memory cannot hold a process's ``shards`` rings (the
+    message states the minimum)."""
+    ring_budget.check(ring_budget_bytes(spec), shards, spec)
 
 
 def parse_tail(spec: str | float | None) -> float:
@@ -80,7 +112,10 @@ class RingRecorder(Recorder):
     Args:
         session_dir: the session directory (``-o``); dumps go beside it.
         shard: shard name, unique within the session.
-        ring: ``"256MB"`` or ``"30s"`` (see :func:`parse_ring`).
+        ring: ``"256MB"``, ``"30s"`` or ``"30s,64MB"`` (see :func:`parse_ring`). SIZE is the
+            budget of this process's rings of the session (they share it: see ring_budget);
+            a DURATION alone is also bounded by ``ring_budget.DEFAULT_CEILING``. A SIZE too
+            small for the ring's own working memory raises ``ring_budget.RingSizeError``.
         slack_s: how long facts of a finished request stay beyond the window (ring_store);
             default 5 s, or a quarter of a shorter duration (at least 1 s).
         min_gap_s: automatic (NIXL error) triggers closer than this to the last one are ignored.
@@ -94,6 +129,9 @@ class RingRecorder(Recorder):
                  min_gap_s: float = 10.0, signals: bool = True, manifest_extra: dict | None = None,
                  tail_s: float | None = None, **kw):
         max_bytes, seconds = parse_ring(ring)
+        size = ring_budget.DEFAULT_CEILING if max_bytes is None else max_bytes
+        budget = ring_budget.for_session(session_dir, size)
+        ring_budget.check(size, budget.stores + 1, str(ring))   # before anything is created
         if tail_s is None:   # a bad $KVTRACE_RING_TAIL must not stop the traced engine: the default
             try:
                 tail_s = parse_tail(os.environ.get(ENV_RING_TAIL))
@@ -105,7 +143,12 @@ class RingRecorder(Recorder):
         self.ring_spec = str(ring)
         if slack_s is None:  # long enough for the shards' clocks and ends of a request to meet
             slack_s = 5.0 if seconds is None else min(5.0, max(1.0, seconds / 4))
-        self.store = RingStore(max_bytes, None if seconds is None else int(seconds * 1e9), int(slack_s * 1e9))
+        self.store = RingStore(None, None if seconds is None else int(seconds * 1e9), int(slack_s * 1e9),
+                               budget=budget)
+        # a flush must fit the room the budget leaves the batches, with room to spare: a busy
+        # process flushes early rather than in one batch larger than a small ring's share
+        room = (budget.size - budget.process_reserve) // max(1, budget.stores) - budget.shard_reserve
+        kw.setdefault("flush_rows", int(min(65536, max(1024, room // 1024))))
         self.store.on_error = self._on_xfer_error
         self.min_gap_s = min_gap_s
         self.dumps: list[str] = []
@@ -123,6 +166,13 @@ class RingRecorder(Recorder):
         _recorders.add(self)
         if signals:
             _install_sigusr1()
+
+    def close(self) -> None:
+        """Close the Recorder (a pending window is written), then give the ring's budget back."""
+        try:
+            super().close()
+        finally:
+            self.store.close()
 
     def _write(self, name, batch) -> None:  # the Recorder's one sink: batches go to the ring
         if batch is not None:
@@ -159,9 +209,23 @@ class RingRecorder(Recorder):
                 dumped = True
             if not self._pending:   # a pending window keeps its start until it is written
                 self.store.evict(now)
+            self._note_memory()
+            if self.store.overflow_events:
+                self._warn("ring-room", f"kvtrace: recorder {self.shard}: --ring {self.ring_spec} leaves no room for "
+                           f"recorded batches beside the ring's own working memory (its bookkeeping of "
+                           f"{len(self.store._last_t)} requests and transfers); its dumps miss events: give a larger size")
             if dumped or self.store.evicted_events != evicted or self.store.chunks_dropped:
                 self.store.chunks_dropped = 0
                 _trim_heap(now)
+
+    def _note_memory(self) -> None:
+        """Keep the most the budget committed in shard.json (``ring_memory``, written with
+        the shard's other facts): what the ring really charged against SIZE in this run."""
+        b = self.store.budget
+        m = self._info.setdefault("ring_memory", {"size": b.size, "committed_max": 0, "rings_in_process": 0})
+        m["committed_max"] = max(m["committed_max"], b.committed())
+        m["rings_in_process"] = max(m["rings_in_process"], b.stores)
+        m["overflow_events"] = self.store.overflow_events
 
     def _exchange_live(self, now: int) -> None:
         """Publish this shard's live requests; take the other shards' (see ring_store).

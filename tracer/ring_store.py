@@ -40,6 +40,9 @@ shrinks in place), each with its own C++ objects, scattered among short-lived al
 measured, the process grew by about twice the Arrow bytes it held (bench/bench_ring.py).
 The ring's size counts, per batch, the larger of its Arrow bytes (what a dump writes) and
 its packed bytes, plus the bookkeeping per distinct owner of each batch (:data:`OWNER_BYTES`).
+Its budget (``ring_budget.RingBudget``, SIZE per process) is also charged with what the
+store needs beside its batches (:attr:`RingStore.working_bytes`: the liveness bookkeeping
+it still keeps and twice its largest batch), so the batches get what is left.
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .ring_budget import RingBudget
 from .schema import EventKind as K
 
 _XFER_KINDS = frozenset({K.XFER_POST.value, K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
@@ -79,16 +83,26 @@ class RingStore:
     """Bounded in-memory store of one shard's flushed batches.
 
     Args:
-        max_bytes: keep at most this many bytes of batches (None: no size bound).
+        max_bytes: a budget of its own: keep at most this many bytes of batches and working
+            bytes (None: no size bound, unless ``budget``).
         window_ns: keep chunks whose last event is at most this old (None: no time bound).
         slack_ns: how long an owner stays pinned after it stopped being live.
+        budget: the process's budget this store shares (``ring_budget.RingBudget``, with its
+            reserves); the store keeps its batches within ``budget.allowance(self)``.
     """
 
     def __init__(self, max_bytes: int | None = None, window_ns: int | None = None,
-                 slack_ns: int = 5_000_000_000):
-        if max_bytes is None and window_ns is None:
+                 slack_ns: int = 5_000_000_000, budget: "RingBudget | None" = None):
+        if max_bytes is None and window_ns is None and budget is None:
             raise ValueError("a ring needs a size or a duration")
-        self.max_bytes, self.window_ns, self.slack_ns = max_bytes, window_ns, slack_ns
+        if budget is None and max_bytes is not None:
+            budget = RingBudget(max_bytes, process_reserve=0, shard_reserve=0)
+        self.budget = budget
+        self.max_bytes = None if budget is None else budget.size
+        self.window_ns, self.slack_ns = window_ns, slack_ns
+        self._batch_peak = 0                # the largest batch held or being taken (Arrow bytes): working_bytes
+        self.overflow_events = 0            # events of flushes larger than the whole allowance
+        self._book_step = 0                 # the most one flush grew the bookkeeping (room kept for the next)
         self.chunks: collections.deque[_Chunk] = collections.deque()
         self._descs: list = []              # descs batches of the flush in progress
         self._carried: list = []            # descs batches already carried over once
@@ -113,12 +127,40 @@ class RingStore:
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
         self._partners: dict = {}           # owner -> owners it shared a slot generation with
+        if budget is not None:
+            budget.join(self)
 
     # ------------------------------------------------------------ sizes
     def _pinned_bytes(self) -> int:
         return (sum(e[0].nbytes + e[1].nbytes for e in self.pinned)
                 + sum(e[0].nbytes + e[1].nbytes for e in self.pinned_descs)
                 + sum(b.nbytes for b in self.dlists) + sum(b.nbytes for b in self.layouts))
+
+    @property
+    def book_bytes(self) -> int:
+        """The liveness bookkeeping's memory, estimated per entry (it is kept after the rows
+        of its owners left: the requests, transfers and slots of the last slack seconds)."""
+        return (_BOOK["last_t"] * len(self._last_t) + _BOOK["xfer"] * len(self._xfer_owner)
+                + _BOOK["partners"] * len(self._partners)
+                + _BOOK["slot"] * (len(self._holders) + len(self._gen))
+                + _BOOK["small"] * (len(self._open) + len(self._refs) + len(self._inflight) + len(self._remote)))
+
+    @property
+    def working_bytes(self) -> int:
+        """What the store costs beside its batches: its bookkeeping, and twice its largest
+        batch (one batch unpacked and its filtered copy while evicting or dumping; a batch's
+        IPC stream and its compressed copy while packing), plus room for what the next flush
+        adds to the bookkeeping before it can evict (the most one flush added so far)."""
+        return self.book_bytes + 2 * self._batch_peak + self._book_step
+
+    def allowance(self) -> int | None:
+        """Bytes of batches the store may hold now (None: no size bound)."""
+        return None if self.budget is None else self.budget.allowance(self)
+
+    def close(self) -> None:
+        """Leave the process's budget (the store holds nothing any more)."""
+        if self.budget is not None:
+            self.budget.leave(self)
 
     @property
     def nbytes(self) -> int:
@@ -136,13 +178,17 @@ class RingStore:
             self.layouts.append(batch)
             self._pinned_total += batch.nbytes
         elif name == "descs":
+            self._batch_peak = max(self._batch_peak, batch.nbytes)
             self._descs.append(batch)
             self._pending_bytes += batch.nbytes
         elif name == "events":
             self._close_chunk(batch)
 
     def _close_chunk(self, events: pa.RecordBatch) -> None:
+        self._batch_peak = max(self._batch_peak, events.nbytes)
+        book = self.book_bytes
         owners = self._ingest_events(events)        # registers transfer owners before their descs
+        self._book_step = max(self._book_step, self.book_bytes - book)
         # a posting's descriptors can be flushed one flush before its xfer_post: those wait
         # (once) for the chunk that names their owner
         waiting, descs, self._descs = self._descs, [], []
@@ -160,11 +206,27 @@ class RingStore:
         events, descs = Packed(events), [Packed(b) for b in descs]
         nbytes = (events.nbytes + owners.nbytes + sum(b.nbytes for b in descs)
                   + sum(o.nbytes for o in desc_owners))
-        if self.max_bytes is not None:     # make room first: the bound holds at every instant
-            self._evict_while(lambda: self.nbytes + nbytes > self.max_bytes, t_first)
+        self._pending_bytes = sum(b.nbytes for b in self._descs)
+        if self.budget is not None:     # make room first: the bound holds after every flush
+            self._evict_while(lambda: self.nbytes + nbytes > self.allowance(), t_first)
+            if self.nbytes + nbytes > self.allowance() and not self.chunks:
+                # nothing left to evict: the window's start is cut already (or is about to
+                # be), so what was kept only to pin finished owners' rows is forgotten
+                self.evicted_events += sum(e[0].num_rows for e in self.pinned)
+                self.pinned, self.pinned_descs = [], []
+                self.state_complete = False
+                self._refilter(_NEVER)
+                self._pinned_total = self._pinned_bytes()
+            if self.nbytes + nbytes > self.allowance():
+                # one flush larger than all the room the budget leaves (a burst on a small
+                # ring): it is dropped, like an eviction, and the window start is a plain cut
+                self.evicted_events += events.num_rows
+                self.overflow_events += events.num_rows
+                self.state_complete = False
+                self._batch_peak = self._held_peak()
+                return
         self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes, seq0))
         self._chunk_bytes += nbytes
-        self._pending_bytes = sum(b.nbytes for b in self._descs)
 
     def _ref(self, owner) -> None:
         self._refs[owner] += 1
@@ -337,7 +399,7 @@ class RingStore:
         def over() -> bool:
             old = self.chunks[0]
             return ((self.window_ns is not None and old.t_last < now_ns - self.window_ns)
-                    or (self.max_bytes is not None and len(self.chunks) > 1 and self.nbytes > self.max_bytes))
+                    or (self.budget is not None and self.nbytes > self.allowance()))
         self._evict_while(over, now_ns)
 
     def _evict_while(self, over, now_ns: int) -> None:
@@ -349,13 +411,23 @@ class RingStore:
             self._pin(old, self._evict_cut(now_ns))
             evicted = True
         if evicted:
+            self._batch_peak = self._held_peak()
             self._refilter(self._evict_cut(now_ns))
             self._pinned_total = self._pinned_bytes()
-            if self.max_bytes is not None and self._pinned_total > self.max_bytes // 2:
+            if self.budget is not None and self._pinned_total > max(0, self.allowance()) // 2:
                 self.evicted_events += sum(e[0].num_rows for e in self.pinned)
                 self.pinned, self.pinned_descs = [], []  # over budget: the window start is cut
                 self.state_complete = False
                 self._pinned_total = self._pinned_bytes()
+
+    def _held_peak(self) -> int:
+        """The largest batch the ring holds (Arrow bytes): what evicting or dumping unpacks."""
+        top = max((b.nbytes for b in self._descs), default=0)
+        for c in self.chunks:
+            top = max(top, _raw(c.events), max((_raw(b) for b in c.descs), default=0))
+        for b, _, _ in self.pinned + self.pinned_descs:
+            top = max(top, _raw(b))
+        return top
 
     def _pin(self, chunk: _Chunk, cut: int) -> None:
         live = _Liveness(self, cut)
@@ -440,6 +512,8 @@ class RingStore:
             events, descs = _Unpacked(events), _Unpacked(descs)
         window = {"from_seq": from_seq, "from_t_ns": start_ns, "pinned_events": pinned,
                   "evicted_events": self.evicted_events + dropped, "state_complete": self.state_complete}
+        if self.overflow_events:     # flushes larger than all the room the budget left
+            window["overflow_events"] = self.overflow_events
         return {"events": events, "descs": descs, "dlists": list(self.dlists), "layouts": list(self.layouts)}, window
 
 
@@ -456,6 +530,10 @@ class _Unpacked:
                 b = self._keep(b)
             if b is not None and b.num_rows:
                 yield b
+
+
+#: a cut later than any event: only what is live now survives it
+_NEVER = 1 << 62
 
 
 def _until(events: list, descs: list, end_ns: int) -> tuple[_Unpacked, _Unpacked]:
@@ -559,9 +637,20 @@ class Packed:
         return max(self.raw, len(self.data) + 100)
 
 
+def _raw(b) -> int:
+    """Arrow bytes of a batch, packed or not."""
+    return 0 if b is None else b.raw if isinstance(b, Packed) else b.nbytes
+
+
 def _unpack(b) -> pa.RecordBatch:
     return b.unpack() if isinstance(b, Packed) else b
 
+
+#: Memory of one entry of the liveness bookkeeping, per structure: the Python objects
+#: measured (sys.getsizeof, deeply) over 1500 reference-engine requests recorded into a 2 MB
+#: ring: last-seen times ~115-135 B per owner, transfer owners ~96 B, partner sets ~260 B,
+#: slot holders/generations 300-570 B; counted with room to spare.
+_BOOK = {"last_t": 160, "xfer": 128, "partners": 320, "slot": 640, "small": 256}
 
 #: Python memory a batch's distinct owner costs while the batch is in the ring: its entry in
 #: the batch's owner list (the key object and the pointer) and its share of the liveness

@@ -142,7 +142,7 @@ def test_sigusr1_dumps_every_recorder(tmp_path):
     """SIGUSR1 (kvtrace dump PID) reaches both shards of an in-process session."""
     import signal
     session = str(tmp_path / "s.kvtrace")
-    recs = [RingRecorder(session, name, ring="1MB", flush_interval=0.05) for name in ("a", "b")]
+    recs = [RingRecorder(session, name, ring="16MB", flush_interval=0.05) for name in ("a", "b")]
     try:
         for r in recs:
             r.mark("hello", agent=r.shard)

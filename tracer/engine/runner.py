@@ -51,6 +51,9 @@ def run_inprocess(wl, bugs=(), trace_dir=None, device="cpu", on_step=None, check
     t0 = time.monotonic()
     if trace_dir is not None and not ring:
         manifest.expect_shards(trace_dir, ["prefill", "decode"])
+    if trace_dir is not None and ring:   # two rings share this process's SIZE: refuse one too small first
+        from ..ring import check_ring
+        check_ring(ring, shards=2)
     rp, rd = _recorder(trace_dir, "prefill", ring=ring), _recorder(trace_dir, "decode", ring=ring)
     try:
         p = PrefillWorker(wl, bugs, rp, device, checksums=checksums)

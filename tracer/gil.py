@@ -1,0 +1,70 @@
+"""The recorder's background threads hand the GIL back to the engine's threads quickly.
+
+Why. An engine's transfer worker (SGLang's) runs in short bursts of Python between calls
+that give the GIL away (NIXL's, ``time.sleep(0)`` while a transfer runs). When it wants
+the GIL back while another thread holds it in Python code, CPython makes it wait up to
+``sys.getswitchinterval()`` (5 ms by default) before it asks the holder to let go. The
+recorder's flush thread converts buffered rows for several milliseconds at a time (Arrow
+batches, the ring's bookkeeping), so each of the worker's bursts during a flush started
+up to 5 ms late: on SGLang's real connector recording cost 25-40% of transfer throughput
+with the process's CPU time unchanged (bench/results/real_connector.txt), and the cost
+went away when the flush was held back or this interval shortened during the flush.
+
+What. :func:`yielding` lowers the process's switch interval to ``BACKGROUND_SWITCH_S``
+while a background job runs (the first of overlapping jobs sets it, the last puts the
+engine's own value back), so a waiting engine thread gets the GIL within that interval.
+Nothing else changes: threads that hold no GIL are not affected, and when no other thread
+wants the GIL the interval is never consulted. A value the program sets meanwhile is kept.
+``$KVTRACE_BACKGROUND_SWITCH_S`` sets the interval (seconds); ``0`` leaves the program's
+interval alone (the behaviour before this module, for A/B benchmarks).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+
+ENV = "KVTRACE_BACKGROUND_SWITCH_S"
+
+
+def _interval() -> float:
+    try:
+        return max(0.0, float(os.environ.get(ENV, "0.0002")))
+    except ValueError:   # a bad value must not stop the traced engine: the default
+        return 0.0002
+
+
+#: the switch interval (seconds) while a background job of the recorder runs (0: unchanged)
+BACKGROUND_SWITCH_S = _interval()
+
+_lock = threading.Lock()
+_active = 0
+_saved: float | None = None     # the program's interval, put back by the last job to end
+
+
+@contextlib.contextmanager
+def yielding(interval: float | None = None):
+    """Run the block with the GIL switch interval at most ``interval`` (see the module doc)."""
+    global _active, _saved
+    interval = BACKGROUND_SWITCH_S if interval is None else interval
+    if interval <= 0:
+        yield
+        return
+    with _lock:
+        _active += 1
+        if _active == 1:
+            current = sys.getswitchinterval()
+            if current > interval:
+                _saved = current
+                sys.setswitchinterval(interval)
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0 and _saved is not None:
+                # the program set its own interval meanwhile: keep it
+                if abs(sys.getswitchinterval() - interval) < 1e-7:
+                    sys.setswitchinterval(_saved)
+                _saved = None
