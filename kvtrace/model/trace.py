@@ -20,7 +20,7 @@ import os
 import pyarrow as pa
 
 from ..tracer.reader import Trace
-from .index import ensure_index, table_paths
+from .index import ensure_index, scan_paths
 from .registry import build_order, registry
 from .sqltext import query_sql
 
@@ -75,18 +75,20 @@ class TraceModel:
         if threads:
             config["threads"] = int(threads)
         #: ":memory:", or a file in the spill folder when the derived tables outgrow the cap
+        memory.remove_stale_spills(self.index_dir)
         self.database = memory.database_path(self.index_dir, cap)
         if self.database != ":memory:":
             os.makedirs(config["temp_directory"], exist_ok=True)
         self.con = duckdb.connect(self.database, config=config)
         self.con_spill = config["temp_directory"]
-        self._compact_at = int(memory.to_bytes(cap) * memory.COMPACT_SHARE)
+        self.cap_bytes = memory.to_bytes(cap)   #: the memory cap (Python builders size their chunks by it)
+        self._compact_at = int(self.cap_bytes * memory.COMPACT_SHARE)
         from ..tracer.schema import TABLES
         for t in TABLES:
-            self.con.read_parquet(table_paths(self.trace, self.index_dir, t)).create_view(t)
+            self.con.read_parquet(scan_paths(self.trace, self.index_dir, t)).create_view(t)
         # every recorded event, also past a partial trace's cut (cut.py then points
         # ``events`` at the cut prefix): program order covers what replay re-executes
-        self.con.read_parquet(table_paths(self.trace, self.index_dir, "events")).create_view("recorded_events")
+        self.con.read_parquet(scan_paths(self.trace, self.index_dir, "events")).create_view("recorded_events")
         self.shards: list[str] = [s.name for s in self.trace.shards]
         self.clocks = None   #: hb.Clocks once "clocks" is built
         self._built: set[str] = set()

@@ -79,3 +79,25 @@ def test_tables_past_the_cap_go_to_a_database_file(twin, request, monkeypatch):
     monkeypatch.setenv("KVTRACE_DATABASE", "sometimes")
     with pytest.raises(UsageError):
         memory.database_path("/nonexistent", "1GB")
+
+
+def test_spill_folders_of_dead_processes_are_removed(bug):
+    """A model killed before it closed leaves its spill folder (GBs at 100M events): the
+    next model of the trace removes it, never a live process's."""
+    import subprocess
+    import sys
+
+    from kvtrace.analysis.session import TraceSession
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with TraceSession(bug) as s:
+        d = s.index_dir
+    stale = os.path.join(d, f"spill-{int(dead.stdout)}")
+    live = os.path.join(d, f"spill-{os.getppid()}")
+    for p in (stale, live):
+        os.makedirs(p, exist_ok=True)
+        open(os.path.join(p, "x.tmp"), "w").close()
+    with TraceSession(bug):
+        pass
+    assert not os.path.exists(stale) and os.path.exists(live)
+    memory.remove_spill(live)
