@@ -11,6 +11,11 @@ the smallest size, in the same run — the ratio to a naive checker of the same 
 planted-bug twin of the small size shows both still find what they should.
 
     python bench/bench_checks.py [--sizes 1000000 10000000] [--threads 2] [--memory 4GB] [--ab REV] [--reuse]
+
+100M events (by hand, not in CI; ~23 GB of trace + ~3 GB index + the derived tables and
+spill under the trace's _index/, so ~45 GB free disk; generated ~0.75 GB / ~2.5 min):
+
+    python bench/bench_checks.py --sizes 100000000 --threads 2 --memory 3GB --reuse --dir DIR
 """
 from __future__ import annotations
 
@@ -145,6 +150,12 @@ def naive(index_dir: str, threads: int | None, memory: str | None, rss: PeakRSS)
     return time.perf_counter() - t, rss.step(), res
 
 
+#: the naive checker runs at the first size up to this (at 100M events it has no memory bound)
+NAIVE_MAX = 10_000_000
+#: the planted twin's size at most (a 100M twin would be another 23 GB on disk)
+TWIN_MAX = 1_000_000
+
+
 def per10(a: float, b: float, na: int, nb: int) -> float:
     """The growth factor of a cost per ×10 events between two sizes."""
     return (b / a) ** (1 / math.log10(nb / na)) if a > 0 and nb > na else float("nan")
@@ -190,7 +201,7 @@ def main() -> None:
         print("    slowest checks: " + ", ".join(f"{k} {v:.1f} s" for k, v in slow), flush=True)
         if n == a.sizes[0] and a.ab:
             ab_checks(path, a.ab, a.threads, a.memory)
-        if n == a.sizes[0]:
+        if n == a.sizes[0] and n <= NAIVE_MAX:
             ns, nr, res = naive(m["index_dir"], a.threads, a.memory, rss)
             print(f"    naive checker ({len(res)} hazards, bench/naive_checker) {ns:6.1f} s {nr:4.1f} GB, "
                   f"{sum(c for c, _ in res.values())} findings | kvtrace analysis / naive = x{m['analysis'] / ns:.2f} cold, "
@@ -200,10 +211,11 @@ def main() -> None:
         print(f"growth {a0['events']:,} -> {a1['events']:,} events, per x10 events: analysis x{f('analysis'):.1f}, "
               f"derive x{f('derive'):.1f}, checks x{f('checks'):.1f}, index x{f('index'):.1f}, warm x{f('warm'):.1f}")
     # the planted-bug twin: the same workload with every 97th request freeing early
-    path = os.path.join(a.dir, "syn-bug.kvtrace")
+    twin = a.sizes[0] if a.sizes[0] <= NAIVE_MAX else TWIN_MAX
+    path = os.path.join(a.dir, "syn-bug.kvtrace" if twin == a.sizes[0] else f"syn-bug-{twin}.kvtrace")
     if not (a.reuse and os.path.isdir(path)):
         shutil.rmtree(path, ignore_errors=True)
-        gen_synthetic.build(path, a.sizes[0], bug="early-free")
+        gen_synthetic.build(path, twin, bug="early-free")
     m = measure(path, a.threads, a.memory, rss)
     kinds = sorted({f.check for f in m["findings"]})
     _, _, res = naive(m["index_dir"], a.threads, a.memory, rss)

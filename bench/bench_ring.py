@@ -320,7 +320,15 @@ def real_memory(sizes: list[str], requests: int, tmp: str) -> None:
             res[arm] = None
             continue
         events = [ln for ln in (so + se).splitlines() if "events" in ln][-1:]
-        res[arm] = (peak, last, time.time() - t0, events)
+        budget = {}    # each ring process's own account: the most its budget committed (shard.json)
+        stage = os.path.join(out, "_ring")
+        for sh in (os.listdir(stage) if z and os.path.isdir(stage) else []):
+            try:
+                with open(os.path.join(stage, sh, "shard.json")) as f:
+                    budget[sh] = json.load(f).get("ring_memory") or {}
+            except (OSError, ValueError):
+                pass
+        res[arm] = (peak, last, time.time() - t0, events, budget)
         shutil.rmtree(out, ignore_errors=True)
     mib = 2 ** 20
     print(f"[real memory] SGLang 0.5.21's NIXL connector (tests/engines/sglang_pd.py, {requests} requests, "
@@ -329,9 +337,13 @@ def real_memory(sizes: list[str], requests: int, tmp: str) -> None:
         v = res[arm]
         if v is None:
             continue
-        peak, last, wall, events = v
+        peak, last, wall, events, budget = v
         print(f"    {arm:10s} " + "  ".join(f"{r}: peak {peak.get(r, 0) / mib:7.1f} at 3/4 {last.get(r, 0) / mib:7.1f}"
                                           for r in ("prefill", "decode")) + f"   wall {wall:5.1f} s  {events[0] if events else ''}")
+        for sh, m in sorted(budget.items()):
+            print(f"      {sh}: the ring budget committed at most {m.get('committed_max', 0) / mib:.2f} MiB of "
+                  f"{m.get('size', 0) / mib:.0f} ({m.get('rings_in_process')} ring(s) in the process, "
+                  f"{m.get('overflow_events', 0)} events dropped as over-large flushes)")
     f_ = res.get("file")
     for arm, z in arms[1:]:
         v = res[arm]

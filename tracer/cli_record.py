@@ -36,9 +36,11 @@ def add_arguments(p) -> None:
                         "it (sglang: SGLang 0.5.21/0.5.23): layouts, pages, checksums, "
                         "control messages, the request of each posting. ':-messages' etc. switches a group off")
     p.add_argument("--ring", default=None, metavar="SIZE|DURATION",
-                   help="flight recorder: keep only the last SIZE (256MB) or DURATION (30s) of each process in "
-                        "memory and write that window as DIR.dumpN.kvtrace when triggered (SIGUSR1, "
-                        "kvtrace dump, a NIXL error, an engine's checksum mismatch); see docs/ring.md")
+                   help="flight recorder: keep only the last SIZE (256MB: all the memory the ring may add to "
+                        "each process, its own working memory included) or DURATION (30s, within 256MB; "
+                        "30s,64MB sets both) of each process in memory and write that window as "
+                        "DIR.dumpN.kvtrace when triggered (SIGUSR1, kvtrace dump, a NIXL error, an engine's "
+                        "checksum mismatch); see docs/ring.md")
     p.add_argument("--ring-tail", default=None, metavar="DURATION",
                    help="flight recorder: keep recording this long after a trigger before writing the window "
                         "(default 1.5s), so what the incident had in flight (a transfer's completion) is in it")

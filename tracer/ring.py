@@ -209,6 +209,7 @@ class RingRecorder(Recorder):
                 dumped = True
             if not self._pending:   # a pending window keeps its start until it is written
                 self.store.evict(now)
+            self._note_memory()
             if self.store.overflow_events:
                 self._warn("ring-room", f"kvtrace: recorder {self.shard}: --ring {self.ring_spec} leaves no room for "
                            f"recorded batches beside the ring's own working memory (its bookkeeping of "
@@ -216,6 +217,15 @@ class RingRecorder(Recorder):
             if dumped or self.store.evicted_events != evicted or self.store.chunks_dropped:
                 self.store.chunks_dropped = 0
                 _trim_heap(now)
+
+    def _note_memory(self) -> None:
+        """Keep the most the budget committed in shard.json (``ring_memory``, written with
+        the shard's other facts): what the ring really charged against SIZE in this run."""
+        b = self.store.budget
+        m = self._info.setdefault("ring_memory", {"size": b.size, "committed_max": 0, "rings_in_process": 0})
+        m["committed_max"] = max(m["committed_max"], b.committed())
+        m["rings_in_process"] = max(m["rings_in_process"], b.stores)
+        m["overflow_events"] = self.store.overflow_events
 
     def _exchange_live(self, now: int) -> None:
         """Publish this shard's live requests; take the other shards' (see ring_store).

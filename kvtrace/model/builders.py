@@ -79,7 +79,7 @@ def build_inflight_pairs(model) -> None:
     """inflight_pairs: overlapping descriptor ends of transfers in flight together (see
     inflight.py for the rule and the columns)."""
     from . import inflight
-    _create(model, "inflight_pairs", inflight.build(model.ask, model.shards))
+    _create(model, "inflight_pairs", inflight.build(model.ask, model.shards, inflight.chunk_rows(model.cap_bytes)))
 
 
 @builder("timeline", requires=("sync_pairs",), on_demand=True)

@@ -236,7 +236,7 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     """Point the model's ``events`` and ``descs`` at the cut prefix of an incomplete trace
     (``recorded_events``, ``recorded_descs`` keep every recorded row); a complete trace is
     left as it is. Returns the cuts and what they leave unknown."""
-    from .index import table_paths
+    from .index import scan_paths
     from .sqltext import query_sql
 
     trace, con = model.trace, model.con
@@ -245,7 +245,7 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     cuts = compute(model)
     names = [s.name for s in trace.shards]
     for t in ("events", "descs"):
-        con.read_parquet(table_paths(trace, model.index_dir, t)).create_view(f"recorded_{t}")
+        con.read_parquet(scan_paths(trace, model.index_dir, t)).create_view(f"recorded_{t}")
     con.from_arrow(pa.table({"shard": pa.array(names, pa.string()),
                              "cut": pa.array([cuts[n].cut for n in names], pa.int64())})).create("shard_cut")
     con.execute(query_sql("cut_events"))

@@ -53,6 +53,23 @@ def table_paths(trace: Trace, index_dir: str, table: str) -> list[str]:
     return [_file(index_dir, table, s.name) for s in trace.shards]
 
 
+def scan_paths(trace: Trace, index_dir: str, table: str) -> list[str]:
+    """table_paths() with the file of most rows first, for a DuckDB view over them (the
+    derived tables are sets, so the scan's file order does not matter to them). DuckDB
+    estimates a scan of several Parquet files as its first file's rows times their
+    number: with an empty file first (decode's descriptors) it took 13.6M descriptor
+    ends for ~0 rows and built desc_end's range join's hash table on them instead of on
+    the layouts — all of them in memory, past any cap at 100M events."""
+    paths = table_paths(trace, index_dir, table)
+    rows = []
+    for p in paths:
+        try:
+            rows.append(pq.ParquetFile(p).metadata.num_rows)
+        except (OSError, pa.ArrowInvalid):
+            rows.append(0)
+    return [p for _, p in sorted(zip(rows, paths), key=lambda rp: -rp[0])]
+
+
 def read_table(trace: Trace, index_dir: str, table: str, columns: list[str] | None = None) -> pa.Table:
     """One table of the index as Arrow, shards in the trace's order, rows in file order."""
     parts = [pq.read_table(p, columns=columns) for p in table_paths(trace, index_dir, table)]

@@ -78,7 +78,8 @@ class LiveModel(TraceModel):
         self.con = duckdb.connect(":memory:", config=config)
         self.con_spill = config["temp_directory"]
         # derive() compresses the derived tables past this share of the cap, as a TraceModel does
-        self._compact_at = int(memory.to_bytes(cap) * memory.COMPACT_SHARE)
+        self.cap_bytes = memory.to_bytes(cap)
+        self._compact_at = int(self.cap_bytes * memory.COMPACT_SHARE)
         self.quiet_ns, self.skew_ns, self.now_ns = int(quiet_s * 1e9), int(skew_s * 1e9), now_ns
         self._loaded: dict[tuple[str, str], int] = {}    # (shard, table) -> rows in the live tables
         for t in TABLES:

@@ -98,3 +98,23 @@ def database_path(index_dir: str, cap: str) -> str:
 
 def remove_spill(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_stale_spills(index_dir: str) -> None:
+    """Remove the spill folders of processes that no longer run (killed or crashed
+    before closing their model: at 100M events one holds GBs of temp files and a
+    database file)."""
+    try:
+        names = os.listdir(index_dir)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len("spill-"):]
+        if not (name.startswith("spill-") and pid.isdigit()) or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            remove_spill(os.path.join(index_dir, name))
+        except OSError:     # another user's live process: not ours to remove
+            pass

@@ -20,7 +20,7 @@ import os
 import pyarrow as pa
 
 from ..tracer.reader import Trace
-from .index import ensure_index, table_paths
+from .index import ensure_index, scan_paths
 from .registry import build_order, registry
 from .sqltext import query_sql
 
@@ -75,18 +75,20 @@ class TraceModel:
         if threads:
             config["threads"] = int(threads)
         #: ":memory:", or a file in the spill folder when the derived tables outgrow the cap
+        memory.remove_stale_spills(self.index_dir)
         self.database = memory.database_path(self.index_dir, cap)
         if self.database != ":memory:":
             os.makedirs(config["temp_directory"], exist_ok=True)
         self.con = duckdb.connect(self.database, config=config)
         self.con_spill = config["temp_directory"]
-        self._compact_at = int(memory.to_bytes(cap) * memory.COMPACT_SHARE)
+        self.cap_bytes = memory.to_bytes(cap)   #: the memory cap (Python builders size their chunks by it)
+        self._compact_at = int(self.cap_bytes * memory.COMPACT_SHARE)
         from ..tracer.schema import TABLES
         for t in TABLES:
-            self.con.read_parquet(table_paths(self.trace, self.index_dir, t)).create_view(t)
+            self.con.read_parquet(scan_paths(self.trace, self.index_dir, t)).create_view(t)
         # every recorded event, also past a partial trace's cut (cut.py then points
         # ``events`` at the cut prefix): program order covers what replay re-executes
-        self.con.read_parquet(table_paths(self.trace, self.index_dir, "events")).create_view("recorded_events")
+        self.con.read_parquet(scan_paths(self.trace, self.index_dir, "events")).create_view("recorded_events")
         self.shards: list[str] = [s.name for s in self.trace.shards]
         self.clocks = None   #: hb.Clocks once "clocks" is built
         self._built: set[str] = set()
@@ -172,10 +174,18 @@ class TraceModel:
         from there, out of core, and the next model of the trace reuses them), and
         compress whatever could not be moved (DuckDB compresses in-memory tables only at a
         CHECKPOINT, ~30% more derive CPU, so small traces, far below the cap, pay neither)."""
+        store = getattr(self, "_store", None)
+        if getattr(self, "database", ":memory:") != ":memory:" and store is not None and self._unsaved:
+            # out of core (a database file): every table leaves it for its zstd Parquet
+            # file as soon as it is built, so the disk holds each table once and smaller
+            # than in DuckDB's own storage (100M events: desc_end alone took 8 GB of the
+            # database file); the CHECKPOINT frees the dropped tables' blocks for the next
+            self._unsaved = [n for n in self._unsaved if not store.move_out(self.con, n)]
+            self._checkpoint()
+            return
         used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
         if used <= self._compact_at:
             return
-        store = getattr(self, "_store", None)
         if store is not None and self._unsaved:
             kept = []
             for name in self._unsaved:
@@ -184,13 +194,16 @@ class TraceModel:
             self._unsaved = kept
             used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
         if used > self._compact_at:
-            import duckdb
-            try:
-                self.con.execute("CHECKPOINT")
-            except duckdb.TransactionException:
-                # another cursor holds a write transaction (the viewer's, while this
-                # derive runs in its background): compressing waits for the next step
-                pass
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        import duckdb
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.TransactionException:
+            # another cursor holds a write transaction (the viewer's, while this
+            # derive runs in its background): compressing waits for the next step
+            pass
 
     def table(self, name: str) -> pa.Table:
         """A derived object's rows as an Arrow table (built first if needed)."""

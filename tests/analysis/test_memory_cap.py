@@ -57,10 +57,17 @@ def clean(tmp_path_factory):
 
 
 def _findings(path):
-    from kvtrace.analysis.session import TraceSession
+    import shutil
 
-    with TraceSession(path, keep_derived=False) as s:
-        return s.database, sorted(map(repr, s.findings()))
+    from kvtrace.analysis.session import TraceSession
+    from kvtrace.model.index import index_dir_for
+    from kvtrace.model.persist import DERIVED_DIR
+
+    shutil.rmtree(os.path.join(index_dir_for(path), DERIVED_DIR), ignore_errors=True)   # derive, never reuse
+    with TraceSession(path) as s:
+        found = sorted(map(repr, s.findings()))
+        moved = {n for (n,) in s.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        return s.database, found, moved
 
 
 @pytest.mark.parametrize("twin", ["bug", "clean"])
@@ -69,13 +76,36 @@ def test_tables_past_the_cap_go_to_a_database_file(twin, request, monkeypatch):
     spill folder (out of core), with the same findings as in memory; it goes at close."""
     path = request.getfixturevalue(twin)
     monkeypatch.delenv("KVTRACE_DATABASE", raising=False)
-    db, in_memory = _findings(path)
+    db, in_memory, _ = _findings(path)
     assert db == ":memory:"                                   # a small trace: in memory
     monkeypatch.setattr(memory, "DERIVED_PER_INDEX_BYTE", 10**9)   # as if it were huge
-    db, on_disk = _findings(path)
+    db, on_disk, views = _findings(path)
+    assert {"desc_end", "end_hold", "slot_ev"} <= views       # each table moved to its Parquet file
     assert db.endswith(".duckdb") and os.path.dirname(os.path.dirname(db)).endswith("_index")
     assert not os.path.exists(db) and not os.path.exists(os.path.dirname(db))
     assert on_disk == in_memory and (on_disk != []) == (twin == "bug")
     monkeypatch.setenv("KVTRACE_DATABASE", "sometimes")
     with pytest.raises(UsageError):
         memory.database_path("/nonexistent", "1GB")
+
+
+def test_spill_folders_of_dead_processes_are_removed(bug):
+    """A model killed before it closed leaves its spill folder (GBs at 100M events): the
+    next model of the trace removes it, never a live process's."""
+    import subprocess
+    import sys
+
+    from kvtrace.analysis.session import TraceSession
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with TraceSession(bug) as s:
+        d = s.index_dir
+    stale = os.path.join(d, f"spill-{int(dead.stdout)}")
+    live = os.path.join(d, f"spill-{os.getppid()}")
+    for p in (stale, live):
+        os.makedirs(p, exist_ok=True)
+        open(os.path.join(p, "x.tmp"), "w").close()
+    with TraceSession(bug):
+        pass
+    assert not os.path.exists(stale) and os.path.exists(live)
+    memory.remove_spill(live)

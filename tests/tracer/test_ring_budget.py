@@ -166,3 +166,15 @@ def test_cli_refuses_too_small_one_line_exit_2(tmp_path, capsys, args, shards):
     assert rc == 2 and len(err) == 1, err
     assert "--ring 4MB" in err[0] and f"at least {ring_budget.minimum(shards) // MiB}MB" in err[0]
     assert not os.path.exists(out)
+
+
+def test_engine_api_refuses_before_recording(tmp_path):
+    """The reference engine's API (two rings in one process) refuses a SIZE fit for one ring
+    only, before it records anything."""
+    from kvtrace.tracer.engine.runner import run_inprocess
+    from kvtrace.tracer.engine.workload import load
+    one = f"{ring_budget.minimum(1) // MiB}MB"
+    out = tmp_path / "s.kvtrace"
+    with pytest.raises(RingSizeError, match=f"at least {ring_budget.minimum(2) // MiB}MB"):
+        run_inprocess(load("small", requests=2), (), str(out), ring=one)
+    assert not out.exists()

@@ -17,8 +17,11 @@ SELECT shard, sidx, seq, agent, kind, request, pool, layer, slot, page, checksum
 FROM (
     SELECT e.shard, s.sidx, e.seq, e.agent, e.kind, e.request, e.pool, e.layer,
            unnest(e.slots) AS slot, unnest(e.pages) AS page, unnest(e.checksums) AS checksum,
-           CASE WHEN e.detail IS NOT NULL THEN json_extract_string(e.detail, '$.shared') END AS shared_s,
-           CASE WHEN e.detail IS NOT NULL THEN json_extract_string(e.detail, '$.src_request') END AS src_request
-    FROM events e JOIN shards s USING (shard)
-    WHERE e.kind IN ('alloc', 'free', 'write', 'read')
+           e.shared_s, e.src_request
+    -- the detail's JSON parsed once per event, not once per slot the event lists
+    FROM (SELECT shard, seq, agent, kind, request, pool, layer, slots, pages, checksums,
+                 CASE WHEN detail IS NOT NULL THEN json_extract_string(detail, '$.shared') END AS shared_s,
+                 CASE WHEN detail IS NOT NULL THEN json_extract_string(detail, '$.src_request') END AS src_request
+          FROM events WHERE kind IN ('alloc', 'free', 'write', 'read')) e
+    JOIN shards s USING (shard)
 );
