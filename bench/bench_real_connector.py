@@ -10,6 +10,8 @@ processes over NIXL/UCX on DRAM, index-K sized by tokens: a clean transfer) once
   sync      traced, but page checksums hashed inside send() as before tracer/async_sums.py (with --sync)
   ring      kvtrace record --hooks sglang --ring SPEC (with --ring: the flight recorder, in memory)
   ring-no-sums  the same without page checksums (with --ring)
+  ring@5ms, ring-no-sums@5ms  the two ring modes with the recorder's background threads
+            leaving the GIL switch interval at Python's 5 ms, as before tracer/gil.py (with --ab)
 
 Prints, per page size (bytes of one kv page of one layer), the transfer throughput
 (bytes of all pages and layers / time from the first chunk queued to the last Success,
@@ -49,8 +51,11 @@ KV_TOKEN_BYTES = 1152
 # mode -> (hooks, records into a ring, extra environment)
 MODES = {"plain": (None, False, {}), "traced": ("sglang", False, {}), "no-sums": ("sglang:-content", False, {}),
          "sync": ("sglang", False, {"KVTRACE_SYNC_CHECKSUMS": "1"}),
-         "ring": ("sglang", True, {}), "ring-no-sums": ("sglang:-content", True, {})}
-SUMMED = ("traced", "sync", "ring")
+         "ring": ("sglang", True, {}), "ring-no-sums": ("sglang:-content", True, {}),
+         "ring@5ms": ("sglang", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0"}),
+         "ring-no-sums@5ms": ("sglang:-content", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0"})}
+SUMMED = ("traced", "sync", "ring", "ring@5ms")
+AB = ("ring@5ms", "ring-no-sums@5ms")
 
 
 def size(text: str) -> int:
@@ -109,12 +114,15 @@ def main(argv=None) -> int:
                    help="add the ring column: recording with --ring SPEC (default 30s)")
     p.add_argument("--sync", action="store_true",
                    help="add the sync column: page checksums hashed inside send() (KVTRACE_SYNC_CHECKSUMS=1)")
+    p.add_argument("--ab", action="store_true",
+                   help="with --ring: add ring@5ms and ring-no-sums@5ms (background threads at Python's 5 ms "
+                        "switch interval: before tracer/gil.py)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "real_connector"))
     a = p.parse_args(argv)
     if not os.path.exists(PY):
         print(f"bench_real_connector: {PY} missing: run scripts/setup_engines.sh", file=sys.stderr)
         return 2
-    modes = [m for m in MODES if (a.ring or not MODES[m][1]) and (a.sync or m != "sync")]
+    modes = [m for m in MODES if (a.ring or not MODES[m][1]) and (a.sync or m != "sync") and (a.ab or m not in AB)]
     try:
         sizes = [size(x) for x in a.sizes.split(",")]
     except (ValueError, IndexError):

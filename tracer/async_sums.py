@@ -43,8 +43,6 @@ import collections
 import sys
 import threading
 
-from .gil import yielding
-
 UNKNOWN = "unknown"
 
 
@@ -113,8 +111,7 @@ class Hasher:
                 job = self._queue.popleft()
             try:
                 if len(job.bad) < len(job.targets):   # else every page was rewritten: nothing to hash
-                    with yielding():   # its Python glue hands the GIL back quickly (tracer/gil.py)
-                        value = job.compute()
+                    value = job.compute()
                     if len(value) != len(job.targets):
                         raise ValueError(f"{len(value)} checksum lists for {len(job.targets)} layers")
                     job.value = value
