@@ -7,11 +7,15 @@ same traces and diff the output.
 Per trace, one line per derived table: name, row count, and an order-independent digest
 of its rows (each row hashed by DuckDB, the hashes summed), then the findings as
 (check, count) with a digest of their events. Nothing is saved beside the index
-(keep_derived off), so each run derives cold."""
+(keep_derived off), so each run derives cold; --keep derives cold with the derived tables
+saved (so, under a small --memory, tables past the memory share are written to Parquet
+while deriving and read back from there: the out-of-core path)."""
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
+import shutil
 
 from kvtrace.analysis.session import TraceSession
 from kvtrace.model.sqltext import query_sql
@@ -22,11 +26,16 @@ def main() -> None:
     ap.add_argument("traces", nargs="+")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--memory", default=None)
+    ap.add_argument("--keep", action="store_true", help="save the derived tables (out-of-core path)")
     a = ap.parse_args()
     kw = {"memory_limit": a.memory} if a.memory else {}
     for path in a.traces:
         print(f"== {path}")
-        with TraceSession(path, threads=a.threads, keep_derived=False, **kw) as s:
+        if a.keep:
+            from kvtrace.model.index import index_dir_for
+            from kvtrace.model.persist import DERIVED_DIR
+            shutil.rmtree(os.path.join(index_dir_for(path), DERIVED_DIR), ignore_errors=True)   # cold
+        with TraceSession(path, threads=a.threads, keep_derived=a.keep, **kw) as s:
             s.derive()
             for name in sorted(s._built):
                 kind = s.execute(query_sql("object_kind"), [name]).fetchall()

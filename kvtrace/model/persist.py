@@ -4,7 +4,9 @@ deriving again.
 
 Each derived object that is a table is written once, right after it is built, to
 ``_index/derived/<key>/<name>.parquet``; a later model of the same trace opens it as a
-view over that file (read out of core, only the columns a query needs). ``key`` names
+view over that file (read out of core, only the columns a query needs); once the
+derived tables have passed the memory share (trace.py), a SQL table is written straight
+from its query and never held in memory (Store.write). ``key`` names
 exactly what the rows depend on: the size and mtime of every file of the trace (streams,
 shard.json, manifest: a shard closed or cut changes the analysed prefix), never a
 re-read of the trace, and the text of the model's code and SQL (a changed derivation
@@ -122,6 +124,36 @@ class Store:
                 pass
             return False
 
+    def write(self, con, name: str, query: str) -> bool:
+        """Write the rows of ``query`` (a derived table's SELECT) straight to ``name``'s file
+        and create ``name`` as a view over it, so they never become an in-memory table (past
+        the memory share, where the table would only be moved out right after: building it
+        in memory first costs ~25% more and crowds the cap); whether it was written (False:
+        build the table as usual)."""
+        import duckdb
+        if not self.enabled or _kind(con, name) is not None:
+            return False
+        out = self._file(name)
+        tmp = f"{out}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            rel = con.sql(query)
+            types = rel.types
+            rel.write_parquet(tmp, compression="zstd")
+            if con.read_parquet(tmp).types != types:
+                os.remove(tmp)   # a type Parquet cannot hold (see save): a table, derived each time
+                return False
+            os.replace(tmp, out)
+        except (OSError, duckdb.IOException):   # a cache: unwritable folder, full disk
+            self.enabled = False
+            _remove(tmp)
+            return False
+        except Exception:   # noqa: BLE001  anything else the CREATE TABLE raises again, for real
+            _remove(tmp)
+            return False
+        con.read_parquet(out).create_view(name)
+        return True
+
     def move_out(self, con, name: str) -> bool:
         """Save the table ``name``, then replace it by a view over its file (its rows leave
         memory); whether it moved."""
@@ -130,6 +162,13 @@ class Store:
         con.execute(f'DROP TABLE "{name}"')     # a registry name, never input
         con.read_parquet(self._file(name)).create_view(name)
         return True
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def _kind(con, name: str) -> str | None:

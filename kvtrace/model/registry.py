@@ -39,6 +39,20 @@ def parse_sql(name: str, text: str) -> Derived:
     return Derived(name, requires, sql=text, on_demand=bool(_ON_DEMAND.search(text)))
 
 
+#: the SELECT of a "CREATE [OR REPLACE] TABLE name AS" file (TraceModel writes it straight to
+#: Parquet past the memory share)
+_CTAS = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(\w+)\s+AS\s", re.IGNORECASE | re.MULTILINE)
+
+
+def table_query(d: Derived) -> str | None:
+    """The query whose rows a SQL object's CREATE TABLE ... AS stores (None: a view, a
+    macro or a Python builder)."""
+    m = _CTAS.search(d.sql or "")
+    if m is None or m.group(1).lower() != d.name.lower():
+        return None
+    return d.sql[m.end():].strip().rstrip(";")
+
+
 _ALL: dict[str, Derived] | None = None
 
 

@@ -141,12 +141,22 @@ class TraceModel:
                 continue
             if d.build is not None:
                 d.build(self)
+            elif getattr(self, "_past_share", False) and store is not None and self._write_out(store, d):
+                self._built.add(name)   # already in its saved file, never in memory
+                continue
             else:
                 self.con.execute(d.sql)
             self._built.add(name)
             if store is not None:
                 self._unsaved.append(name)
             self._compact()
+
+    def _write_out(self, store, d) -> bool:
+        """Past the memory share, a SQL table is written straight from its query to its
+        saved file (persist.Store.write) instead of being built in memory and moved out."""
+        from .registry import table_query
+        query = table_query(d)
+        return query is not None and store.write(self.con, d.name, query)
 
     def save_derived(self) -> None:
         """Write the derived tables built since the last call beside the index, for the
@@ -181,6 +191,7 @@ class TraceModel:
             # than in DuckDB's own storage (100M events: desc_end alone took 8 GB of the
             # database file); the CHECKPOINT frees the dropped tables' blocks for the next
             self._unsaved = [n for n in self._unsaved if not store.move_out(self.con, n)]
+            self._past_share = store.enabled   # from now on SQL tables go straight to their files
             self._checkpoint()
             return
         used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
@@ -192,6 +203,8 @@ class TraceModel:
                 if not store.move_out(self.con, name):
                     kept.append(name)
             self._unsaved = kept
+            # from now on SQL tables go straight to their files (derive: _write_out)
+            self._past_share = store.enabled
             used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
         if used > self._compact_at:
             self._checkpoint()

@@ -54,3 +54,20 @@ def test_on_demand_objects_and_their_dependents_wait_to_be_asked_for():
     assert "prog_order" in lazy and objs["prog_order"].sql        # a SQL file's "-- on demand:" header
     assert parse_sql("a", "-- requires: events\n-- on demand: no check reads it\nCREATE TABLE a AS SELECT 1").on_demand
     assert not parse_sql("a", "-- requires: events\nCREATE TABLE a AS SELECT 1").on_demand
+
+
+def test_table_query_is_the_select_a_table_file_stores():
+    """Past the memory share a SQL table is written straight from its query to Parquet
+    (TraceModel._write_out): the query is what follows "CREATE ... TABLE name AS"."""
+    from kvtrace.model.registry import table_query
+    assert table_query(parse_sql("a", "-- a: x\n-- requires: events\nCREATE OR REPLACE TABLE a AS\nWITH t AS (SELECT 1 AS v)\nSELECT v FROM t;\n")) \
+        == "WITH t AS (SELECT 1 AS v)\nSELECT v FROM t"
+    assert table_query(parse_sql("m", "-- requires:\nCREATE OR REPLACE MACRO m(x) AS x + 1;")) is None
+    assert table_query(parse_sql("v", "-- requires: events\nCREATE VIEW v AS SELECT 1;")) is None
+    objs = registry()
+    tables = [n for n, d in objs.items() if d.sql and "TABLE " + n in d.sql]
+    assert {"end_hold", "read_predict", "desc_match"} <= set(tables)
+    for n in tables:
+        q = table_query(objs[n])
+        assert q and not q.upper().startswith("CREATE") and not q.endswith(";")
+    assert table_query(objs["shards"]) is None                # a Python builder
