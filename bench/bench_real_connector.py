@@ -10,8 +10,8 @@ processes over NIXL/UCX on DRAM, index-K sized by tokens: a clean transfer) once
   sync      traced, but page checksums hashed inside send() as before tracer/async_sums.py (with --sync)
   ring      kvtrace record --hooks sglang --ring SPEC (with --ring: the flight recorder, in memory)
   ring-no-sums  the same without page checksums (with --ring)
-  ring@5ms, ring-no-sums@5ms  the two ring modes with the recorder's background threads
-            leaving the GIL switch interval at Python's 5 ms, as before tracer/gil.py (with --ab)
+  ring@0.2ms, ring-no-sums@0.2ms  the two ring modes with the recorder's flush thread at a
+            0.2 ms GIL switch interval (KVTRACE_BACKGROUND_SWITCH_S, tracer/gil.py) (with --ab)
 
 Prints, per page size (bytes of one kv page of one layer), the transfer throughput
 (bytes of all pages and layers / time from the first chunk queued to the last Success,
@@ -52,10 +52,10 @@ KV_TOKEN_BYTES = 1152
 MODES = {"plain": (None, False, {}), "traced": ("sglang", False, {}), "no-sums": ("sglang:-content", False, {}),
          "sync": ("sglang", False, {"KVTRACE_SYNC_CHECKSUMS": "1"}),
          "ring": ("sglang", True, {}), "ring-no-sums": ("sglang:-content", True, {}),
-         "ring@5ms": ("sglang", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0"}),
-         "ring-no-sums@5ms": ("sglang:-content", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0"})}
-SUMMED = ("traced", "sync", "ring", "ring@5ms")
-AB = ("ring@5ms", "ring-no-sums@5ms")
+         "ring@0.2ms": ("sglang", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0.0002"}),
+         "ring-no-sums@0.2ms": ("sglang:-content", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0.0002"})}
+SUMMED = ("traced", "sync", "ring", "ring@0.2ms")
+AB = ("ring@0.2ms", "ring-no-sums@0.2ms")
 
 
 def size(text: str) -> int:
@@ -115,8 +115,8 @@ def main(argv=None) -> int:
     p.add_argument("--sync", action="store_true",
                    help="add the sync column: page checksums hashed inside send() (KVTRACE_SYNC_CHECKSUMS=1)")
     p.add_argument("--ab", action="store_true",
-                   help="with --ring: add ring@5ms and ring-no-sums@5ms (background threads at Python's 5 ms "
-                        "switch interval: before tracer/gil.py)")
+                   help="with --ring: add ring@0.2ms and ring-no-sums@0.2ms (the flush thread at a 0.2 ms "
+                        "GIL switch interval: tracer/gil.py, off by default)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "real_connector"))
     a = p.parse_args(argv)
     if not os.path.exists(PY):

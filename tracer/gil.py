@@ -1,4 +1,4 @@
-"""The recorder's background threads hand the GIL back to the engine's threads quickly.
+"""Opt-in: the recorder's flush thread hands the GIL back to the engine's threads quickly.
 
 Why. An engine's transfer worker (SGLang's) runs in short bursts of Python between calls
 that give the GIL away (NIXL's, ``time.sleep(0)`` while a transfer runs). When it wants
@@ -8,7 +8,8 @@ recorder's flush thread converts buffered rows for several milliseconds at a tim
 batches, the ring's bookkeeping), so each of the worker's bursts during a flush started
 up to 5 ms late: on SGLang's real connector recording cost 25-40% of transfer throughput
 with the process's CPU time unchanged (bench/results/real_connector.txt), and the cost
-went away when the flush was held back or this interval shortened during the flush.
+went away when the flush was held back (and, in one probe, when this interval was shortened
+during the flush).
 
 What. :func:`yielding` lowers the process's switch interval to ``BACKGROUND_SWITCH_S``
 while a background job runs (the first of overlapping jobs sets it, the last puts the
@@ -18,8 +19,13 @@ wants the GIL the interval is never consulted. A value the program sets meanwhil
 Only the flush uses it: the hashing thread (async_sums.py) spends its time in C with the
 GIL given away, and a short interval held over the whole hash made the engine's own threads
 hand the GIL to each other far more often (measured worse: ring 0.29 vs 0.48 of plain).
-``$KVTRACE_BACKGROUND_SWITCH_S`` sets the interval (seconds); ``0`` leaves the program's
-interval alone (the behaviour before this module, for A/B benchmarks).
+``$KVTRACE_BACKGROUND_SWITCH_S`` sets the interval (seconds, e.g. ``0.0002``); unset or
+``0`` (the default) leaves the program's interval alone. Off by default because the
+benchmarks did not show it paying: on a loaded 2-core machine (load 5-8) ring mode on SGLang's
+connector ran 0.56 vs 0.66 of plain with it, 4 interleaved reps, and the reference engine
+equal (bench/results/real_connector.txt, ring.txt): with no idle core a GIL hand-off also
+waits for the OS to schedule the other thread, and more hand-offs cost more. Where the
+recorder's threads have a core of their own, it is the knob to try.
 """
 from __future__ import annotations
 
@@ -33,12 +39,12 @@ ENV = "KVTRACE_BACKGROUND_SWITCH_S"
 
 def _interval() -> float:
     try:
-        return max(0.0, float(os.environ.get(ENV, "0.0002")))
+        return max(0.0, float(os.environ.get(ENV) or 0))
     except ValueError:   # a bad value must not stop the traced engine: the default
-        return 0.0002
+        return 0.0
 
 
-#: the switch interval (seconds) while a background job of the recorder runs (0: unchanged)
+#: the switch interval (seconds) while the flush runs (0: the program's, unchanged)
 BACKGROUND_SWITCH_S = _interval()
 
 _lock = threading.Lock()

@@ -326,7 +326,7 @@ class Recorder:
             self._wake.wait(self.flush_interval)
             self._wake.clear()
             try:
-                with yielding():   # the engine's threads get the GIL back quickly (tracer/gil.py)
+                with yielding():   # opt-in short GIL switch interval (tracer/gil.py)
                     self.flush()
             except Exception as e:  # never kill the recorded program; rows are kept or counted
                 self._warn("flush", f"kvtrace: recorder {self.shard}: flushing failed ({_short(e)})")

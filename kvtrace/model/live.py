@@ -76,6 +76,7 @@ class LiveModel(TraceModel):
         if threads:
             config["threads"] = int(threads)
         self.con = duckdb.connect(":memory:", config=config)
+        self.con.execute("SET enable_progress_bar = false")   # no progress bar on the terminal (see TraceModel)
         self.con_spill = config["temp_directory"]
         # derive() compresses the derived tables past this share of the cap, as a TraceModel does
         self.cap_bytes = memory.to_bytes(cap)

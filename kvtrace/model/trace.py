@@ -80,6 +80,9 @@ class TraceModel:
         if self.database != ":memory:":
             os.makedirs(config["temp_directory"], exist_ok=True)
         self.con = duckdb.connect(self.database, config=config)
+        # DuckDB's Python client draws a progress bar on the terminal after 2 s of a query:
+        # it would land in `kvtrace check`'s output and scribble over the TUI's screen
+        self.con.execute("SET enable_progress_bar = false")
         self.con_spill = config["temp_directory"]
         self.cap_bytes = memory.to_bytes(cap)   #: the memory cap (Python builders size their chunks by it)
         self._compact_at = int(self.cap_bytes * memory.COMPACT_SHARE)

@@ -13,11 +13,16 @@ from kvtrace.model import memory
 from analysis_cases import CASES
 
 
+def _twin(tmp_path_factory, bug: bool) -> str:
+    """The abort-free-in-flight scenario: its planted bug, or its clean twin."""
+    p = str(tmp_path_factory.mktemp("mem") / ("bug.kvtrace" if bug else "clean.kvtrace"))
+    CASES["abort_free_inflight"](p, bug=bug)
+    return p
+
+
 @pytest.fixture(scope="module")
 def bug(tmp_path_factory):
-    p = str(tmp_path_factory.mktemp("mem") / "bug.kvtrace")
-    CASES["abort_free_inflight"](p, bug=True)
-    return p
+    return _twin(tmp_path_factory, bug=True)
 
 
 def test_default_is_a_fraction_of_ram(monkeypatch):
@@ -51,9 +56,7 @@ def test_cli_memory_flag(bug, capsys):
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
-    p = str(tmp_path_factory.mktemp("mem") / "clean.kvtrace")
-    CASES["abort_free_inflight"](p, bug=False)
-    return p
+    return _twin(tmp_path_factory, bug=False)
 
 
 def _findings(path):
