@@ -23,6 +23,7 @@ _lock = threading.Lock()
 _recorder = None
 _pid = None
 _override = None        # (recorder, pid): set by use_recorder
+_refused_pid = None     # this process's environment asked for a recorder that cannot be made
 
 
 def use_recorder(rec) -> None:
@@ -47,13 +48,24 @@ def default_recorder():
     trace_dir = os.environ.get(ENV_DIR)
     if not trace_dir:
         return None
+    global _refused_pid
     with _lock:
+        if _refused_pid == os.getpid():
+            return None
         if _recorder is None or _pid != os.getpid():  # a forked child gets its own shard
             import atexit
 
             from .ring import open_recorder
             prog = os.environ.get(ENV_PROG) or "proc"
-            _recorder = open_recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
+            try:
+                _recorder = open_recorder(trace_dir, f"{prog}-{os.getpid()}", flush_interval=0.1)
+            except ValueError as e:
+                # a bad $KVTRACE_RING set by hand (`kvtrace record` checks it before it
+                # starts CMD): the traced engine must not fail because of its tracer, so
+                # this process records nothing, and says so once
+                _refused_pid = os.getpid()
+                print(f"kvtrace: not recording process {os.getpid()}: {e}", file=sys.stderr, flush=True)
+                return None
             _pid = os.getpid()
             atexit.register(_close, _recorder)
             mp_util = sys.modules.get("multiprocessing.util")

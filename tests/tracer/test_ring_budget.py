@@ -178,3 +178,18 @@ def test_engine_api_refuses_before_recording(tmp_path):
     with pytest.raises(RingSizeError, match=f"at least {ring_budget.minimum(2) // MiB}MB"):
         run_inprocess(load("small", requests=2), (), str(out), ring=one)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("spec, says", [("1MB", "at least 8MB"), ("lots", "lots")])
+def test_bad_ring_env_set_by_hand_records_nothing_and_says_so_once(tmp_path, spec, says):
+    """$KVTRACE_RING set by hand (not through `kvtrace record`, which checks it first): the
+    traced program keeps running untraced, with one line on stderr, never a traceback."""
+    import subprocess
+    import sys
+    probe = ("from kvtrace.tracer.process_recorder import default_recorder\n"
+             "print(default_recorder(), default_recorder())\n")
+    env = dict(os.environ, KVTRACE_TRACE_DIR=str(tmp_path / "t.kvtrace"), KVTRACE_RING=spec)
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "None None"
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kvtrace: not recording process") and says in err[0], r.stderr
