@@ -144,7 +144,8 @@ class KvtraceApp(App):
         self.call_from_thread(self._show_panels, row, pool, view, cells)
 
     def _show_panels(self, row, pool, view, cells) -> None:
-        if not self.query(TransferInspector):
+        # panels computed while the app shuts down arrive after its widgets went, one by one
+        if not self.query(TransferInspector) or not self.query(SlotMap):
             return
         self.query_one(TransferInspector).show(view, self.carried.get((view.shard, view.xfer)) if view else None)
         if pool is not None:
