@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 
 import numpy as np
 import pyarrow as pa
@@ -64,6 +63,7 @@ _COLS = ("seq", "t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "ad
 _STATE_KINDS = _XFER_KINDS | _REG_KINDS | frozenset({K.ALLOC.value, K.FREE.value, K.REQ_START.value,
                                                      K.REQ_DONE.value, K.REQ_ABORT.value})
 _STATE_KIND_SET = pa.array(sorted(_STATE_KINDS), pa.string())
+_XFER_END = frozenset({K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
 
 
 @dataclasses.dataclass
@@ -119,9 +119,9 @@ class RingStore:
         self.on_error = None                # called with the row of an xfer_error (auto trigger)
         # liveness bookkeeping (see module docstring); sized by live slots/requests, not history
         self._open: set = set()             # requests between start and done/abort
-        self._refs: collections.Counter = collections.Counter()
+        self._refs: dict = {}               # owner -> references that keep it live
         self._last_t: dict = {}             # owner -> last event time, or when it stopped being live
-        self._holders: dict = {}            # (agent, pool, slot) -> Counter(owner -> references)
+        self._holders: dict = {}            # (agent, pool, slot) -> {owner: references}
         self._gen: dict = {}                # (agent, pool, slot) -> owners of its latest generation
         self._inflight: dict = {}           # xfer -> owner
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
@@ -228,103 +228,127 @@ class RingStore:
         self.chunks.append(_Chunk(descs, events, owners, desc_owners, t_first, t_last, nbytes, seq0))
         self._chunk_bytes += nbytes
 
-    def _ref(self, owner) -> None:
-        self._refs[owner] += 1
+    def _ref(self, owner, n: int = 1) -> None:
+        self._refs[owner] = self._refs.get(owner, 0) + n
 
-    def _unref(self, owner, t: int) -> None:
-        n = self._refs[owner] - 1
-        if n <= 0:
-            del self._refs[owner]
+    def _unref(self, owner, t: int, n: int = 1) -> None:
+        refs = self._refs
+        left = refs.get(owner, 0) - n
+        if left <= 0:
+            refs.pop(owner, None)
         else:
-            self._refs[owner] = n
+            refs[owner] = left
         if t > self._last_t.get(owner, -1):
             self._last_t[owner] = t
 
     def _ingest_events(self, batch: pa.RecordBatch) -> "Owners":
         # Cost: the owner of each row comes from Arrow's dictionary encoding of the request
-        # column (no Python object per row); the columns the bookkeeping reads (slots,
-        # detail...) are converted only for the few rows whose kind changes liveness
-        # (allocs, frees, transfer and lifecycle events), not for the writes and reads that
-        # make most of a trace.
+        # column (no Python object per row); the columns the bookkeeping reads are converted
+        # (one C++ pass per column) only for the rows whose kind changes liveness (allocs,
+        # frees, transfer and lifecycle events), and the slot lists as one flat list sliced
+        # per row. The per-row work is one loop with the state updates inlined (measured,
+        # bench_ring.py [ingest]: the function calls, Counter objects and per-slot
+        # reference counts of the straightforward version were most of its cost).
         own = Owners.encode(batch.column("request"))
         kinds = batch.column("kind")
         mask = pc.is_in(kinds, value_set=_STATE_KIND_SET, memory_pool=_POOL)
         idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) if pc.any(mask).as_py() else ()
         if len(idx):
             sub = pc.take(batch, pa.array(idx, pa.int64(), memory_pool=_POOL), memory_pool=_POOL)
-            cols = [sub.column(c).to_pylist() for c in _COLS]
-            for i, (seq, t, agent, kind, req, pool, slots, xfer, addr, detail) in zip(idx, zip(*cols)):
+            ts, agents, kinds_, reqs, pools, xfers, addrs = (
+                sub.column(c).to_pylist() for c in ("t_ns", "agent", "kind", "request", "pool", "xfer", "addr"))
+            slots = sub.column("slots")
+            if isinstance(slots, pa.ChunkedArray):
+                slots = slots.combine_chunks()
+            flat = slots.flatten().to_pylist()
+            offs = slots.offsets.to_pylist()
+            valid = slots.is_valid().to_pylist() if slots.null_count else None
+            refs, last, open_, inflight, xown = self._refs, self._last_t, self._open, self._inflight, self._xfer_owner
+            holders, gens, partners = self._holders, self._gen, self._partners
+            for j, i in enumerate(idx):
+                kind, req = kinds_[j], reqs[j]
                 if req is not None:
                     owner = req
-                elif kind in _XFER_KINDS and xfer is not None:
-                    owner = ("xfer", xfer)
+                elif kind in _XFER_KINDS and xfers[j] is not None:
+                    owner = ("xfer", xfers[j])
                     own.set(i, owner)
                 elif kind in _REG_KINDS:
-                    owner = ("region", agent, addr)
+                    owner = ("region", agents[j], addrs[j])
                     own.set(i, owner)
                 else:
                     continue
-                self._state(seq, t, agent, kind, req, pool, slots, xfer, detail, owner)
+                if kind == "alloc" or kind == "free":
+                    a, b = offs[j], offs[j + 1]
+                    if a == b or (valid is not None and not valid[j]):
+                        continue
+                    agent, pool = agents[j], pools[j]
+                    if kind == "alloc":
+                        n = 0
+                        for s in flat[a:b]:
+                            key = (agent, pool, s)
+                            gen = gens.get(key)
+                            if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
+                                gens[key] = {owner}
+                                holders[key] = {owner: 1}
+                                n += 1
+                                continue
+                            if owner not in gen:
+                                for m in gen:    # shared a generation: kept and dropped together
+                                    partners.setdefault(m, set()).add(owner)
+                                    partners.setdefault(owner, set()).add(m)
+                                gen.add(owner)
+                                n += 1
+                            held = holders[key]
+                            held[owner] = held.get(owner, 0) + 1
+                        if n:
+                            refs[owner] = refs.get(owner, 0) + n
+                    else:
+                        t = ts[j]
+                        ended: dict = {}
+                        for s in flat[a:b]:
+                            key = (agent, pool, s)
+                            held = holders.get(key)
+                            if held:
+                                c = held.get(owner)
+                                if c:
+                                    if c <= 1:
+                                        del held[owner]
+                                    else:
+                                        held[owner] = c - 1
+                                    if not held:       # the generation ends: its members go together
+                                        del holders[key]
+                                        for m in gens.pop(key, ()):
+                                            ended[m] = ended.get(m, 0) + 1
+                        for m, n in ended.items():
+                            self._unref(m, t, n)
+                elif kind == "xfer_post":
+                    xfer = xfers[j]
+                    if xfer in inflight:           # a re-post before completion: one reference
+                        self._unref(inflight.pop(xfer), ts[j])
+                    inflight[xfer] = owner
+                    xown[xfer] = owner
+                    refs[owner] = refs.get(owner, 0) + 1
+                elif kind in _XFER_END:
+                    xfer = xfers[j]
+                    if xfer in inflight:
+                        self._unref(inflight.pop(xfer), ts[j])
+                    if kind == "xfer_error" and self.on_error is not None:
+                        self.on_error({"seq": batch.column("seq")[int(i)].as_py(), "agent": agents[j],
+                                       "request": req, "xfer": xfer})
+                elif kind == "req_start":
+                    open_.add(owner)
+                elif kind == "req_done" or kind == "req_abort":
+                    open_.discard(owner)
+                elif kind == "register":
+                    refs[owner] = refs.get(owner, 0) + 1
+                elif kind == "deregister" and refs.get(owner):
+                    self._unref(owner, ts[j])
+        own._pos = None
         last = self._last_t
         for o, t in own.last_times(batch.column("t_ns")):
             if o is not None and t > last.get(o, -1):
                 last[o] = t
         return own
-
-    def _state(self, seq, t, agent, kind, req, pool, slots, xfer, detail, owner) -> None:
-        if kind == "alloc" and slots:
-            self._alloc(agent, pool, slots, owner, t, _shared(detail))
-        elif kind == "free" and slots:
-            self._free(agent, pool, slots, owner, t)
-        elif kind == "xfer_post":
-            if xfer in self._inflight:           # a re-post before completion: one reference
-                self._unref(self._inflight.pop(xfer), t)
-            self._inflight[xfer] = owner
-            self._xfer_owner[xfer] = owner
-            self._ref(owner)
-        elif kind in ("xfer_done", "xfer_error", "xfer_release"):
-            if xfer in self._inflight:
-                self._unref(self._inflight.pop(xfer), t)
-            if kind == "xfer_error" and self.on_error is not None:
-                self.on_error({"seq": seq, "agent": agent, "request": req, "xfer": xfer})
-        elif kind == "req_start":
-            self._open.add(owner)
-        elif kind in ("req_done", "req_abort"):
-            self._open.discard(owner)
-        elif kind == "register":
-            self._ref(owner)
-        elif kind == "deregister" and self._refs.get(owner):
-            self._unref(owner, t)
-
-    def _alloc(self, agent, pool, slots, owner, t, shared: bool) -> None:
-        for s in slots:
-            key = (agent, pool, s)
-            held = self._holders.get(key)
-            gen = self._gen.get(key)
-            if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
-                gen = self._gen[key] = set()
-            if owner not in gen:
-                for m in gen:                # shared a generation: kept and dropped together
-                    self._partners.setdefault(m, set()).add(owner)
-                    self._partners.setdefault(owner, set()).add(m)
-                gen.add(owner)
-                self._ref(owner)
-            if held is None:
-                held = self._holders[key] = collections.Counter()
-            held[owner] += 1
-
-    def _free(self, agent, pool, slots, owner, t) -> None:
-        for s in slots:
-            key = (agent, pool, s)
-            held = self._holders.get(key)
-            if held and held.get(owner):
-                held[owner] -= 1
-                if held[owner] <= 0:
-                    del held[owner]
-                if not held:                   # the generation ends: its members go together
-                    del self._holders[key]
-                    for m in self._gen.pop(key, ()):
-                        self._unref(m, t)
 
     def _ingest_descs(self, batch: pa.RecordBatch) -> "Owners":
         own = Owners.encode(batch.column("xfer"))
@@ -666,10 +690,11 @@ class Owners:
     N rows with K distinct owners per batch costs 4 N + OWNER_BYTES K bytes here, counted in
     the store's size, not a Python object per row."""
 
-    __slots__ = ("codes", "uniq")
+    __slots__ = ("codes", "uniq", "_pos")
 
     def __init__(self, codes: np.ndarray, uniq: list):
         self.codes, self.uniq = codes, uniq
+        self._pos = None
 
     @classmethod
     def encode(cls, column) -> "Owners":
@@ -686,10 +711,12 @@ class Owners:
 
     def set(self, row: int, owner) -> None:
         """Give one row another owner (a NIXL fact without a request: its transfer/region)."""
-        try:
-            j = self.uniq.index(owner)
-        except ValueError:
-            j = len(self.uniq)
+        pos = self._pos
+        if pos is None:     # built on first use (dropped once the batch is ingested)
+            pos = self._pos = {o: j for j, o in enumerate(self.uniq)}
+        j = pos.get(owner)
+        if j is None:
+            j = pos[owner] = len(self.uniq)
             self.uniq.append(owner)
         self.codes[row] = j
 
@@ -713,11 +740,3 @@ class Owners:
     def __len__(self) -> int:
         return len(self.codes)
 
-
-def _shared(detail) -> bool:
-    if not detail or "shared" not in detail:
-        return False
-    try:
-        return bool(json.loads(detail).get("shared"))
-    except (ValueError, AttributeError):
-        return False
