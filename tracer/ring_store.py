@@ -63,6 +63,7 @@ _COLS = ("seq", "t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "ad
 _STATE_KINDS = _XFER_KINDS | _REG_KINDS | frozenset({K.ALLOC.value, K.FREE.value, K.REQ_START.value,
                                                      K.REQ_DONE.value, K.REQ_ABORT.value})
 _STATE_KIND_SET = pa.array(sorted(_STATE_KINDS), pa.string())
+_BOOK_COLS = ("t_ns", "agent", "kind", "request", "pool", "xfer", "addr", "slots")   # what it reads
 _XFER_END = frozenset({K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
 
 
@@ -254,7 +255,7 @@ class RingStore:
         mask = pc.is_in(kinds, value_set=_STATE_KIND_SET, memory_pool=_POOL)
         idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) if pc.any(mask).as_py() else ()
         if len(idx):
-            sub = pc.take(batch, pa.array(idx, pa.int64(), memory_pool=_POOL), memory_pool=_POOL)
+            sub = pc.take(batch.select(_BOOK_COLS), pa.array(idx, pa.int64(), memory_pool=_POOL), memory_pool=_POOL)
             ts, agents, kinds_, reqs, pools, xfers, addrs = (
                 sub.column(c).to_pylist() for c in ("t_ns", "agent", "kind", "request", "pool", "xfer", "addr"))
             slots = sub.column("slots")
@@ -319,8 +320,14 @@ class RingStore:
                                         del holders[key]
                                         for m in gens.pop(key, ()):
                                             ended[m] = ended.get(m, 0) + 1
-                        for m, n in ended.items():
-                            self._unref(m, t, n)
+                        for m, n in ended.items():      # _unref, inlined
+                            left = refs.get(m, 0) - n
+                            if left <= 0:
+                                refs.pop(m, None)
+                            else:
+                                refs[m] = left
+                            if t > last.get(m, -1):
+                                last[m] = t
                 elif kind == "xfer_post":
                     xfer = xfers[j]
                     if xfer in inflight:           # a re-post before completion: one reference
