@@ -54,7 +54,10 @@ MODES = {"plain": (None, False, {}), "traced": ("sglang", False, {}), "no-sums":
          "ring": ("sglang", True, {}), "ring-no-sums": ("sglang:-content", True, {}),
          "ring@0.2ms": ("sglang", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0.0002"}),
          "ring-no-sums@0.2ms": ("sglang:-content", True, {"KVTRACE_BACKGROUND_SWITCH_S": "0.0002"})}
-SUMMED = ("traced", "sync", "ring", "ring@0.2ms")
+SWAP = os.path.join(ROOT, "bench", "ring_store_swap")
+# with --base-ring-store PATH: the ring modes again with tracer/ring_store.py from PATH (old code)
+BASE = {"ring-base": ("sglang", True, {}), "ring-no-sums-base": ("sglang:-content", True, {})}
+SUMMED = ("traced", "sync", "ring", "ring@0.2ms", "ring-base")
 AB = ("ring@0.2ms", "ring-no-sums@0.2ms")
 
 
@@ -70,7 +73,10 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
     prog = [PY, DRIVER, "--index-k", "tokens", "--page-tokens", str(tokens), "--slots", str(a.slots),
             "--requests", str(a.requests), "--max-pages", str(a.max_pages), "--wave", str(a.wave),
             "--report", rep]
-    hooks, in_ring, extra = MODES[mode]
+    hooks, in_ring, extra = MODES[mode] if mode in MODES else BASE[mode]
+    if mode in BASE:
+        extra = dict(extra, KVTRACE_BENCH_RING_STORE=a.base_ring_store,
+                     PYTHONPATH=os.pathsep.join(x for x in (SWAP, os.environ.get("PYTHONPATH")) if x))
     ring = ["--ring", a.ring] if in_ring else []
     cmd = prog if hooks is None else [PY, "-m", "kvtrace", "record", "--hooks", hooks, *ring, "--force",
                                       "-o", os.path.join(tmp, f"{mode}-{page_bytes}.kvtrace"), "--"] + prog
@@ -117,12 +123,19 @@ def main(argv=None) -> int:
     p.add_argument("--ab", action="store_true",
                    help="with --ring: add ring@0.2ms and ring-no-sums@0.2ms (the flush thread at a 0.2 ms "
                         "GIL switch interval: tracer/gil.py, off by default)")
+    p.add_argument("--base-ring-store", metavar="PATH",
+                   help="with --ring: add ring-base and ring-no-sums-base, the ring modes with "
+                        "tracer/ring_store.py taken from PATH (another checkout's: old vs new in one run)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "real_connector"))
     a = p.parse_args(argv)
     if not os.path.exists(PY):
         print(f"bench_real_connector: {PY} missing: run scripts/setup_engines.sh", file=sys.stderr)
         return 2
     modes = [m for m in MODES if (a.ring or not MODES[m][1]) and (a.sync or m != "sync") and (a.ab or m not in AB)]
+    if a.base_ring_store:
+        if not (a.ring and os.path.isfile(a.base_ring_store)):
+            p.error(f"--base-ring-store needs --ring and a file, not {a.base_ring_store!r}")
+        modes += list(BASE)
     try:
         sizes = [size(x) for x in a.sizes.split(",")]
     except (ValueError, IndexError):
