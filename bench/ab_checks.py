@@ -31,6 +31,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--memory", default="5GB")
     ap.add_argument("--only", default=None)
+    ap.add_argument("--also", default="attribution",
+                    help="other queries of analysis/sql to compare too (comma-separated; '' for none)")
     ap.add_argument("--no-findings", action="store_true", help="skip the end-to-end findings() call")
     a = ap.parse_args()
     from kvtrace.analysis.findings import catalog
@@ -42,9 +44,10 @@ def main() -> int:
     print(f"  open + derive (warm) {time.perf_counter() - t:6.2f} s", flush=True)
     only = a.only.split(",") if a.only else None
     tot_o = tot_n = 0.0
-    for name, c in catalog().items():
-        if only and name not in only:
-            continue
+    from kvtrace.analysis.export_sql import load_sql
+    todo = [(n, c.sql) for n, c in catalog().items() if not only or n in only]
+    todo += [(n, load_sql(n)) for n in (a.also.split(",") if a.also else []) if not only or n in only]
+    for name, sql in todo:
         p = os.path.join(a.old, "analysis", "sql", f"{name}.sql")
         old = open(p).read() if os.path.exists(p) else None
         to, tn = [], []
@@ -55,7 +58,7 @@ def main() -> int:
                 ro = s.con.sql(old).fetchall()
                 to.append(time.perf_counter() - t)
             t = time.perf_counter()
-            rn = s.con.sql(c.sql).fetchall()
+            rn = s.con.sql(sql).fetchall()
             tn.append(time.perf_counter() - t)
         bo, bn = (min(to) if to else float("nan")), min(tn)
         same = "same" if ro is not None and sorted(map(repr, ro)) == sorted(map(repr, rn)) else (
@@ -65,7 +68,7 @@ def main() -> int:
         tot_n += bn
         print(f"  {name:28s} {bo:6.2f} s -> {bn:6.2f} s  x{bo / max(bn, 1e-6):5.1f}  rows "
               f"{'-' if ro is None else len(ro)}/{len(rn)} {same}", flush=True)
-    print(f"  {'all checks (sum of best)':28s} {tot_o:6.2f} s -> {tot_n:6.2f} s  x{tot_o / max(tot_n, 1e-6):5.1f}"
+    print(f"  {'all (sum of best)':28s} {tot_o:6.2f} s -> {tot_n:6.2f} s  x{tot_o / max(tot_n, 1e-6):5.1f}"
           f"  (load {load()})", flush=True)
     if not a.no_findings:
         t = time.perf_counter()
