@@ -23,20 +23,28 @@
 --   x_shard VARCHAR, xfer, x_post BIGINT, x_request VARCHAR  -- the transfer that carried it (null: none found)
 --   via VARCHAR, p_shard VARCHAR, p_seq BIGINT  -- what the data flow predicted: its write ('write'),
 --                          or the post of the transfer that delivers it ('xfer')
-WITH rp AS (   -- with the request whose allocation began the slot's content, and its page there
+WITH rp AS NOT MATERIALIZED (   -- with the request whose allocation began the slot's content, and its page there
     SELECT r.*, g.request AS g_request, g.page AS g_page
     FROM read_predict r LEFT JOIN holdings g ON g.sk = r.sk AND g.alloc_seq = r.gen_seq
+), noid AS (   -- reads no recorded write of the same bytes was written for (their own page: see cand's
+               -- ident); every other read has its best origin there and is not corrupted unless in flow
+    SELECT r.lk, r.seq FROM rp r
+    ANTI JOIN writes w ON w.checksum = r.checksum AND NOT (w.shard = r.shard AND w.seq > r.seq)
+         AND w.pool = r.pool AND w.layer = r.layer AND ((w.request = r.request AND w.page = r.page)
+             OR (w.request = r.g_request AND w.page = r.g_page))
+), flow AS (   -- reads the data flow or poison already marks as corrupted
+    SELECT lk, seq FROM read_predict
+    WHERE (predicted IS NOT NULL AND checksum <> predicted) OR checksum IN (SELECT checksum FROM poison)
+), rpr AS (    -- only these reads can be reported: the rest of the query looks at them alone
+    SELECT * FROM rp SEMI JOIN (SELECT lk, seq FROM noid UNION SELECT lk, seq FROM flow) k USING (lk, seq)
 ), cand AS (   -- recorded writes holding the same bytes
     SELECT r.lk AS r_lk, r.seq AS r_seq, w.shard AS o_shard, w.seq AS o_seq, w.agent AS o_agent,
            w.request AS o_request, w.pool AS o_pool, w.layer AS o_layer, w.slot AS o_slot, w.page AS o_page,
            w.lk AS o_lk, w.lk = r.lk AS local,
            w.pool = r.pool AND w.layer = r.layer AND ((w.request = r.request AND w.page = r.page)
                OR (w.request = r.g_request AND w.page = r.g_page)) AS ident
-    FROM rp r JOIN writes w ON w.checksum = r.checksum
+    FROM rpr r JOIN writes w ON w.checksum = r.checksum
     WHERE NOT (w.shard = r.shard AND w.seq > r.seq)     -- not a later write on the reader's own shard
-), flow AS (   -- reads the data flow or poison already marks as corrupted
-    SELECT lk, seq FROM rp
-    WHERE (predicted IS NOT NULL AND checksum <> predicted) OR checksum IN (SELECT checksum FROM poison)
 ), need AS (   -- reads whose origin is asked for: no candidate written for their page, or corrupted anyway
     SELECT r_lk, r_seq FROM cand GROUP BY ALL HAVING NOT bool_or(ident)
     UNION SELECT lk, seq FROM flow
@@ -68,7 +76,7 @@ ends AS (   -- descriptor ends slot by slot (k: position in a run of slots), onl
 ), lay1 AS (SELECT DISTINCT agent, pool, layer, slot_bytes FROM lay),
 unwritten AS (   -- no recorded write holds the bytes, yet the producer wrote the read's page in a slot of its size
     SELECT DISTINCT r.lk, r.seq
-    FROM rp r
+    FROM rpr r
     JOIN writes w ON w.pool = r.pool AND w.layer = r.layer AND w.agent <> r.agent
                  AND ((w.request = r.request AND w.page = r.page) OR (w.request = r.g_request AND w.page = r.g_page))
     JOIN lay1 a ON a.agent = w.agent AND a.pool = w.pool AND a.layer = w.layer
@@ -86,7 +94,7 @@ unwritten AS (   -- no recorded write holds the bytes, yet the producer wrote th
                 WHEN r.checksum IN (SELECT checksum FROM poison) THEN 'poison'
                 WHEN NOT o.ident THEN 'page'
                 WHEN u.lk IS NOT NULL THEN 'unwritten' END AS why
-    FROM rp r LEFT JOIN best o ON o.r_lk = r.lk AND o.r_seq = r.seq
+    FROM rpr r LEFT JOIN best o ON o.r_lk = r.lk AND o.r_seq = r.seq
     LEFT JOIN unwritten u ON u.lk = r.lk AND u.seq = r.seq
     WHERE o.r_lk IS NOT NULL OR u.lk IS NOT NULL OR (r.lk, r.seq) IN (SELECT (lk, seq) FROM flow)
 )

@@ -60,7 +60,10 @@ gap AS (   -- a pool the producer registers that none of the flow's transfers ca
     WHERE NOT list_contains(coalesce(f.carried, []), g.pool)
       -- an absence is proven only where every post is present: no initiator's shard is cut
       AND NOT EXISTS (SELECT 1 FROM shard_cut c WHERE list_contains(f.x_shards, c.shard) AND c.cut IS NOT NULL)
-), own AS (SELECT DISTINCT agent, request, pool FROM writes),
+), own AS (   -- the consumer's own writes, of the few (consumer, request, pool)s a gap names
+    SELECT DISTINCT agent, request, pool FROM writes
+    WHERE (agent, request, pool) IN (SELECT (b, request, pool) FROM gap)
+),
 bad AS (   -- the consumer's reads of such a pool, of pages its own allocation began
     SELECT r.agent, r.request, r.pool, r.shard, r.seq, r.layer, r.slot, f.a, f.n_x, f.post_seq, f.x_shard, f.carried
     FROM reads r JOIN gap f ON f.b = r.agent AND f.request = r.request AND f.pool = r.pool

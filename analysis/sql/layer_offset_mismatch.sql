@@ -27,7 +27,7 @@
 --   message VARCHAR
 -- which descriptors are wrong is the model's desc_match (the rule is explained there;
 -- the TUI inspector reads the same view)
-WITH d AS (SELECT * FROM desc_match WHERE checked),
+WITH d AS NOT MATERIALIZED (SELECT * FROM desc_match WHERE checked),   -- inlined: each use scans only its columns
 stray AS (SELECT * FROM d WHERE NOT ok OR dup),
 sg AS (
     SELECT request, d_agent AS agent, d_pool AS pool, count(*) AS n_stray,
@@ -67,7 +67,9 @@ ix AS (
     FROM (SELECT DISTINCT shard, d_dlist, s_dlist FROM ix) l
     JOIN dl_region rd ON rd.shard = l.shard AND rd.dlist = l.d_dlist
     LEFT JOIN dl_region rs ON rs.shard = l.shard AND rs.dlist = l.s_dlist AND rs.pool = rd.pool
-), held AS (SELECT DISTINCT agent, pool, slot, request FROM holdings),
+), held AS (   -- the holdings of the requests with mismatched descriptors only
+    SELECT DISTINCT agent, pool, slot, request FROM holdings WHERE request IN (SELECT request FROM ix)
+),
 one AS (
     -- per descriptor and candidate stride: is there one region position p with
     -- dst_idx = p * M + (a slot the request holds in region p's pool on the destination)

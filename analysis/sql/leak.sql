@@ -15,10 +15,14 @@
 --   count BIGINT       -- slots held (or transfers open)
 --   what VARCHAR       -- slots | transfers
 --   message VARCHAR
-WITH last AS (
-    SELECT shard, agent, pool, slot, request, arg_max(req_cnt_after, seq) AS held, max(seq) AS seq
-    FROM slot_life GROUP BY ALL
-), held AS (SELECT * FROM last WHERE held > 0),
+WITH last AS (   -- per holding key (hk: shard, agent, pool, slot, request) its last event; integers only
+    SELECT hk, arg_max(req_cnt_after, seq) AS held, max(seq) AS seq FROM slot_life GROUP BY hk
+), held AS (   -- the names of the few still held
+    SELECT any_value(l.shard) AS shard, any_value(l.agent) AS agent, any_value(l.pool) AS pool,
+           any_value(l.slot) AS slot, any_value(l.request) AS request, any_value(h.held) AS held, h.seq
+    FROM (SELECT * FROM last WHERE held > 0) h JOIN slot_life l ON l.hk = h.hk AND l.seq = h.seq
+    GROUP BY h.hk, h.seq
+),
 open_x AS (SELECT * FROM xfers WHERE done_seq IS NULL AND err_seq IS NULL AND release_seq IS NULL)
 SELECT 'warning' AS severity, agent, request, pool, NULL::INTEGER AS layer, min(slot) AS slot,
        list(slot ORDER BY slot) AS slots, list(ev(shard, seq) ORDER BY seq)[1:4] AS events, count(*) AS count,

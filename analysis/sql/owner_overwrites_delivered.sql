@@ -34,12 +34,14 @@ WITH deliv AS NOT MATERIALIZED (   -- slot layers transfers deliver into, with t
     UNION ALL
     SELECT shard, xfer, post_seq, bound, agent, pool, layer, slot, lk, request, h.a, h.f, h.p
     FROM run_hold WHERE side = 'dst' AND h IS NOT NULL
+), w AS (   -- writes on the consumers' side only (a producer's writes never qualify)
+    SELECT * FROM writes
+    WHERE (shard, agent, pool) IN (SELECT DISTINCT (h_shard, agent, pool) FROM end_hold WHERE side = 'dst')
 ), cand AS (
     SELECT d.*, w.seq AS w_seq, w.shard AS w_shard, w.page AS w_page0
-    FROM deliv d
-    JOIN (SELECT * FROM writes   -- writes on the consumers' side only (a producer's writes never qualify)
-          WHERE (shard, agent, pool) IN (SELECT DISTINCT (h_shard, agent, pool) FROM end_hold WHERE side = 'dst')) w
-      ON w.lk = d.lk AND w.request = d.request
+    -- only the deliveries into slot layers the consumer writes take the join (none where it never writes)
+    FROM (SELECT * FROM deliv WHERE lk IN (SELECT lk FROM w)) d
+    JOIN w ON w.lk = d.lk AND w.request = d.request
     WHERE NOT w.seq <= d.bound                          -- not before the post
       AND w.seq > d.alloc_seq AND (d.free_seq IS NULL OR w.seq < d.free_seq)
 ), last_page AS (  -- the last page R's transfers delivered in a pool

@@ -21,22 +21,30 @@
 --   count BIGINT       -- affected descriptor sources
 --   late BIGINT        -- of them, written only after (not before) the post
 --   message VARCHAR
--- The ASOF join to the latest write before the post carries integer keys only; the
--- payload and the first write after the post are looked up for the bad sources alone.
-WITH wp AS (SELECT DISTINCT shard, agent, pool FROM writes),
-s AS (
-    SELECT e.psidx, e.xfer, e.pos, e.lk, e.bound, e.gen_seq FROM end_hold e
-    SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
-    WHERE e.side = 'src' AND e.managed AND e.alloc_seq IS NOT NULL
+-- The ASOF join to the latest write before the post carries integer keys only, and only for
+-- the sources no write of their own request settles; whether the producer records writes in
+-- the pool (a string key), the payload and the first write after the post are looked up for
+-- the bad sources alone.
+WITH s0 AS (
+    SELECT psidx, xfer, pos, lk, bound, gen_seq, request FROM end_hold
+    WHERE side = 'src' AND managed AND alloc_seq IS NOT NULL
+), s AS (   -- a write by the transfer's own request in the generation, before the post, settles it
+            -- (one hash join: the usual case); only the others need the latest write before the post
+    SELECT * FROM s0
+    ANTI JOIN writes w ON w.lk = s0.lk AND w.request = s0.request AND w.seq >= s0.gen_seq AND w.seq <= s0.bound
 ), lw AS (SELECT lk, seq AS w_seq FROM writes),
 b AS (
     SELECT s.psidx, s.xfer, s.pos, s.lk, s.bound
-    FROM s ASOF LEFT JOIN lw b ON b.lk = s.lk AND s.bound >= b.w_seq
+    FROM s ASOF LEFT JOIN (SELECT * FROM lw WHERE lk IN (SELECT lk FROM s)) b ON b.lk = s.lk AND s.bound >= b.w_seq
     WHERE b.w_seq IS NULL OR b.w_seq < s.gen_seq
+), wp AS (SELECT DISTINCT shard, agent, pool FROM writes),
+be AS MATERIALIZED (   -- their full rows (materialized: the string-keyed test below runs on these alone)
+    SELECT e.*, b.lk AS b_lk, b.bound AS b_bound FROM b JOIN end_hold e ON e.side = 'src' AND e.psidx = b.psidx AND e.xfer = b.xfer AND e.pos = b.pos
 ), bad AS (
     SELECT e.*, a.w_seq AS after_seq
-    FROM b JOIN end_hold e ON e.side = 'src' AND e.psidx = b.psidx AND e.xfer = b.xfer AND e.pos = b.pos
-    ASOF LEFT JOIN lw a ON a.lk = b.lk AND b.bound < a.w_seq
+    FROM be e SEMI JOIN wp ON wp.shard = e.h_shard AND wp.agent = e.agent AND wp.pool = e.pool
+    -- only the writes of those slot layers are sorted for it (none on a clean trace)
+    ASOF LEFT JOIN (SELECT * FROM lw WHERE lk IN (SELECT lk FROM b)) a ON a.lk = e.b_lk AND e.b_bound < a.w_seq
 )
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,

@@ -42,7 +42,7 @@ WITH last AS (
     WHERE l.held > 0   -- a holding is named by all five (an alloc with no request names none)
       AND a.agent IS NOT NULL AND a.pool IS NOT NULL AND a.slot IS NOT NULL AND a.request IS NOT NULL
     GROUP BY a.agent, a.request
-), t0 AS (SELECT shard, min(t_ns) AS t0 FROM events GROUP BY shard),
+), t0 AS (SELECT shard, min(t_ns) AS t0 FROM events WHERE shard IN (SELECT shard FROM held) GROUP BY shard),
 involved AS (  -- transfers of the request the holder takes part in, and whether it learnt their end
     SELECT h.agent, h.request, x.shard AS x_shard, x.xfer, x.post_seq, x.agent AS initiator,
            x.done_seq, x.err_seq, s.end_seq
@@ -58,7 +58,9 @@ involved AS (  -- transfers of the request the holder takes part in, and whether
     FROM involved WHERE end_seq IS NULL GROUP BY agent, request
 ), asked AS (  -- the page messages the holder sent for the request (when nothing reached it)
     SELECT agent, request, any_value(peer) AS peer, min(seq) AS seq, any_value(shard) AS shard
-    FROM events WHERE kind = 'msg_send' AND request IS NOT NULL GROUP BY agent, request
+    FROM events WHERE kind = 'msg_send' AND request IS NOT NULL
+      AND request IN (SELECT request FROM held)   -- of the holders' requests only
+    GROUP BY agent, request
 ), w AS (
     SELECT h.*, p.xs, p.peer AS x_peer, p.posts, p.x_shard, p.n_done, p.done_seq, p.n_err, p.err_seq, p.n_x, p.own,
            q.peer AS m_peer, q.seq AS m_seq, q.shard AS m_shard,

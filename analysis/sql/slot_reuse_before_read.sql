@@ -40,7 +40,7 @@ WITH nxt AS (   -- each alloc of a slot with the slot's next alloc (by any reque
 ), la AS (SELECT sk, seq AS a_seq, request AS a_req, shared FROM slot_ev WHERE kind = 'alloc'),
 j AS (
     SELECT r.*, la.a_seq, la.a_req, la.shared
-    FROM r ASOF LEFT JOIN la ON la.sk = r.sk AND r.seq > la.a_seq
+    FROM r ASOF LEFT JOIN (SELECT * FROM la WHERE sk IN (SELECT sk FROM r)) la ON la.sk = r.sk AND r.seq > la.a_seq
 ), bad AS (
     SELECT *, CASE WHEN free_seq IS NOT NULL AND free_seq < seq THEN 'freed'
                    WHEN a_seq > alloc_seq AND a_req <> request AND NOT shared THEN 'reallocated'

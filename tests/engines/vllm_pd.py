@@ -78,6 +78,8 @@ def configs(a, role: str, engine_id: str):
                           engine_id=engine_id, kv_connector_extra_config=extra)
     cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt)
     cfg.cache_config.kv_cache_layout = "LBHNC"  # what the engine core resolves for the connector
+    if a.kv_layout == "mla":
+        a.block_size = cfg.cache_config.block_size = kernel_block_size(a, cfg)
     names = [f"model.layers.{i}.self_attn.attn" for i in range(a.layers)]
     if a.kv_layout == "mla":
         from vllm.v1.kv_cache_interface import MLAAttentionSpec
@@ -91,6 +93,20 @@ def configs(a, role: str, engine_id: str):
     kcc = KVCacheConfig(num_blocks=a.blocks, kv_cache_tensors=tensors,
                         kv_cache_groups=[KVCacheGroupSpec(names, spec)], kv_cache_layout="LBHNC")
     return cfg, kcc, names, page
+
+
+def kernel_block_size(a, cfg) -> int:
+    """The block size this machine's MLA attention backend takes (vLLM asks the backend;
+    CPU_MLA takes 16 tokens, AMX_MLA multiples of 32, chosen by the CPU's ISA). A larger
+    block would be split by vLLM into kernel blocks the cache views here do not have, so
+    the driver runs with the backend's size, as an engine configured for it would."""
+    from vllm.config import set_current_vllm_config
+    from vllm.v1.attention.selector import get_attn_backend
+    from vllm.v1.worker.utils import select_common_block_size
+    with set_current_vllm_config(cfg):
+        backend = get_attn_backend(head_size=cfg.model_config.get_head_size(), dtype=cfg.model_config.dtype,
+                                   kv_cache_dtype=cfg.cache_config.cache_dtype, use_mla=True)
+    return select_common_block_size(a.block_size, [backend], [None])
 
 
 def parallel_state(port: int) -> None:
@@ -468,7 +484,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--head-size", type=int, default=16)
     p.add_argument("--kv-layout", choices=("packed", "split", "mla"), default="packed",
                    help="each layer's cache: K and V in each block, K blocks then V blocks, or an MLA latent")
-    p.add_argument("--block-size", type=int, default=32, help="tokens per block (a multiple of 32 on CPU)")
+    p.add_argument("--block-size", type=int, default=32, help="tokens per block (a multiple of 32 on CPU; --kv-layout mla: what the MLA backend takes)")
     p.add_argument("--blocks", type=int, default=16, help="blocks per layer on each side")
     p.add_argument("--requests", type=int, default=3)
     p.add_argument("--max-blocks", type=int, default=3)
