@@ -14,7 +14,6 @@ reports them.
 """
 from __future__ import annotations
 
-import json
 import sys
 import threading
 
@@ -131,7 +130,7 @@ class BindingTap:
         if L is not None and R is not None:
             li = np.asarray(local_idx, dtype=np.int64)
             ri = np.asarray(remote_idx, dtype=np.int64)
-            detail = json.dumps({"handle": hex(handle), "prepped": True})
+            detail = f'{{"handle": "{hex(handle)}", "prepped": true}}'  # = json.dumps of that dict
             self._handles[handle] = _Handle(self._op(op), self._name, R.agent, L.descs.take(li),
                                             R.descs.take(ri), _bytes(notif), L.id, li, R.id, ri, detail)
         else:
@@ -140,7 +139,7 @@ class BindingTap:
 
     def createXferReq(self, op, local_descs, remote_descs, remote_agent, notif=b"", *args):
         handle = self._inner.createXferReq(op, local_descs, remote_descs, remote_agent, notif, *args)
-        detail = json.dumps({"handle": hex(handle), "prepped": False})
+        detail = f'{{"handle": "{hex(handle)}", "prepped": false}}'  # = json.dumps of that dict
         self._handles[handle] = _Handle(self._op(op), self._name, _name(remote_agent), xfer_descs(local_descs),
                                         xfer_descs(remote_descs), _bytes(notif), detail=detail)
         return handle

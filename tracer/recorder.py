@@ -57,6 +57,21 @@ _GETTERS = [operator.itemgetter(i) for i in range(_N_EVENT_COLS)]
 current_request: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvtrace_request", default=None)
 
 
+# one encoder, reused: json.dumps(d, separators=(",", ":")) builds a new one per call
+_JSON = json.JSONEncoder(separators=(",", ":")).encode
+_KIND = {k: k.value for k in EventKind}   # enum .value goes through a descriptor per access
+
+
+_I32, _U64 = np.dtype(np.int32), np.dtype(np.uint64)
+
+
+def _col(v, dtype, n: int):
+    """``v`` as an n-long column of ``dtype``: as is when it already is one, else broadcast."""
+    if type(v) is np.ndarray and v.dtype == dtype and v.shape == (n,):
+        return v
+    return np.broadcast_to(np.asarray(v, dtype), (n,))
+
+
 def _text(name):
     """An agent name as text (nixl hands some out as bytes)."""
     return bytes(name).decode("utf-8", "replace") if isinstance(name, (bytes, bytearray)) else name
@@ -160,9 +175,9 @@ class Recorder:
         if request is None:
             request = current_request.get()
         if detail is not None and type(detail) is not str:
-            detail = json.dumps(detail, separators=(",", ":"))
+            detail = _JSON(detail)
         if type(kind) is not str:
-            kind = kind.value
+            kind = _KIND[kind]
         th = self._thread_of(get_ident())
         if th is None:
             th = self._thread_id()
@@ -194,12 +209,13 @@ class Recorder:
         n = len(src_addr)
         src_agent, dst_agent = _text(src_agent), _text(dst_agent)  # bytes names would fail the whole write
         cols = {
-            "xfer": np.full(n, xfer, np.int64), "pos": np.arange(n, dtype=np.int32), "op": op,
+            # xfer: one int per posting, expanded once per flush by _concat_arrays
+            "xfer": int(xfer), "pos": np.arange(n, dtype=np.int32), "op": op,
             "src_agent": src_agent, "src_addr": src_addr,
-            "src_device": np.broadcast_to(np.asarray(src_device, np.int32), (n,)),
+            "src_device": _col(src_device, _I32, n),
             "dst_agent": dst_agent, "dst_addr": np.asarray(dst_addr, np.uint64),
-            "dst_device": np.broadcast_to(np.asarray(dst_device, np.int32), (n,)),
-            "nbytes": np.broadcast_to(np.asarray(nbytes, np.uint64), (n,)),
+            "dst_device": _col(dst_device, _I32, n),
+            "nbytes": _col(nbytes, _U64, n),
             "src_dlist": src_dlist, "src_idx": None if src_idx is None else np.asarray(src_idx, np.int64),
             "dst_dlist": dst_dlist, "dst_idx": None if dst_idx is None else np.asarray(dst_idx, np.int64),
             "_n": n,
@@ -415,7 +431,7 @@ class Recorder:
             else:
                 d = json.loads(row[_DETAIL]) if row[_DETAIL] else {}
                 d["checksums"] = f"{_UNKNOWN}: {why}"
-                out[i] = row[:_CS] + (None,) + row[_CS + 1:_DETAIL] + (json.dumps(d, separators=(",", ":")),) \
+                out[i] = row[:_CS] + (None,) + row[_CS + 1:_DETAIL] + (_JSON(d),) \
                     + row[_DETAIL + 1:]
         return out
 
