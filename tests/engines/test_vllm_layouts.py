@@ -59,3 +59,45 @@ def test_vllm_split_kv_late_read_found_in_both_halves(tmp_path):
     traced = {(a["request"], a["pool"], a["layer"], a["slot"], a["origin"]["request"]) for a in res["attribution"]
               if a.get("origin")}
     assert said == traced
+
+
+def test_vllm_mla_kernel_blocks_smaller_than_the_block_clean(tmp_path):
+    """vLLM splits a block into the attention backend's smaller kernel blocks and moves each
+    one by its own descriptor (CPU_MLA takes 16 tokens; a 32-token block is two). The trace
+    keeps the scheduler's blocks as slots, so every descriptor is half a slot: the checks must
+    place both halves in their slot and stay clean, and every kernel block is recorded."""
+    need_engines()
+    run = record(tmp_path, VLLM, ["--kv-layout", "mla", "--kernel-blocks", "--block-size", "32",
+                                  "--layers", str(LAYERS)], hooks="vllm")
+    assert run.rc == 0, run.stderr[-2000:]
+    pre = prefill_report(run)
+    split = pre["regions"][0]["blocks"] // 16          # kernel blocks per block (16 blocks a side)
+    if split == 1:
+        pytest.skip("this CPU's MLA backend takes 32-token blocks whole (AMX): no kernel split to test")
+    assert run.report["misaddressed"] == [] and len(run.report["requests"]) == 3
+    lay = layouts(run.trace)
+    for side in (pre, run.report):   # a layout slot is one scheduler block: `split` registered blocks
+        rows = lay[side["agent"]]
+        assert [(r["addr"], r["num_slots"], r["slot_bytes"]) for r in rows] == sorted(
+            (g["addr"], g["blocks"] // split, g["block_stride"] * split) for g in side["regions"])
+    res = check(run.trace)
+    assert findings(res) == [], [f["message"] for f in findings(res)][:3]
+    assert not any("record the" in str(n) for n in res["notes"]), res["notes"]
+    got = info(run.trace)
+    assert got["descriptors"] == sum(len(r["blocks"]) for r in run.report["requests"]) * LAYERS * split
+
+
+def test_vllm_mla_kernel_blocks_late_read_found(tmp_path):
+    """The bug twin of the above: prefill's lease expires before decode reads, so the
+    blocks are freed (and refilled) under the read; found in kernel-block descriptors too."""
+    need_engines()
+    run = record(tmp_path, VLLM, ["--kv-layout", "mla", "--kernel-blocks", "--block-size", "32",
+                                  "--lease", "2", "--decode-delay", "6"], hooks="vllm")
+    assert run.rc == 0, run.stderr[-2000:]
+    if prefill_report(run)["regions"][0]["blocks"] == 16:
+        pytest.skip("this CPU's MLA backend takes 32-token blocks whole (AMX): no kernel split to test")
+    bad = run.report["misaddressed"]
+    assert bad, "the verifier saw another request's bytes"
+    res = check(run.trace)
+    assert {f["check"] for f in findings(res)} == {"src_free_before_done"}
+    assert {m["request"] for m in bad} <= {f["request"] for f in findings(res)}

@@ -79,7 +79,9 @@ def configs(a, role: str, engine_id: str):
     cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt)
     cfg.cache_config.kv_cache_layout = "LBHNC"  # what the engine core resolves for the connector
     if a.kv_layout == "mla":
-        a.block_size = cfg.cache_config.block_size = kernel_block_size(a, cfg)
+        a.kernel_block = kernel_block_size(a, cfg)
+        if not a.kernel_blocks:
+            a.block_size = cfg.cache_config.block_size = a.kernel_block
     names = [f"model.layers.{i}.self_attn.attn" for i in range(a.layers)]
     if a.kv_layout == "mla":
         from vllm.v1.kv_cache_interface import MLAAttentionSpec
@@ -143,8 +145,9 @@ def cache_view(a, raw):
     """The layer's cache tensor over its bytes, as the attention backend would shape it."""
     import torch
     f = raw.view(torch.float32)
-    if a.kv_layout == "mla":  # one latent vector per token, block-major
-        return f.view(a.blocks, a.block_size, a.head_size)
+    if a.kv_layout == "mla":  # one latent vector per token, block-major, in the backend's kernel blocks
+        k = getattr(a, "kernel_block", a.block_size)
+        return f.view(a.blocks * (a.block_size // k), k, a.head_size)
     if a.kv_layout == "split":  # every K block, then every V block; indexed [block, K/V, ...]
         return f.view(2, a.blocks, a.heads, a.block_size, a.head_size).permute(1, 0, 2, 3, 4)
     return f.view(a.blocks, 2, a.heads, a.block_size, a.head_size)  # K and V inside each block
@@ -485,6 +488,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-layout", choices=("packed", "split", "mla"), default="packed",
                    help="each layer's cache: K and V in each block, K blocks then V blocks, or an MLA latent")
     p.add_argument("--block-size", type=int, default=32, help="tokens per block (a multiple of 32 on CPU; --kv-layout mla: what the MLA backend takes)")
+    p.add_argument("--kernel-blocks", action="store_true",
+                   help="mla: keep --block-size and shape the cache in the MLA backend's smaller kernel blocks, "
+                        "which vLLM then registers and moves one by one (default: run at the backend's size)")
     p.add_argument("--blocks", type=int, default=16, help="blocks per layer on each side")
     p.add_argument("--requests", type=int, default=3)
     p.add_argument("--max-blocks", type=int, default=3)
