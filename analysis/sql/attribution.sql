@@ -23,9 +23,11 @@
 --   x_shard VARCHAR, xfer, x_post BIGINT, x_request VARCHAR  -- the transfer that carried it (null: none found)
 --   via VARCHAR, p_shard VARCHAR, p_seq BIGINT  -- what the data flow predicted: its write ('write'),
 --                          or the post of the transfer that delivers it ('xfer')
-WITH rp AS NOT MATERIALIZED (   -- with the request whose allocation began the slot's content, and its page there
+WITH rp AS NOT MATERIALIZED (   -- the reads with a checksum (read_predict's rows), with the request
+                                -- whose allocation began the slot's content, and its page there
     SELECT r.*, g.request AS g_request, g.page AS g_page
-    FROM read_predict r LEFT JOIN holdings g ON g.sk = r.sk AND g.alloc_seq = r.gen_seq
+    FROM reads r LEFT JOIN holdings g ON g.sk = r.sk AND g.alloc_seq = r.gen_seq
+    WHERE r.checksum IS NOT NULL
 ), noid AS (   -- reads no recorded write of the same bytes was written for (their own page: see cand's
                -- ident); every other read has its best origin there and is not corrupted unless in flow
     SELECT r.lk, r.seq FROM rp r
@@ -36,7 +38,10 @@ WITH rp AS NOT MATERIALIZED (   -- with the request whose allocation began the s
     SELECT lk, seq FROM read_predict
     WHERE (predicted IS NOT NULL AND checksum <> predicted) OR checksum IN (SELECT checksum FROM poison)
 ), rpr AS (    -- only these reads can be reported: the rest of the query looks at them alone
-    SELECT * FROM rp SEMI JOIN (SELECT lk, seq FROM noid UNION SELECT lk, seq FROM flow) k USING (lk, seq)
+               -- (and only they take their prediction from read_predict)
+    SELECT r.*, p.via, p.predicted, p.w_seq, p.w_ck, p.x_shard, p.x_post, p.is_stale
+    FROM (SELECT * FROM rp SEMI JOIN (SELECT lk, seq FROM noid UNION SELECT lk, seq FROM flow) k USING (lk, seq)) r
+    JOIN read_predict p USING (lk, seq)
 ), cand AS (   -- recorded writes holding the same bytes
     SELECT r.lk AS r_lk, r.seq AS r_seq, w.shard AS o_shard, w.seq AS o_seq, w.agent AS o_agent,
            w.request AS o_request, w.pool AS o_pool, w.layer AS o_layer, w.slot AS o_slot, w.page AS o_page,

@@ -21,8 +21,11 @@
 --   count BIGINT       -- mismatching (read, slot) pairs
 --   stale BIGINT       -- of them, reads that saw earlier content or poison
 --   message VARCHAR
-WITH bad AS (   -- the per-read prediction is built once in read_predict (kvtrace/model/sql/read_predict.sql)
-    SELECT * FROM read_predict WHERE predicted IS NOT NULL AND checksum <> predicted
+WITH bad AS (   -- the per-read prediction is built once in read_predict (kvtrace/model/sql/read_predict.sql);
+                -- the mismatched ones (few) take the rest of their read's row from reads
+    SELECT r.*, p.via, p.predicted, p.w_seq, p.x_shard, p.x_post, p.is_stale
+    FROM (SELECT * FROM read_predict WHERE predicted IS NOT NULL AND checksum <> predicted) p
+    JOIN reads r USING (lk, seq)
 )
 SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,

@@ -5,7 +5,11 @@
 -- only). checksum_mismatch reports the reads whose checksum differs; attribution
 -- (analysis/attribution.py) searches for whose bytes they hold.
 -- requires: reads, writes, end_hold, poison, shards
--- Columns: every column of reads, and
+-- Narrow: only the read's keys, its checksum and the prediction; join reads USING (lk, seq)
+-- for the rest (checksum_mismatch does so for the few mismatched reads only).
+-- Columns:
+--   lk UBIGINT, seq BIGINT  -- the read (slot layer key and seq: one row of reads)
+--   checksum UBIGINT    -- what the consumer saw
 --   via VARCHAR         -- 'write' | 'xfer' | null (nothing predicts it, or ambiguous)
 --   predicted UBIGINT   -- the predicted checksum (null: no prediction)
 --   w_seq BIGINT, w_ck UBIGINT  -- the latest local write before the read
@@ -39,8 +43,8 @@ dst AS (
     WHERE NOT rk.seq <= t.bound   -- the latest transfer into the slot not posted after the read
     GROUP BY ALL
 ), j AS (  -- with the latest local write before the read (precomputed in reads)
-    SELECT r.*, r.lw_seq AS w_seq, r.lw_ck AS w_ck, x.x_ck, x.x_seen, x.x_bound, x.whole,
-           xs.shard AS x_shard, x.x_post
+    SELECT r.lk, r.seq, r.checksum, r.gen_seq, r.lw_seq AS w_seq, r.lw_ck AS w_ck, x.x_ck, x.x_seen,
+           x.x_bound, x.whole, xs.shard AS x_shard, x.x_post
     FROM reads r LEFT JOIN x USING (lk, seq) LEFT JOIN shards xs ON xs.sidx = x.x_sidx
     WHERE r.checksum IS NOT NULL
 ), p AS (
@@ -52,7 +56,7 @@ dst AS (
              END AS via
     FROM j
 )
-SELECT p.* EXCLUDE (x_ck, x_seen, x_bound, whole),
+SELECT p.* EXCLUDE (x_ck, x_seen, x_bound, whole, gen_seq),
        CASE WHEN via = 'write' THEN w_ck WHEN via = 'xfer' AND whole THEN x_ck END AS predicted,
        (checksum = w_ck AND via = 'xfer') OR checksum IN (SELECT checksum FROM poison) AS is_stale
 FROM p;
