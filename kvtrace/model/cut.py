@@ -277,11 +277,20 @@ def ordering_unknowns(model) -> list[Unknown]:
             rec = ("record the message that names the slots before each post (msg_send / msg_recv with a "
                    "shared detail.id): see docs/hooks.md")
         out.append(Unknown(what, int(r["n"]), rec))
-    model.derive(["desc_match"])
+    model.derive(["desc_match", "managed"])
+    for r in model.ask("allocs_elsewhere").to_pylist():
+        what = (f"whether the slots of {r['agent']}'s pool {r['pool']} were held when transfers and reads "
+                f"touched them: their allocations are recorded by shard {r['recorded_on']}, another process "
+                f"than {r['home']} where {r['agent']}'s transfers are, and are not ordered with them; "
+                "ownership checks skip that pool")
+        rec = (f"record the alloc/free of those slots in {r['home']}'s process too (e.g. the block ids the "
+               "scheduler hands the worker each step): see docs/hooks.md")
+        out.append(Unknown(what, int(r["n"]), rec))
     for r in model.ask("unheld_descs").to_pylist():
         what = (f"whether {r['transfers']:,} transfer(s) posted from shard {r['initiator']} copied the same "
                 f"(pool, layer, page) of their {r['requests']:,} request(s) on {r['agent']}: no allocation of "
-                f"those requests was recorded on {r['agent']}, so which pages they hold there is unknown")
+                f"those requests was recorded on {r['agent']} in its own process, so which pages they hold "
+                "there is unknown")
         rec = (f"record the allocator's alloc/free events on {r['agent']} (the allocator hooks, in the "
                "process that hands out its pages): see docs/hooks.md")
         out.append(Unknown(what, int(r["n"]), rec))

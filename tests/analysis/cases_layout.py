@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kvtrace.tracer.builder import TraceBuilder
 
-from cases_helpers import XFAIL, case, finish, handshake, pd, push
+from cases_helpers import case, finish, handshake, pd, push
 
 
 def _dl_addrs(side, pools, idx_list):
@@ -427,13 +427,6 @@ def legal_split_scheduler_worker(path, bug=False):
     sched.free("r1", "kv", [6, 7])
     b.close()
     return []
-
-
-XFAIL[("legal_split_scheduler_worker", False)] = (
-    "layer_offset_mismatch, desc_not_owned and read_undelivered (through views end_hold / slot_ev / reads, "
-    "which key an agent's slots by shard and look for holdings only in the agent's home shard): allocs "
-    "recorded by the scheduler process for the worker's agent are not seen, so the READ's destination "
-    "looks unowned, its pages unknown and the read undelivered")
 
 
 @case

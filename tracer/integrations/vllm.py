@@ -50,8 +50,9 @@ can learn the blocks). vLLM runs the scheduler and a single worker in one proces
 the scheduler's process has no worker of its engine: its facts cannot be tied to any
 memory and are not recorded there (said once on stderr). Decode's frees then come from
 the workers (the finished request ids each step hands them); prefill's blocks and
-writes are missing, and the checks (which read a pool with layouts but no allocations as
-not held) then flag decode's READs of them (test_vllm.py, an expected failure).
+writes are missing, so which pages prefill's descriptors read is unknown: `check` says so
+in one note with the remedy and flags nothing there (test_vllm.py,
+test_vllm_scheduler_in_its_own_process_is_not_flagged).
 """
 from __future__ import annotations
 

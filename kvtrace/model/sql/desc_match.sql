@@ -12,7 +12,7 @@
 -- An end on an agent that recorded no holding at all for the request (its allocator is not
 -- hooked there, e.g. a scheduler in a process of its own) proves nothing about which slots
 -- the request holds: such a descriptor is unknown (not checked), never "not held".
--- requires: end_hold, lay, holding_list
+-- requires: end_hold, lay, holding_list, agent_home
 -- Columns:
 --   shard VARCHAR, xfer BIGINT, pos INTEGER, request VARCHAR, post_seq BIGINT, nbytes UBIGINT
 --   s_agent, s_addr, s_pool, s_layer, s_part, s_slot, s_off, s_slot_bytes, s_page, s_managed, s_dlist, s_idx
@@ -26,7 +26,9 @@
 --   problem VARCHAR     -- why the descriptor is wrong (null: it is not, or the rule does not apply)
 CREATE OR REPLACE TABLE desc_match AS
 WITH pt AS (SELECT agent, pool, coalesce(any_value(page_tokens), 1) AS pt FROM lay GROUP BY ALL),
-ah AS (SELECT DISTINCT agent, request FROM holding_list),  -- agents with holding facts per request
+-- agents with holding facts per request, recorded where the agent lives (holdings another
+-- process records for it cannot be ordered with its transfers: see managed)
+ah AS (SELECT DISTINCT h.agent, h.request FROM holding_list h JOIN agent_home o ON o.agent = h.agent AND o.h_shard = h.shard),
 a AS (
     SELECT t.psidx, t.shard, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
            s.agent AS s_agent, s.addr AS s_addr, s.pool AS s_pool, s.layer AS s_layer, s.part AS s_part,

@@ -1,6 +1,10 @@
--- managed: the (agent, pool)s whose slots an allocator hands out (they have alloc events);
--- ownership checks apply only there.
--- requires: slot_ev
+-- managed: the (agent, pool)s whose slots an allocator hands out, as seen where the agent
+-- lives: they have alloc events on the agent's home shard. Ownership checks apply only there.
+-- Allocations recorded only by another process (vLLM's scheduler naming its worker's agent)
+-- cannot be ordered with that agent's posts and reads by this model: such a pool is left
+-- unmanaged (its bytes are still checked) and elsewhere_allocs says so (cut.py notes it).
+-- requires: slot_ev, agent_home
 -- Columns: agent VARCHAR, pool VARCHAR
 CREATE OR REPLACE TABLE managed AS
-SELECT DISTINCT agent, pool FROM slot_ev WHERE kind = 'alloc';
+SELECT DISTINCT e.agent, e.pool FROM slot_ev e JOIN agent_home a ON a.agent = e.agent AND a.h_shard = e.shard
+WHERE e.kind = 'alloc';
