@@ -7,8 +7,9 @@ too); each does a warm-up run, then the arms off, file and ring (--ring 30s) onc
 in an order rotating with the rep, on workload ``small`` x REQUESTS with checksums off
 (what bench_ring.py --only throughput runs). The old code is the checkout at OLD_CHECKOUT
 (e.g. ``git worktree add /tmp/old main``), imported through bench_real_connector's
-PYTHONPATH farm. Prints best and median seconds per (code, arm) and each code's ring and
-file overhead over its own no-recording runs.
+PYTHONPATH farm. Prints best and median seconds per (code, arm), wall and process CPU (all threads: steadier
+than wall on a shared machine), and each code's ring and file overhead over its own
+no-recording runs.
 """
 from __future__ import annotations
 
@@ -37,9 +38,10 @@ k = rep % 3
 out = {}
 for arm, ring in arms[k:] + arms[:k]:
     d = None if ring is None else os.path.join(tmp, f"{arm}-{os.getpid()}.kvtrace")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run_inprocess(wl, [], d, checksums=False, ring=ring or None)
     out[arm] = time.perf_counter() - t0
+    out[arm + " cpu"] = time.process_time() - c0
     if d:
         shutil.rmtree(d, ignore_errors=True)
 print(json.dumps(out))
@@ -53,7 +55,7 @@ def main(argv=None) -> int:
     p.add_argument("--requests", type=int, default=200)
     a = p.parse_args(argv)
     load0, t0 = os.getloadavg(), time.time()
-    times = {(c, arm): [] for c in ("old", "new") for arm in ("off", "file", "ring")}
+    times = {(c, arm): [] for c in ("old", "new") for arm in ("off", "file", "ring", "off cpu", "file cpu", "ring cpu")}
     with tempfile.TemporaryDirectory(prefix="kvtrace-ab-") as tmp:
         farm = _farm(a.old, os.path.join(tmp, "old"))
         for rep in range(a.reps):
@@ -71,15 +73,15 @@ def main(argv=None) -> int:
     print(f"reference engine, workload small x{a.requests}, checksums off, {a.reps} reps per (code, arm), "
           f"old = {a.old}, new = {ROOT}")
     for (code, arm), v in times.items():
-        print(f"  {code} {arm:5s} best {min(v):6.3f} s  median {statistics.median(v):6.3f} s  runs "
+        print(f"  {code} {arm:8s} best {min(v):6.3f} s  median {statistics.median(v):6.3f} s  runs "
               + " ".join(f"{x:.3f}" for x in v))
     for code in ("old", "new"):
-        off = times[(code, "off")]
-        for arm in ("file", "ring"):
+        for arm in ("file", "ring", "file cpu", "ring cpu"):
+            off = times[(code, "off cpu" if arm.endswith("cpu") else "off")]
             v = times[(code, arm)]
             print(f"  {code}: {arm} vs off  best {min(v) / min(off) - 1:+7.1%}  median "
                   f"{statistics.median(v) / statistics.median(off) - 1:+7.1%}")
-    for arm in ("file", "ring"):
+    for arm in ("file", "ring", "file cpu", "ring cpu"):
         o, n = times[("old", arm)], times[("new", arm)]
         print(f"  new/old {arm}: best {min(n) / min(o):.3f}  median {statistics.median(n) / statistics.median(o):.3f}")
     print(f"  ({time.time() - t0:.0f} s; load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end)")
