@@ -24,31 +24,20 @@
 --   count BIGINT       -- (read, slot) pairs of the dropped class
 --   src_agent VARCHAR  -- the producer
 --   message VARCHAR
--- Cheap first: per transfer and side its agents and destination pools (one grouped scan
--- of end_hold instead of joining its 1.4M ends to themselves), then the pools a producer
+-- Cheap first: each descriptor's two ends side by side come from desc_match (no self-join
+-- of end_hold's ends here); they are grouped once per transfer, its two agents and the
+-- destination pool (few rows), and only then per flow. Then the pools a producer
 -- registers that a flow does not carry (few), and only then the consumer's reads.
-WITH eg AS (   -- per transfer, side, agent and pool
-    SELECT psidx, xfer, side, agent, pool, any_value(shard) AS shard, any_value(request) AS request,
-           any_value(post_seq) AS post_seq
-    FROM end_hold GROUP BY psidx, xfer, side, agent, pool
-), src AS (    -- the source agents of each transfer
-    SELECT psidx, xfer, list(DISTINCT agent) AS agents FROM eg WHERE side = 'src' GROUP BY ALL
-), ends AS (
-    -- a transfer with one source agent: each destination (agent, pool) pairs with it
-    SELECT s.agents[1] AS a, d.agent AS b, d.request, d.pool AS d_pool, d.shard, d.post_seq
-    FROM eg d JOIN src s USING (psidx, xfer)
-    WHERE d.side = 'dst' AND len(s.agents) = 1 AND s.agents[1] <> d.agent
-    UNION ALL
-    -- several source agents (not seen in NIXL, where a transfer joins two agents): pair per descriptor
-    SELECT s.agent, d.agent, d.request, d.pool, d.shard, d.post_seq
-    FROM end_hold s JOIN end_hold d ON d.psidx = s.psidx AND d.xfer = s.xfer AND d.pos = s.pos AND d.side = 'dst'
-    SEMI JOIN src m ON m.psidx = s.psidx AND m.xfer = s.xfer AND len(m.agents) > 1
-    WHERE s.side = 'src' AND s.agent <> d.agent
+WITH per_x AS (  -- per transfer and (producer, consumer, destination pool)
+    SELECT s_agent AS a, d_agent AS b, any_value(request) AS request, d_pool, shard,
+           any_value(post_seq) AS post_seq   -- one request and post per transfer
+    FROM desc_match WHERE s_agent <> d_agent
+    GROUP BY shard, xfer, s_agent, d_agent, d_pool
 ), flows AS (   -- producer → consumer per request, and the pools its transfers carry
     SELECT a, b, request, list(DISTINCT d_pool) FILTER (WHERE d_pool IS NOT NULL) AS carried,
            count(DISTINCT (shard, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(shard, post_seq) AS x_shard,
            list(DISTINCT shard) AS x_shards
-    FROM ends GROUP BY ALL
+    FROM per_x GROUP BY ALL
 ), reg AS (SELECT DISTINCT agent, pool FROM layouts),
 gap AS (   -- a pool the producer registers that none of the flow's transfers carry
     SELECT f.*, g.pool
