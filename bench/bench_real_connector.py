@@ -26,7 +26,7 @@ third the CPU seconds of each whole run (steadier than wall time on a loaded mac
 ≥ 98% (issue 20).
 
     .venv/bin/python bench/bench_real_connector.py [--sizes 16K,64K,256K,1M,2M] [--requests 24]
-        [--reps 3] [--ring 30s] [--sync]
+        [--reps 3] [--ring 30s] [--sync] [--base-tree OLD_CHECKOUT]
 
 Needs .venv-engines (scripts/setup_engines.sh). Results: bench/results/real_connector.json, and a new
 section on top of bench/results/real_connector.txt.
@@ -74,7 +74,9 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
             "--requests", str(a.requests), "--max-pages", str(a.max_pages), "--wave", str(a.wave),
             "--report", rep]
     hooks, in_ring, extra = MODES[mode] if mode in MODES else BASE[mode]
-    if mode in BASE:
+    if mode in BASE and a.base_tree:   # the whole of kvtrace from the other checkout
+        extra = dict(extra, PYTHONPATH=os.pathsep.join(x for x in (a.base_farm, os.environ.get("PYTHONPATH")) if x))
+    elif mode in BASE:
         extra = dict(extra, KVTRACE_BENCH_RING_STORE=a.base_ring_store,
                      PYTHONPATH=os.pathsep.join(x for x in (SWAP, os.environ.get("PYTHONPATH")) if x))
     ring = ["--ring", a.ring] if in_ring else []
@@ -126,15 +128,24 @@ def main(argv=None) -> int:
     p.add_argument("--base-ring-store", metavar="PATH",
                    help="with --ring: add ring-base and ring-no-sums-base, the ring modes with "
                         "tracer/ring_store.py taken from PATH (another checkout's: old vs new in one run)")
+    p.add_argument("--base-tree", metavar="PATH",
+                   help="with --ring: add ring-base and ring-no-sums-base, the ring modes with all of kvtrace "
+                        "taken from the checkout at PATH (e.g. `git worktree add /tmp/old main`: old vs new in one run)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "real_connector"))
     a = p.parse_args(argv)
     if not os.path.exists(PY):
         print(f"bench_real_connector: {PY} missing: run scripts/setup_engines.sh", file=sys.stderr)
         return 2
     modes = [m for m in MODES if (a.ring or not MODES[m][1]) and (a.sync or m != "sync") and (a.ab or m not in AB)]
+    if a.base_ring_store and a.base_tree:
+        p.error("--base-ring-store and --base-tree: give one")
     if a.base_ring_store:
         if not (a.ring and os.path.isfile(a.base_ring_store)):
             p.error(f"--base-ring-store needs --ring and a file, not {a.base_ring_store!r}")
+        modes += list(BASE)
+    if a.base_tree:
+        if not (a.ring and os.path.isfile(os.path.join(a.base_tree, "kvtrace", "__init__.py"))):
+            p.error(f"--base-tree needs --ring and a kvtrace checkout, not {a.base_tree!r}")
         modes += list(BASE)
     try:
         sizes = [size(x) for x in a.sizes.split(",")]
@@ -145,6 +156,8 @@ def main(argv=None) -> int:
     rows = []
     t0, load0 = time.time(), os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
+        if a.base_tree:
+            a.base_farm = _farm(a.base_tree, os.path.join(tmp, "base"))
         for rep in range(a.reps):
             for i, s in enumerate(sizes):
                 k = (rep + i) % len(modes)   # rotate the order: no mode always runs first or last
@@ -219,6 +232,26 @@ def _cpu_table(rows, modes) -> list[str]:
         out.append(f"{_kib(pb):>9} {med['plain']:>12.1f}" + "".join(f" {med[m] - med['plain']:>+11.1f}"
                                                                    for m in modes[1:]))
     return out
+
+
+def _farm(tree: str, where: str) -> str:
+    """A directory that, first on PYTHONPATH, makes ``import kvtrace`` load the checkout at
+    ``tree`` (its subpackages linked where setup.py maps them); its kernels get this
+    checkout's built kvh64 extension when the other has none (the same C hash either way)."""
+    pkg = os.path.join(where, "kvtrace")
+    os.makedirs(pkg)
+    for e in os.listdir(os.path.join(tree, "kvtrace")):
+        os.symlink(os.path.join(tree, "kvtrace", e), os.path.join(pkg, e))
+    for sub in ("tracer", "analysis", "replay", "tui"):
+        os.symlink(os.path.join(tree, sub), os.path.join(pkg, sub))
+    kern = os.path.join(pkg, "kernels")
+    os.makedirs(kern)
+    for e in os.listdir(os.path.join(tree, "kernels")):
+        os.symlink(os.path.join(tree, "kernels", e), os.path.join(kern, e))
+    for e in os.listdir(os.path.join(ROOT, "kernels")):
+        if e.startswith("_kvh64") and e.endswith(".so") and not os.path.exists(os.path.join(kern, e)):
+            os.symlink(os.path.join(ROOT, "kernels", e), os.path.join(kern, e))
+    return where
 
 
 def _native_kvh64() -> bool:

@@ -72,6 +72,15 @@ def _col(v, dtype, n: int):
     return np.broadcast_to(np.asarray(v, dtype), (n,))
 
 
+def _col0(v, dtype, n: int):
+    """``v`` as an n-long column of ``dtype``, or as a 0-d array when it is one value for
+    all n (expanded by _descs_batch); converted here, so a bad value fails at the call."""
+    if type(v) is np.ndarray and v.dtype == dtype and v.shape == (n,):
+        return v
+    a = np.asarray(v, dtype)
+    return a if a.ndim == 0 else np.broadcast_to(a, (n,))
+
+
 def _text(name):
     """An agent name as text (nixl hands some out as bytes)."""
     return bytes(name).decode("utf-8", "replace") if isinstance(name, (bytes, bytearray)) else name
@@ -208,18 +217,13 @@ class Recorder:
         src_addr = np.asarray(src_addr, dtype=np.uint64)
         n = len(src_addr)
         src_agent, dst_agent = _text(src_agent), _text(dst_agent)  # bytes names would fail the whole write
-        cols = {
-            # xfer: one int per posting, expanded once per flush by _concat_arrays
-            "xfer": int(xfer), "pos": np.arange(n, dtype=np.int32), "op": op,
-            "src_agent": src_agent, "src_addr": src_addr,
-            "src_device": _col(src_device, _I32, n),
-            "dst_agent": dst_agent, "dst_addr": np.asarray(dst_addr, np.uint64),
-            "dst_device": _col(dst_device, _I32, n),
-            "nbytes": _col(nbytes, _U64, n),
-            "src_dlist": src_dlist, "src_idx": None if src_idx is None else np.asarray(src_idx, np.int64),
-            "dst_dlist": dst_dlist, "dst_idx": None if dst_idx is None else np.asarray(dst_idx, np.int64),
-            "_n": n,
-        }
+        # one tuple per posting (_DESCS_CHUNK order): the arrays as given, the per-posting
+        # values (xfer, names, dlist ids, a device or size shared by every descriptor) once;
+        # _descs_batch expands them and numbers the positions once per flush
+        cols = (int(xfer), op, src_agent, dst_agent, src_addr, np.asarray(dst_addr, np.uint64),
+                _col0(nbytes, _U64, n), _col0(src_device, _I32, n), _col0(dst_device, _I32, n),
+                src_dlist, None if src_idx is None else np.asarray(src_idx, np.int64),
+                dst_dlist, None if dst_idx is None else np.asarray(dst_idx, np.int64), n)
         with self._lock:
             self._descs.append(cols)
             self._pending_rows += n
@@ -643,7 +647,9 @@ class _Stream:
 
 def _rows(name: str, rows: list) -> int:
     """Rows a buffer entry list stands for (array-path chunks carry many)."""
-    if name in ("descs", "dlists"):
+    if name == "descs":
+        return sum(c[-1] for c in rows)
+    if name == "dlists":
         return sum(c["_n"] for c in rows)
     return len(rows)
 
@@ -694,8 +700,64 @@ def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+#: a descs_array chunk's tuple, in this order (the last item: its number of descriptors)
+_DESCS_CHUNK = ("xfer", "op", "src_agent", "dst_agent", "src_addr", "dst_addr", "nbytes", "src_device",
+                "dst_device", "src_dlist", "src_idx", "dst_dlist", "dst_idx")
+
+
+def _descs_batch(chunks: list[tuple]) -> pa.RecordBatch:
+    """The descs batch of many descs_array chunks: the same batch _concat_arrays makes of
+    the equivalent dicts (tests/tracer/test_recorder_descs.py), with the columns taken
+    apart in one ``zip`` and each filled by one concatenation, not per chunk and field."""
+    cols = dict(zip(_DESCS_CHUNK, zip(*chunks)))
+    lens = np.fromiter((c[-1] for c in chunks), dtype=np.int64, count=len(chunks))
+    total = int(lens.sum())
+    expand = np.repeat(np.arange(len(chunks)), lens)
+    arrays = []
+    for field in _DESCS_WIRE:
+        name = field.name
+        if name == "pos":
+            starts = np.repeat(np.cumsum(lens) - lens, lens)
+            arrays.append(pa.array((np.arange(total, dtype=np.int64) - starts).astype(np.int32), type=field.type))
+            continue
+        vals = cols[name]
+        if name in ("xfer", "src_dlist", "dst_dlist", "op", "src_agent", "dst_agent"):
+            arrays.append(_scalar_column(vals, field, expand))
+            continue
+        dtype = field.type.to_pandas_dtype()
+        nulls = [v is None for v in vals]
+        if all(nulls):
+            arrays.append(pa.nulls(total, field.type))
+            continue
+        if any(nulls) or any(v.ndim == 0 for v in vals):   # nulls are 0 under the mask, shared values filled in
+            data = np.zeros(total, dtype)
+            ends = np.cumsum(lens).tolist()
+            for v, e, k in zip(vals, ends, lens.tolist()):
+                if v is not None:
+                    data[e - k:e] = v
+        else:
+            data = np.concatenate(vals).astype(dtype, copy=False)
+        mask = np.repeat(np.asarray(nulls, dtype=bool), lens) if any(nulls) else None
+        arrays.append(pa.array(data, type=field.type, mask=mask))
+    return pa.RecordBatch.from_arrays(arrays, schema=_DESCS_WIRE)
+
+
+def _scalar_column(vals, field: pa.Field, expand: np.ndarray) -> pa.Array:
+    """One value per chunk (None: null) expanded to its rows, as _concat_arrays does."""
+    if all(v is None for v in vals):
+        return pa.nulls(len(expand), field.type)
+    if pa.types.is_dictionary(field.type):  # names: store each distinct one once
+        uniq = [v for v in dict.fromkeys(vals) if v is not None]
+        pos = {v: i for i, v in enumerate(uniq)}
+        codes = np.fromiter((pos.get(v, -1) for v in vals), dtype=np.int32, count=len(vals))[expand]
+        mask = codes < 0
+        idx = pa.array(np.maximum(codes, 0), mask=mask if mask.any() else None)
+        return pa.DictionaryArray.from_arrays(idx, pa.array(uniq, pa.string()))
+    return pa.array(vals, type=field.type).take(pa.array(expand))
+
+
 _CONVERT = {
-    "descs": lambda c: _concat_arrays(c, _DESCS_WIRE),
+    "descs": _descs_batch,
     "dlists": lambda c: _concat_arrays(c, _DLISTS_WIRE),
     "layouts": lambda c: pa.RecordBatch.from_pylist(c, schema=LAYOUTS),
     "events": _events_batch,

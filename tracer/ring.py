@@ -332,9 +332,16 @@ def _install_sigusr1() -> None:
         pass
 
 
-def open_recorder(trace_dir: str, shard: str, ring: str | None = None, **kw) -> Recorder:
-    """A RingRecorder when ``ring`` (or $KVTRACE_RING) is set, else a plain Recorder."""
+def open_recorder(trace_dir: str, shard: str, ring: str | None = None, *,
+                  ring_flush_interval: float | None = None, **kw) -> Recorder:
+    """A RingRecorder when ``ring`` (or $KVTRACE_RING) is set, else a plain Recorder;
+    ``ring_flush_interval``: the ring's flush interval instead of ``flush_interval``, at
+    most a quarter of its slack (the live-request exchange happens at flushes)."""
     ring = ring or os.environ.get(ENV_RING) or None
     if ring:
+        if ring_flush_interval is not None:
+            seconds = _parse(ring)[1]
+            slack = kw.get("slack_s") or (5.0 if seconds is None else min(5.0, max(1.0, seconds / 4)))
+            kw["flush_interval"] = min(ring_flush_interval, slack / 4)
         return RingRecorder(trace_dir, shard, ring=ring, **kw)
     return Recorder(trace_dir, shard, **kw)

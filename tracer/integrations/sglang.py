@@ -236,10 +236,12 @@ def transfer_info(out, cls, msg, *a, **kw) -> None:
 
 
 def receiver_poll(out, self, *a, **kw) -> None:
-    st, rec = _state(self.kv_mgr), default_recorder()
-    if st is None or rec is None or self.__dict__.get("_kvtrace_read"):
+    # the scheduler polls every receiver on every step: the common answer (not Success yet,
+    # or already recorded) returns before any other work
+    if out != _success() or self.__dict__.get("_kvtrace_read"):
         return
-    if not _is_success(out):
+    st, rec = _state(self.kv_mgr), default_recorder()
+    if st is None or rec is None:
         return
     self.__dict__["_kvtrace_read"] = True
     slots = self.__dict__.get("_kvtrace_slots")
@@ -251,9 +253,15 @@ def receiver_poll(out, self, *a, **kw) -> None:
     rec.event(K.REQ_DONE, st.agent, room)
 
 
-def _is_success(status) -> bool:
-    from sglang.srt.disaggregation.base.conn import KVPoll  # a plain class of ints, not an enum
-    return status == KVPoll.Success
+_SUCCESS: list = []
+
+
+def _success():
+    """SGLang's ``KVPoll.Success`` (imported once: the poll hook runs on every poll)."""
+    if not _SUCCESS:
+        from sglang.srt.disaggregation.base.conn import KVPoll  # a plain class of ints, not an enum
+        _SUCCESS.append(KVPoll.Success)
+    return _SUCCESS[0]
 
 
 def receiver_clear(self, *a, **kw) -> None:

@@ -27,7 +27,10 @@ WITH e AS (
            d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx,
            x.know[a.h_sidx + 1] AS bound, x.op, x.t_ns, a.h_shard, a.h_sidx,
            m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq,
-           a.h_sidx IS DISTINCT FROM x.sidx AND (o.from_sidx IS NULL OR c.cut IS NOT NULL) AS h_blind
+           a.h_sidx IS DISTINCT FROM x.sidx AND (o.from_sidx IS NULL OR c.cut IS NOT NULL) AS h_blind,
+           -- holding_list's key; null where a part is (an equi-join on the parts never matches a null)
+           CASE WHEN a.h_shard IS NOT NULL AND d.agent IS NOT NULL AND d.pool IS NOT NULL AND d.slot IS NOT NULL
+                     AND x.request IS NOT NULL THEN hash(a.h_shard, d.agent, d.pool, d.slot, x.request) END AS hk
     FROM desc_end d JOIN xfers x USING (shard, xfer)
     LEFT JOIN agent_home a ON a.agent = d.agent
     LEFT JOIN shard_order o ON o.from_sidx = a.h_sidx AND o.to_sidx = x.sidx
@@ -35,14 +38,18 @@ WITH e AS (
     LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
     LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
 ), j AS (  -- the request's latest alloc of the slot that happens-before the post
-    SELECT e.*, list_filter(k.hl, lambda h: h.a <= e.bound)[-1] AS h,
+    -- (a list of one holding, the usual case, is read without a lambda)
+    SELECT e.*, CASE WHEN len(k.hl) = 1 THEN CASE WHEN k.hl[1].a <= e.bound THEN k.hl[1] END
+                     ELSE list_filter(k.hl, lambda h: h.a <= e.bound)[-1] END AS h,
            -- allocs of the slot by the request not known to come before or after the post
            e.h_sidx IS DISTINCT FROM e.psidx
-               AND len(list_filter(k.hl, lambda h: h.a > e.bound AND (e.end_seq IS NULL OR h.a < e.end_seq))) > 0 AS unordered
-    FROM e LEFT JOIN holding_list k ON k.shard = e.h_shard AND k.agent = e.agent AND k.pool = e.pool
-                                   AND k.slot = e.slot AND k.request = e.request
+               AND CASE WHEN len(k.hl) = 1
+                        THEN coalesce(k.hl[1].a > e.bound AND (e.end_seq IS NULL OR k.hl[1].a < e.end_seq), false)
+                        ELSE len(list_filter(k.hl, lambda h: h.a > e.bound AND (e.end_seq IS NULL OR h.a < e.end_seq))) > 0
+                   END AS unordered
+    FROM e LEFT JOIN holding_list k ON k.hk = e.hk
 )
-SELECT j.* EXCLUDE (h, unordered),
+SELECT j.* EXCLUDE (h, unordered, hk),
        coalesce(managed AND h IS NULL AND (request IS NULL OR h_blind OR unordered), false) AS h_unknown,
        h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page,
        hash(h_shard, agent, pool, slot) AS sk, hash(h_shard, agent, pool, layer, slot) AS lk

@@ -1,6 +1,6 @@
 -- reads: one row per (read event, slot) with the reader's holding of the slot
 -- (the reader's latest alloc of it before the read on the same shard).
--- requires: slot_ev, holdings, managed
+-- requires: slot_ev, holding_list, writes, managed
 -- Columns:
 --   shard VARCHAR, sidx INTEGER, seq BIGINT, agent, request, pool VARCHAR, layer INTEGER, slot BIGINT
 --   page BIGINT, checksum UBIGINT   -- what the consumer saw
@@ -11,11 +11,22 @@
 --                                      before the read (null: none); computed once here,
 --                                      several checks need it
 CREATE OR REPLACE TABLE reads AS
-WITH r AS (SELECT * FROM slot_ev WHERE kind = 'read'),
-lw AS (SELECT lk, seq AS w_seq, checksum AS w_ck, request AS w_req FROM slot_ev WHERE kind = 'write')
+WITH r AS (
+    -- the holding: one hash join on hk to the request's holdings of the slot (a list ordered by
+    -- alloc, almost always one), then the last alloc before the read (an ASOF join to holdings
+    -- sorted every read by hk)
+    SELECT r.*, CASE WHEN len(k.hl) = 1 THEN CASE WHEN k.hl[1].a < r.seq THEN k.hl[1] END
+                     ELSE list_filter(k.hl, lambda h: h.a < r.seq)[-1] END AS h
+    FROM (SELECT * FROM slot_ev WHERE kind = 'read') r LEFT JOIN holding_list k ON k.hk = r.hk
+), lw AS (
+    -- the latest local write before each read's (slot layer, seq), on those two integers only,
+    -- joined back by them (the ASOF join then sorts two integers per read, not the whole row)
+    SELECT r.lk, r.seq, w.seq AS w_seq, w.checksum AS w_ck, w.request AS w_req
+    FROM (SELECT DISTINCT lk, seq FROM slot_ev WHERE kind = 'read') r
+    ASOF JOIN writes w ON w.lk = r.lk AND r.seq > w.seq
+)
 SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, r.page, r.checksum, r.sk, r.lk,
-       h.alloc_seq, h.free_seq, h.gen_seq, m.pool IS NOT NULL AS managed,
+       r.h.a AS alloc_seq, r.h.f AS free_seq, r.h.g AS gen_seq, m.pool IS NOT NULL AS managed,
        w.w_seq AS lw_seq, w.w_ck AS lw_ck, w.w_req AS lw_req
-FROM r ASOF LEFT JOIN holdings h ON h.hk = r.hk AND r.seq > h.alloc_seq
-ASOF LEFT JOIN lw w ON w.lk = r.lk AND r.seq > w.w_seq
+FROM r LEFT JOIN lw w ON w.lk = r.lk AND w.seq = r.seq
 LEFT JOIN managed m ON m.agent = r.agent AND m.pool = r.pool;

@@ -1,0 +1,92 @@
+"""Old vs new recorder code on the reference engine, interleaved: ring / file / no recording.
+
+    .venv/bin/python bench/ab_ring_engine.py OLD_CHECKOUT [--reps 6] [--requests 200]
+
+One fresh process per (code, rep), old and new alternating (which goes first alternates
+too); each does a warm-up run, then the arms off, file and ring (--ring 30s) once each,
+in an order rotating with the rep, on workload ``small`` x REQUESTS with checksums off
+(what bench_ring.py --only throughput runs). The old code is the checkout at OLD_CHECKOUT
+(e.g. ``git worktree add /tmp/old main``), imported through bench_real_connector's
+PYTHONPATH farm. Prints best and median seconds per (code, arm), wall and process CPU (all threads: steadier
+than wall on a shared machine), and each code's ring and file overhead over its own
+no-recording runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench_real_connector import _farm  # noqa: E402
+
+CHILD = """
+import json, os, shutil, sys, time
+from kvtrace.tracer.engine.runner import run_inprocess
+from kvtrace.tracer.engine.workload import load
+n, rep, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+wl = load("small", requests=n)
+run_inprocess(wl, [], None, checksums=False)
+arms = [("off", None), ("file", ""), ("ring", "30s")]
+k = rep % 3
+out = {}
+for arm, ring in arms[k:] + arms[:k]:
+    d = None if ring is None else os.path.join(tmp, f"{arm}-{os.getpid()}.kvtrace")
+    t0, c0 = time.perf_counter(), time.process_time()
+    run_inprocess(wl, [], d, checksums=False, ring=ring or None)
+    out[arm] = time.perf_counter() - t0
+    out[arm + " cpu"] = time.process_time() - c0
+    if d:
+        shutil.rmtree(d, ignore_errors=True)
+print(json.dumps(out))
+"""
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("old")
+    p.add_argument("--reps", type=int, default=6)
+    p.add_argument("--requests", type=int, default=200)
+    a = p.parse_args(argv)
+    load0, t0 = os.getloadavg(), time.time()
+    times = {(c, arm): [] for c in ("old", "new") for arm in ("off", "file", "ring", "off cpu", "file cpu", "ring cpu")}
+    with tempfile.TemporaryDirectory(prefix="kvtrace-ab-") as tmp:
+        farm = _farm(a.old, os.path.join(tmp, "old"))
+        for rep in range(a.reps):
+            for code in (("old", "new") if rep % 2 == 0 else ("new", "old")):
+                env = dict(os.environ)
+                if code == "old":
+                    env["PYTHONPATH"] = os.pathsep.join(x for x in (farm, env.get("PYTHONPATH")) if x)
+                r = subprocess.run([sys.executable, "-c", CHILD, str(a.requests), str(rep), tmp], env=env,
+                                   capture_output=True, text=True, cwd=tmp)
+                if r.returncode:
+                    raise SystemExit(f"{code} rep {rep} failed: {r.stderr[-1500:]}")
+                for arm, s in json.loads(r.stdout.strip().splitlines()[-1]).items():
+                    times[(code, arm)].append(s)
+    load1 = os.getloadavg()
+    print(f"reference engine, workload small x{a.requests}, checksums off, {a.reps} reps per (code, arm), "
+          f"old = {a.old}, new = {ROOT}")
+    for (code, arm), v in times.items():
+        print(f"  {code} {arm:8s} best {min(v):6.3f} s  median {statistics.median(v):6.3f} s  runs "
+              + " ".join(f"{x:.3f}" for x in v))
+    for code in ("old", "new"):
+        for arm in ("file", "ring", "file cpu", "ring cpu"):
+            off = times[(code, "off cpu" if arm.endswith("cpu") else "off")]
+            v = times[(code, arm)]
+            print(f"  {code}: {arm} vs off  best {min(v) / min(off) - 1:+7.1%}  median "
+                  f"{statistics.median(v) / statistics.median(off) - 1:+7.1%}")
+    for arm in ("file", "ring", "file cpu", "ring cpu"):
+        o, n = times[("old", arm)], times[("new", arm)]
+        print(f"  new/old {arm}: best {min(n) / min(o):.3f}  median {statistics.median(n) / statistics.median(o):.3f}")
+    print(f"  ({time.time() - t0:.0f} s; load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
