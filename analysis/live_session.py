@@ -21,7 +21,7 @@ import time
 
 from ..model.live import LiveModel
 from .findings import Finding
-from .session import TraceSession
+from .session import TraceSession, _order
 
 
 class _Rows:
@@ -243,8 +243,8 @@ class LiveSession(TraceSession, LiveModel):
         for c in runnable:
             src = fold_sources(c) & set(runnable)
             if c in ran and c not in self._emitted and src <= ran:
-                group = [dataclasses.replace(f, extra=dict(f.extra)) for g in sorted(src | {c})
-                         for f in self._findings[g]]
+                group = sorted((dataclasses.replace(f, extra=dict(f.extra)) for g in sorted(src | {c})
+                                for f in self._findings[g]), key=_order)   # as findings() folds them
                 out += [f for f in fold(group) if f.check == c]
                 self._emitted.add(c)
         if out:

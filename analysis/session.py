@@ -21,6 +21,15 @@ from ..model import TraceModel
 from .findings import CAPABILITIES, Finding, catalog, fold, rows_to_findings
 
 
+def _order(f: Finding) -> tuple:
+    """Findings' order: errors first, by check, the largest first; then a total order on
+    the rest, since two findings of one check can tie on those (the source and destination
+    ends of one transfer) and the SQL's order between them varies with DuckDB's threads."""
+    return (f.severity != "error", f.check, -f.count, f.request or "",
+            [list(map(str, e)) for e in f.events[:1]], f.agent or "", f.pool or "",
+            -1 if f.layer is None else f.layer, -1 if f.slot is None else f.slot, f.message)
+
+
 class TraceSession(TraceModel):
     """A read-only DuckDB session over a trace directory (see TraceModel for the args).
 
@@ -66,10 +75,11 @@ class TraceSession(TraceModel):
             # copies: callers annotate findings (attribution, folding); the cache stays as run
             out.extend(dataclasses.replace(f, extra=dict(f.extra)) for f in self._findings[n])
         self.checks_skipped = skipped
+        out.sort(key=_order)   # fold() picks roots and lists what it folds in this order
         out = fold(out)
         from .unattributed import regroup   # findings on transfers with no request: warnings, readable
         out = regroup(self, out)
-        out.sort(key=lambda f: (f.severity != "error", f.check, -f.count, f.request or ""))
+        out.sort(key=_order)
         return out
 
     def attribute(self, findings: list[Finding]) -> list:
