@@ -12,9 +12,7 @@
 --   gen_seq BIGINT      -- the alloc that started the slot's current generation (count 0→1,
 --                          not a shared alloc: a prefix-cache hit keeps the content)
 CREATE OR REPLACE TABLE holdings AS
-WITH a AS (
-    SELECT *, lead(seq) OVER w AS next_seq, lead(kind) OVER w AS next_kind
-    FROM slot_life WINDOW w AS (PARTITION BY hk ORDER BY seq)
+WITH a AS (SELECT * FROM slot_life WHERE kind = 'alloc'   -- free_seq: slot_life's, from its sort by hk
 ), rel AS (
     SELECT sk, seq AS release_seq FROM slot_life WHERE kind = 'free' AND cnt_after <= 0
 ), gen AS (
@@ -26,9 +24,8 @@ WITH a AS (
     WHERE NOT coalesce(shared, false) OR k = 1
 ), h AS (
     SELECT a.shard, a.sidx, a.agent, a.pool, a.slot, a.request, a.sk, a.hk, a.seq AS alloc_seq, a.page, a.shared,
-           CASE WHEN a.next_kind = 'free' THEN a.next_seq END AS free_seq, rel.release_seq
+           a.free_seq, rel.release_seq
     FROM a ASOF LEFT JOIN rel ON a.sk = rel.sk AND a.seq <= rel.release_seq
-    WHERE a.kind = 'alloc'
 )
 SELECT h.*, gen.gen_seq
 FROM h ASOF LEFT JOIN gen ON h.sk = gen.sk AND h.alloc_seq >= gen.gen_seq;
