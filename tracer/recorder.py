@@ -677,17 +677,7 @@ def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
     for field in schema:
         vals = [c[field.name] for c in chunks]
         if all(v is None or isinstance(v, (str, int, np.integer)) for v in vals):
-            if all(v is None for v in vals):
-                arrays.append(pa.nulls(len(expand), field.type))
-            elif pa.types.is_dictionary(field.type):  # names: store each distinct one once
-                uniq = [v for v in dict.fromkeys(vals) if v is not None]
-                pos = {v: i for i, v in enumerate(uniq)}
-                codes = np.fromiter((pos.get(v, -1) for v in vals), dtype=np.int32, count=len(vals))[expand]
-                mask = codes < 0
-                idx = pa.array(np.maximum(codes, 0), mask=mask if mask.any() else None)
-                arrays.append(pa.DictionaryArray.from_arrays(idx, pa.array(uniq, pa.string())))
-            else:
-                arrays.append(pa.array(vals, type=field.type).take(pa.array(expand)))
+            arrays.append(_scalar_column(vals, field, expand))
         else:
             parts = [np.full(n, v if v is not None else 0) if (v is None or np.ndim(v) == 0) else np.asarray(v)
                      for v, n in zip(vals, lens)]
@@ -743,7 +733,8 @@ def _descs_batch(chunks: list[tuple]) -> pa.RecordBatch:
 
 
 def _scalar_column(vals, field: pa.Field, expand: np.ndarray) -> pa.Array:
-    """One value per chunk (None: null) expanded to its rows, as _concat_arrays does."""
+    """One value per chunk (None: null) expanded to its rows (names as a dictionary column:
+    each distinct one stored once)."""
     if all(v is None for v in vals):
         return pa.nulls(len(expand), field.type)
     if pa.types.is_dictionary(field.type):  # names: store each distinct one once
