@@ -2,7 +2,7 @@
 -- lives: they have alloc events on the agent's home shard. Ownership checks apply only there.
 -- Allocations recorded only by another process (vLLM's scheduler naming its worker's agent)
 -- cannot be ordered with that agent's posts and reads by this model: such a pool is left
--- unmanaged (its bytes are still checked) and elsewhere_allocs says so (cut.py notes it).
+-- unmanaged (its bytes are still checked) and queries/allocs_elsewhere.sql says so (cut.py notes it).
 -- requires: slot_ev, agent_home
 -- Columns: agent VARCHAR, pool VARCHAR
 CREATE OR REPLACE TABLE managed AS
