@@ -13,7 +13,7 @@ from kvtrace.model import inflight
 from kvtrace.model.sqltext import query_sql
 
 HERE = os.path.dirname(__file__)
-SHARDS = ["decode", "prefill", "p2"]
+SHARDS = ["decode", "prefill", "p2"]   # not in name order: the sweep orders by name, not by index
 
 
 def random_tables(seed: int, n: int):
@@ -22,7 +22,8 @@ def random_tables(seed: int, n: int):
     r = np.random.default_rng(seed)
     nx = max(2, n // 6)
     xs = r.integers(0, len(SHARDS), nx)            # transfer -> initiator shard
-    xid = r.integers(0, 5, nx) * 7 + np.arange(nx) * 1000   # arbitrary ids
+    # sparse ids (a binary-searched lookup) or dense ones (a direct table) by seed
+    xid = r.integers(0, 5, nx) * 7 + np.arange(nx) * 1000 if seed % 2 else np.arange(nx) * 3 + 11
     post = r.permutation(4 * nx)[:nx]              # one post seq per transfer
     x = np.sort(r.integers(0, nx, n // 2))         # descriptor -> transfer
     pos = np.arange(len(x)) - np.searchsorted(x, x)
