@@ -106,7 +106,7 @@ class LiveSession(TraceSession, LiveModel):
             for n in ready:
                 todo.remove(n)
                 if objs[n].build is not None:
-                    objs[n].build(self)
+                    self.build_python(objs[n])
                     self._built.add(n)
                 else:
                     running[self._submit(lambda sql: self._cursor().execute(sql), objs[n].sql)] = n
@@ -171,7 +171,7 @@ class LiveSession(TraceSession, LiveModel):
             for n in [n for n in todo if objs[n].build is not None]:
                 if all(r in self._built for r in objs[n].requires if r in objs):
                     todo.remove(n)
-                    self._timed(n, objs[n].build, self)
+                    self._timed(n, self.build_python, objs[n])
                     self._built.add(n)
                     built_here = True
             ready = [("check", c) for c in checks if needs[c] <= self._built]

@@ -74,7 +74,7 @@ def one(s, times: dict, plans: dict) -> None:
         if n in s._built:        # built by the cut (the shard list)
             continue
         if d.build is not None:
-            tick(f"derive {n} (python)", lambda: (d.build(s), s._built.add(n)))
+            tick(f"derive {n} (python)", lambda: (s.build_python(d), s._built.add(n)))
         else:
             tick(f"derive {n}", lambda: (s.con.execute(d.sql), s._built.add(n)), d.sql)
     from kvtrace.model.cut import ordering_unknowns

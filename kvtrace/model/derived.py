@@ -21,18 +21,23 @@ class Derived:
     #: built only when asked for by name (and so is whatever requires it), never by a
     #: plain derive(): e.g. the timeline, which only a viewer needs
     on_demand: bool = False
+    #: a Python builder whose work runs in a thread beside the SQL objects built after it:
+    #: build(model, ask) returns the table (``ask``: a named-query runner on a cursor of
+    #: its own), which the model creates once something needs it or derive() ends
+    background: bool = False
 
 
 #: the Python-built objects by name (builders.py registers them)
 PY_BUILDERS: dict[str, Derived] = {}
 
 
-def builder(name: str, requires: tuple[str, ...] = (), on_demand: bool = False):
+def builder(name: str, requires: tuple[str, ...] = (), on_demand: bool = False, background: bool = False):
     """Register ``fn(model)`` as the builder of derived object ``name``; it must create
-    ``name`` in the model's database (a table or a registered Arrow table)."""
+    ``name`` in the model's database (a table or a registered Arrow table). With
+    ``background``, ``fn(model, ask)`` returns the table instead (see Derived.background)."""
     def deco(fn):
         if name in PY_BUILDERS:
             raise RegistryError(f"derived object {name!r} registered twice")
-        PY_BUILDERS[name] = Derived(name, tuple(requires), build=fn, on_demand=on_demand)
+        PY_BUILDERS[name] = Derived(name, tuple(requires), build=fn, on_demand=on_demand, background=background)
         return fn
     return deco

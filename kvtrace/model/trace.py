@@ -41,6 +41,16 @@ def _store(index_dir: str, trace_path: str, keep: bool | None):
         return None
 
 
+def _background_early(objs, order: list[str]) -> list[str]:
+    """``order`` with each background builder moved up to just after the last of what it
+    requires, so it runs beside as many SQL objects as possible."""
+    out = [n for n in order if not objs[n].background]
+    for n in (n for n in order if objs[n].background):
+        at = [out.index(r) for r in objs[n].requires if r in out]
+        out.insert(max(at) + 1 if at else 0, n)
+    return out
+
+
 class TraceModel:
     """A read-only DuckDB model of a trace directory.
 
@@ -95,6 +105,9 @@ class TraceModel:
         self.shards: list[str] = [s.name for s in self.trace.shards]
         self.clocks = None   #: hb.Clocks once "clocks" is built
         self._built: set[str] = set()
+        #: background builders running: name -> (future, its cursor, what it reads)
+        self._pending: dict[str, tuple] = {}
+        self._bg_pool = None
         self._caps: dict[str, bool] | None = None
         # a partial trace is analysed up to its consistent cut (cut.py); unknowns say what lies beyond
         from .cut import apply as apply_cut
@@ -137,27 +150,80 @@ class TraceModel:
 
     # ------------------------------------------------------------------ derived objects
     def derive(self, names: list[str] | tuple[str, ...] | None = None) -> None:
-        """Build the derived objects ``names`` (default: all) and what they require. Idempotent."""
+        """Build the derived objects ``names`` (default: all) and what they require. Idempotent.
+
+        A background builder (Derived.background) starts as soon as what it requires is
+        built and runs in a thread while the SQL objects after it build; an object that
+        requires it waits for it, and so does the end of this call."""
         objs = registry()
-        for name in build_order(objs, names):
-            if name in self._built:
-                continue
-            d = objs[name]
-            store = getattr(self, "_store", None)   # a LiveModel keeps none: its trace grows
-            if store is not None and store.load(self.con, name):
-                self._built.add(name)
-                continue
-            if d.build is not None:
-                d.build(self)
-            elif getattr(self, "_past_share", False) and store is not None and self._write_out(store, d):
-                self._built.add(name)   # already in its saved file, never in memory
-                continue
-            else:
-                self.con.execute(d.sql)
-            self._built.add(name)
-            if store is not None:
-                self._unsaved.append(name)
-            self._compact()
+        if not hasattr(self, "_pending"):   # a LiveModel skips __init__
+            self._pending, self._bg_pool = {}, None
+        try:
+            for name in _background_early(objs, build_order(objs, names)):
+                if name in self._built or name in self._pending:
+                    continue
+                d = objs[name]
+                self._await([r for r in d.requires if r in self._pending])
+                store = getattr(self, "_store", None)   # a LiveModel keeps none: its trace grows
+                if store is not None and store.load(self.con, name):
+                    self._built.add(name)
+                    continue
+                if d.build is not None and d.background:
+                    self._start(d)
+                    continue
+                if d.build is not None:
+                    d.build(self)
+                elif getattr(self, "_past_share", False) and store is not None and self._write_out(store, d):
+                    self._built.add(name)   # already in its saved file, never in memory
+                    continue
+                else:
+                    self.con.execute(d.sql)
+                self._done(name)
+        finally:
+            self._await(list(self._pending))
+
+    def _done(self, name: str) -> None:
+        self._built.add(name)
+        if getattr(self, "_store", None) is not None:
+            self._unsaved.append(name)
+        self._compact()
+
+    def build_python(self, d) -> None:
+        """Run Python builder ``d`` on this thread (a background one too) and create its table."""
+        if d.background:
+            self.con.from_arrow(d.build(self, self.ask)).create(d.name)
+        else:
+            d.build(self)
+
+    def _start(self, d) -> None:
+        """Start background builder ``d`` on a cursor of its own; what it reads stays where
+        it is (never moved out of memory, see _compact) until it is done."""
+        from concurrent.futures import ThreadPoolExecutor
+        if self._bg_pool is None:
+            self._bg_pool = ThreadPoolExecutor(1, thread_name_prefix="kvtrace-derive")
+        cur = self.con.cursor()
+        ask = lambda name, params=None: self.ask(name, params, cursor=cur)  # noqa: E731
+        self._pending[d.name] = (self._bg_pool.submit(d.build, self, ask), cur, d.requires)
+
+    def _await(self, names: list[str]) -> None:
+        """Wait for these background builders and create their tables (in order; the
+        first failure is raised once all have stopped, none is left running)."""
+        error = None
+        for name in names:
+            fut, cur, _ = self._pending[name]
+            try:
+                table = fut.result()
+            except BaseException as e:   # noqa: BLE001 -- re-raised below, after the others
+                error = error or e
+                table = None
+            finally:
+                cur.close()
+                del self._pending[name]
+            if table is not None and error is None:
+                self.con.from_arrow(table).create(name)
+                self._done(name)
+        if error is not None:
+            raise error
 
     def _write_out(self, store, d) -> bool:
         """Past the memory share, a SQL table is written straight from its query to its
@@ -198,7 +264,7 @@ class TraceModel:
             # file as soon as it is built, so the disk holds each table once and smaller
             # than in DuckDB's own storage (100M events: desc_end alone took 8 GB of the
             # database file); the CHECKPOINT frees the dropped tables' blocks for the next
-            self._unsaved = [n for n in self._unsaved if not store.move_out(self.con, n)]
+            self._unsaved = [n for n in self._unsaved if n in self._pinned() or not store.move_out(self.con, n)]
             self._past_share = store.enabled   # from now on SQL tables go straight to their files
             self._checkpoint()
             return
@@ -208,7 +274,7 @@ class TraceModel:
         if store is not None and self._unsaved:
             kept = []
             for name in self._unsaved:
-                if not store.move_out(self.con, name):
+                if name in self._pinned() or not store.move_out(self.con, name):
                     kept.append(name)
             self._unsaved = kept
             # from now on SQL tables go straight to their files (derive: _write_out)
@@ -216,6 +282,11 @@ class TraceModel:
             used = self.con.execute(query_sql("table_memory")).fetchall()[0][0]
         if used > self._compact_at:
             self._checkpoint()
+
+    def _pinned(self) -> set[str]:
+        """Tables a background builder reads: moving one out (drop, then a view over its
+        file) under its running query would fail it."""
+        return {r for _, _, reqs in getattr(self, "_pending", {}).values() for r in reqs}
 
     def _checkpoint(self) -> None:
         import duckdb
@@ -276,9 +347,17 @@ class TraceModel:
         """Save the derived tables built (unless ``save`` is false), then close."""
         from .memory import remove_spill
         try:
+            pending = list(getattr(self, "_pending", {}))
+            if pending:   # never close the connection under a running builder
+                try:
+                    self._await(pending)
+                except Exception:   # noqa: BLE001 -- closing: its error was or will not be asked for
+                    save = False
             if save:
                 self.save_derived()
         finally:
+            if getattr(self, "_bg_pool", None) is not None:
+                self._bg_pool.shutdown(wait=True)
             self.con.close()
         remove_spill(self.con_spill)
 
