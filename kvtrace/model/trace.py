@@ -154,7 +154,8 @@ class TraceModel:
 
         A background builder (Derived.background) starts as soon as what it requires is
         built and runs in a thread while the SQL objects after it build; an object that
-        requires it waits for it, and so does the end of this call."""
+        requires it waits for it, and so does the end of this call. Out of core it runs in
+        turn like the others (memory first)."""
         objs = registry()
         if not hasattr(self, "_pending"):   # a LiveModel skips __init__
             self._pending, self._bg_pool = {}, None
@@ -168,11 +169,13 @@ class TraceModel:
                 if store is not None and store.load(self.con, name):
                     self._built.add(name)
                     continue
-                if d.build is not None and d.background:
+                if d.build is not None and d.background and getattr(self, "database", ":memory:") == ":memory:":
                     self._start(d)
                     continue
                 if d.build is not None:
-                    d.build(self)
+                    # out of core (a database file: the tables outgrow the cap) a background
+                    # builder runs here, alone: its arrays never sit beside another object's buffers
+                    self.build_python(d)
                 elif getattr(self, "_past_share", False) and store is not None and self._write_out(store, d):
                     self._built.add(name)   # already in its saved file, never in memory
                     continue
