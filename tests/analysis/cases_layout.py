@@ -250,6 +250,43 @@ def coalesced_descs(path, bug=True):
     return [("desc_not_owned", "decode", "r1", "kv", [7])] if bug else []
 
 
+
+def _descs_into_one_slot(path, descs_of):
+    """Slots 1-2 → 5-6 of every layer, with the descriptors descs_of(src pool, dst pool, L)."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [5, 6])
+    p.alloc("r1", "kv", [1, 2])
+    p.write("r1", "kv", [1, 2])
+    sp, dp = p.pools["kv"], d.pools["kv"]
+    x = p.post("r1", d, descs=[e for L in range(2) for e in descs_of(sp, dp, L)], msg=b"r1_kv")
+    d.notif_recv(p, b"r1_kv", request="r1")
+    d.read("r1", "kv", [5, 6])
+    p.done(x, "r1")
+    p.release(x, "r1")
+    p.free("r1", "kv", [1, 2])
+    d.free("r1", "kv", [5, 6])
+    b.close()
+
+
+@case
+def repeated_descriptor(path, bug=True):
+    """One transfer carries the same descriptor twice (slot 1 → slot 5 of layer 0): each copy
+    agrees, but the destination bytes are covered twice. The clean twin sends it once."""
+    _descs_into_one_slot(path, lambda sp, dp, L: [(sp.addr(L, 1), dp.addr(L, 5), 64), (sp.addr(L, 2), dp.addr(L, 6), 64)]
+                         + ([(sp.addr(L, 1), dp.addr(L, 5), 64)] if bug and L == 0 else []))
+    return [("layer_offset_mismatch", "decode", "r1", "kv", [5])] if bug else []
+
+
+@case
+def halves_overlap_in_one_slot(path, bug=True):
+    """Slot 5 filled by two 32-byte halves — legal, two descriptors in one destination slot
+    that do not overlap. The bug starts the second half 8 bytes early: both cover bytes 24-31."""
+    k = 8 if bug else 0
+    _descs_into_one_slot(path, lambda sp, dp, L: [(sp.addr(L, 1), dp.addr(L, 5), 32),
+                                                  (sp.addr(L, 1) + 32 - k, dp.addr(L, 5) + 32 - k, 32),
+                                                  (sp.addr(L, 2), dp.addr(L, 6), 64)])
+    return [("layer_offset_mismatch", "decode", "r1", "kv", [5])] if bug else []
+
 def _kv_parts(side, layers=2, half=32, num_slots=8):
     """MHA layout (vLLM): one region per layer, K half then V half, each a layout part."""
     base = side._next_base

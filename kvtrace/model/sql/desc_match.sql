@@ -55,22 +55,40 @@ a AS (
                false) AS same
     -- the two ends of a descriptor by integer keys (psidx: the initiator shard's index);
     -- "holds something of the request" as plain left joins (ah is distinct): as NOT EXISTS
-    -- subqueries DuckDB built a correlated plan over every row (~1/3 of the cost at 10M)
+    -- subqueries DuckDB built a correlated plan over every row (~1/3 of the cost at 10M);
+    -- looked up only for an end without a page (a null key never matches; blank reads it only then)
     FROM end_hold t JOIN end_hold s ON s.psidx = t.psidx AND s.xfer = t.xfer AND s.pos = t.pos AND s.side = 'src'
     LEFT JOIN pt sp ON sp.agent = s.agent AND sp.pool = s.pool
     LEFT JOIN pt tp ON tp.agent = t.agent AND tp.pool = t.pool
-    LEFT JOIN ah sh ON sh.agent = s.agent AND sh.request = t.request
-    LEFT JOIN ah th ON th.agent = t.agent AND th.request = t.request
+    LEFT JOIN ah sh ON sh.agent = s.agent AND sh.request = CASE WHEN s.page IS NULL THEN t.request END
+    LEFT JOIN ah th ON th.agent = t.agent AND th.request = CASE WHEN t.page IS NULL THEN t.request END
     WHERE t.side = 'dst'
 ), b AS (SELECT a.* EXCLUDE (applies, blank), applies AND blank IS NULL AS checked,
                 CASE WHEN applies THEN blank END AS unheld FROM a
+), ov AS (  -- agents with two layout regions that overlap on other slot boundaries (rare)
+    SELECT DISTINCT a.agent FROM lay a JOIN lay o ON o.agent = a.agent AND a.addr < o.addr + o.nbytes
+        AND o.addr < a.addr + a.nbytes AND (a.addr <> o.addr OR a.slot_bytes <> o.slot_bytes)
+), cand AS (
+    -- the (transfer, destination agent)s whose agreeing descriptors may overlap: an end lies
+    -- in its region, so where an agent's regions do not overlap, two ends that each stay in
+    -- one slot overlap only in the same slot (the same slot start address); any other end
+    -- (across slots, empty, or on such an agent) sends its whole group to the exact test
+    -- below. By hash of the group: a collision only adds a group to the exact test. (One
+    -- hash aggregate of the agreeing ends instead of sorting them all: ~1.5 of desc_match's
+    -- ~11 cpu-s at 10M; the result is the window's on every group.)
+    SELECT gk FROM (
+        SELECT hash(psidx, xfer, d_agent) AS gk, b.d_addr - b.d_off::UBIGINT AS cell,
+               coalesce(b.nbytes >= 1 AND b.d_off::UBIGINT + b.nbytes <= b.d_slot_bytes
+                        AND NOT list_contains(o.agents, b.d_agent), false) AS safe
+        FROM b, (SELECT coalesce(list(agent), []) AS agents FROM ov) o WHERE checked AND same)
+    GROUP BY gk, cell HAVING count(*) > 1 OR NOT bool_and(safe)
 ), dup AS (  -- destination bytes covered twice by one transfer (among the agreeing descriptors)
     SELECT psidx, xfer, pos FROM (
         SELECT psidx, xfer, pos, d_addr, nbytes,
                max(d_addr + nbytes) OVER (PARTITION BY psidx, xfer, d_agent ORDER BY d_addr, pos
                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
                lead(d_addr) OVER (PARTITION BY psidx, xfer, d_agent ORDER BY d_addr, pos) AS next_start
-        FROM b WHERE checked AND same)
+        FROM b WHERE checked AND same AND hash(psidx, xfer, d_agent) IN (SELECT gk FROM cand))
     WHERE d_addr < prev_end OR next_start < d_addr + nbytes
 )
 SELECT b.* EXCLUDE (psidx, same, same_geometry), checked AND same AS ok, dup.pos IS NOT NULL AS dup,

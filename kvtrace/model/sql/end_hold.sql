@@ -11,7 +11,8 @@
 -- requires: desc_end, xfers, agent_home, managed, xfer_seen, holding_list, shard_order, shard_cut
 -- Columns:
 --   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, part, slot, off, slot_bytes, crosses, dlist, idx
---   request VARCHAR, post_seq BIGINT, psidx INTEGER, op VARCHAR, t_ns BIGINT  -- from xfers
+--   request VARCHAR, post_seq BIGINT, psidx INTEGER, t_ns BIGINT  -- from xfers (not its op: no reader
+--                         of the ends needs it, and each stored string column costs ~0.35 cpu-s at 10M)
 --   bound BIGINT          -- largest seq of h_shard that happens-before the post (x HB post iff x.seq <= bound)
 --   h_shard VARCHAR, h_sidx INTEGER  -- home shard of the end's agent (null: agent never recorded)
 --   managed BOOLEAN       -- the pool has alloc events on that agent
@@ -25,7 +26,7 @@ CREATE OR REPLACE TABLE end_hold AS
 WITH e AS (
     SELECT d.shard, d.xfer, d.pos, d.side, d.agent, d.addr, d.nbytes, d.pool, d.layer, d.part, d.slot, d.off,
            d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx,
-           x.know[a.h_sidx + 1] AS bound, x.op, x.t_ns, a.h_shard, a.h_sidx,
+           x.know[a.h_sidx + 1] AS bound, x.t_ns, a.h_shard, a.h_sidx,
            m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq,
            a.h_sidx IS DISTINCT FROM x.sidx AND (o.from_sidx IS NULL OR c.cut IS NOT NULL) AS h_blind,
            -- holding_list's key; null where a part is (an equi-join on the parts never matches a null)
