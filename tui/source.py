@@ -151,6 +151,11 @@ class TimelineSource:
         self._ords: np.ndarray | None = None     # visible ords when filtered
         self._pages: collections.OrderedDict[int, list[dict]] = collections.OrderedDict()
 
+    def wait_follow(self, timeout: float | None = None) -> bool:
+        """Wait until n/p's posting lists are built; False if they are not (yet, or
+        building them failed: n/p then keep asking DuckDB)."""
+        return self._follow_ready.wait(timeout)
+
     def _build_follow(self) -> None:
         try:
             follow_index.ensure(self.events_path)
