@@ -120,13 +120,11 @@ class TimelineSource:
         if sandbox:   # before the background build touches the connection (model/sandbox.py)
             session.sandbox()
         # n/p's posting lists (kvtrace/model/follow_index.py): built once per trace, in
-        # their own thread (numpy, ~2-3 s of CPU at 10M events) when missing; until then
-        # find() asks DuckDB (sql/follow_find.sql)
+        # their own thread (numpy, a few seconds at 10M events) when missing, then loaded;
+        # until then find() asks DuckDB (sql/follow_find.sql)
         self.follow = FollowIndex(os.path.dirname(self.events_path))
         self._follow_ready = threading.Event()
-        if follow_index.is_current(os.path.dirname(self.events_path)):
-            self._follow_ready.set()
-        elif background:
+        if background:
             threading.Thread(target=self._build_follow, name="kvtrace-follow", daemon=True).start()
         else:
             self._build_follow()
@@ -158,7 +156,8 @@ class TimelineSource:
 
     def _build_follow(self) -> None:
         try:
-            follow_index.ensure(self.events_path)
+            follow_index.ensure(self.events_path)    # at once when current
+            self.follow.warm()
         except (OSError, ValueError, pa.ArrowException):   # n/p keep asking DuckDB
             return
         self._follow_ready.set()

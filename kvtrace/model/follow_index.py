@@ -246,10 +246,20 @@ class FollowIndex:
         event naming ``key`` (values of KEYS[kind], in order); with ``visible`` (sorted
         ords) only those count. None when there is none."""
         with self._lock:
-            p = self._kinds.get(kind)
-            if p is None:
-                p = self._kinds[kind] = _Postings(self._dir, kind)
-            return p.find(tuple(key), int(after), forward, visible)
+            return self._postings(kind).find(tuple(key), int(after), forward, visible)
+
+    def warm(self) -> None:
+        """Load every kind's distinct keys now (tens of ms at 10M events) rather than at
+        the first n/p."""
+        for kind in KEYS:
+            with self._lock:
+                self._postings(kind)
+
+    def _postings(self, kind: str) -> "_Postings":
+        p = self._kinds.get(kind)
+        if p is None:
+            p = self._kinds[kind] = _Postings(self._dir, kind)
+        return p
 
 
 class _Postings:
