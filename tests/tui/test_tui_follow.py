@@ -155,3 +155,16 @@ def test_lists_of_another_timeline_are_rebuilt_not_misread(tmp_path):
     os.remove(os.path.join(d, follow_index.STAMP))                # the old code wrote none
     assert not follow_index.is_current(d)
     assert TimelineSource(TraceSession(path)).find(fp, row["ord"]) == want
+
+
+def test_key_order_is_the_stable_lexicographic_one_packed_or_not():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    codes = rng.integers(0, 40, n).astype(np.int32)
+    narrow = rng.integers(-70_000, 70_000, n)                    # packs: a radix sort on 16-bit digits
+    wide = rng.choice(np.array([-2**62, 0, 5, 2**62]), n)       # does not: a lexsort
+    for parts, sizes in (([codes], [40]), ([codes, narrow], [40, None]), ([codes, wide], [40, None])):
+        got = follow_index._order(parts, sizes)
+        assert np.array_equal(got, np.lexsort(tuple(reversed(parts))))   # lexsort is stable
