@@ -7,9 +7,11 @@ Each phase runs in a fresh process so its time and peak RSS are its own:
 
     python bench/bench_tui.py [--events 10000000] [--trace /tmp/s10m.kvtrace] [--keep]
 
-Steps are measured through the real Textual app (headless pilot, 80x24): the time from
+Steps are measured through the real Textual app (headless pilot, 80x24), opened as on a
+first open (the side panels' objects removed from the index, so they build in the
+background meanwhile): the time from
 a key press until the app has processed it and repainted, for j (within a cached page),
-random jumps (each a cold page read), n (next event of the same request) and the
+random jumps (each a cold page read), n/p in each follow mode (request, slot, transfer) and the
 filter bar; the side panels refresh in a worker after the cursor settles and their
 time is reported apart.
 """
@@ -62,6 +64,9 @@ def phase_build(trace: str) -> dict:
     src.row(0)
     t_tl = time.perf_counter() - t
     out = {"analysis_index_s": t_index, "tui_index_s": t_tl, "rss_mb": rss_mb(), **order.TIMES}
+    if hasattr(src, "wait_follow"):    # n/p's posting lists, built in their own thread (kvtrace/model/follow_index.py)
+        ok = src.wait_follow(600)
+        out.update(follow_ready_s=time.perf_counter() - t if ok else None, rss_follow_mb=rss_mb())
     if os.environ.get("BENCH_TUI_PANELS", "1") == "1":
         src.wait_ready()
         out.update(panels_ready_s=time.perf_counter() - t, rss_ready_mb=rss_mb())
@@ -90,6 +95,10 @@ def phase_steps(trace: str, n_steps: int) -> dict:
     from kvtrace.tui.filters import Filter
     from kvtrace.tui.source import TimelineSource
 
+    # the side panels' objects as on the viewer's first open: not yet derived (the build
+    # phase saved them beside the index, kvtrace/model/persist.py), so the steps below
+    # run while the model derives them in the background
+    shutil.rmtree(os.path.join(trace, "_index", "derived"), ignore_errors=True)
     t0 = time.perf_counter()
     src = TimelineSource(TraceSession(trace, threads=2), background=True)   # as `kvtrace tui` opens it
     app_mod.PANEL_DELAY = 3600.0      # panels are timed on their own below
@@ -104,6 +113,21 @@ def phase_steps(trace: str, n_steps: int) -> dict:
         for y in range(tl.size.height):
             tl.render_line(y)
         return (time.perf_counter() - t) * 1000
+
+    def follow_all(when: str) -> None:
+        """n then p, 10 each, in each follow mode from an event that has its key (the
+        middle of the trace, then further on for the next mode)"""
+        from kvtrace.tui.follow import Follow
+        tl = app.timeline
+        tl.move_to(src.count // 2)
+        for mode, has in ((Follow.REQUEST, "request"), (Follow.SLOT, "slots"), (Follow.XFER, "xfer")):
+            while not tl.row[has]:
+                tl.action_step(1)
+            app.follow = mode
+            out[f"n_{mode.value}_{when}_ms"] = [handled(lambda: app.action_follow(1)) for _ in range(10)]
+            out[f"p_{mode.value}_{when}_ms"] = [handled(lambda: app.action_follow(-1)) for _ in range(10)]
+            tl.move_to(tl.cursor + 5000)
+        app.follow = Follow.REQUEST
 
     async def pressed(pilot, key, cpu: list) -> float:
         t, c = time.perf_counter(), time.process_time()
@@ -120,10 +144,9 @@ def phase_steps(trace: str, n_steps: int) -> dict:
             out["j_ms"] = [handled(lambda: tl.action_step(1)) for _ in range(n_steps)]
             out["k_ms"] = [handled(lambda: tl.action_step(-1)) for _ in range(n_steps // 4)]
             out["jump_ms"] = [handled(lambda: tl.move_to(rnd.randrange(src.count))) for _ in range(n_steps // 4)]
-            tl.move_to(src.count // 2)
-            while tl.row["request"] is None:
-                tl.action_step(1)
-            out["n_ms"] = [handled(lambda: app.action_follow(1)) for _ in range(10)]
+            out["follow_start_s"] = time.perf_counter() - t0
+            follow_all("building")
+            out["panels_ready_after_building_rows"] = src.ready
             # the pilot's own round trip (message queue, idle wait, repaint) with and without work
             out["press_j_cpu_ms"], out["press_unbound_cpu_ms"] = [], []
             out["press_j_ms"] = [await pressed(pilot, "j", out["press_j_cpu_ms"]) for _ in range(40)]
@@ -134,6 +157,7 @@ def phase_steps(trace: str, n_steps: int) -> dict:
             t = time.perf_counter()
             src.wait_ready()   # the steps above ran while the panels' objects were built in the background
             out["ready_wait_s"] = time.perf_counter() - t
+            follow_all("built")
             t = time.perf_counter()
             view = app.facts.transfer(row["shard"], row["xfer"], row["ord"])
             out["inspector_ms"] = (time.perf_counter() - t) * 1000
@@ -197,6 +221,9 @@ def main() -> None:
     if "hb_keys_s" in b:
         print(f"  timeline order parts (kvtrace/model/order.py): happens-before keys {b['hb_keys_s']:.1f} s, "
               f"merge + Parquet write {b['sort_write_s']:.1f} s; the rest is the model's sync_pairs and reading seq/t_ns")
+    if b.get("follow_ready_s") is not None:
+        print(f"  n/p's posting lists (kvtrace/model/follow_index.py), built in their own thread: ready "
+              f"{b['follow_ready_s']:.1f} s after the index, peak RSS then {b['rss_follow_mb']:.0f} MB")
     if "panels_ready_s" in b:
         print(f"  then the side panels' objects, built in the background: ready {b['panels_ready_s']:.1f} s after the index, "
               f"peak RSS {b['rss_ready_mb']:.0f} MB")
@@ -212,11 +239,14 @@ def main() -> None:
         return
     s = run_phase("steps", trace, a.steps)
     print(f"app ready (open + first paint, pilot): {s['app_ready_s']:.2f} s; the steps below ran while the side "
-          f"panels' objects were built in the background (waited {s['ready_wait_s']:.1f} s more for them after the steps)")
+          f"panels' objects were built in the background (waited {s['ready_wait_s']:.1f} s more for them after the steps; "
+          f"{'already built' if s.get('panels_ready_after_building_rows') else 'still building'} when the n/p 'building' rows ended)")
     print("step = the key's handler + drawing the timeline's lines (page reads included); the pilot rows "
           "below add Textual's message/idle round trip, which an unbound key costs too")
     for key, label in (("j_ms", "step j"), ("k_ms", "step k"), ("jump_ms", "jump (cold page)"),
-                       ("n_ms", "n: next event of request"), ("filtered_j_ms", "step j, filtered"),
+                       *[(f"{d}_{m}_{w}_ms", f"{d}: {m}, {w}")
+                         for w in ("building", "built") for m in ("request", "slot", "transfer") for d in "np"],
+                       ("filtered_j_ms", "step j, filtered"),
                        ("press_j_ms", "pilot press j, wall"), ("press_j_cpu_ms", "pilot press j, CPU"),
                        ("press_unbound_ms", "pilot press unbound, wall"), ("press_unbound_cpu_ms", "pilot press unbound, CPU")):
         xs = s[key]

@@ -8,12 +8,16 @@ array (8 bytes a row), so a step or a page costs one row-group read, never a sca
 from __future__ import annotations
 
 import collections
+import os
 import re
 import threading
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from kvtrace.model import follow_index
+from kvtrace.model.follow_index import FollowIndex
 
 from .filters import Filter
 from .queries import sql_text
@@ -23,6 +27,9 @@ PAGE = 128
 COLUMNS = ("ord", "shard", "seq", "t_ns", "agent", "kind", "request", "pool", "layer", "slots",
            "xfer", "peer", "addr", "nbytes", "status", "msg", "detail", "pair_shard", "pair_seq", "pair_xfer")
 _TIME = re.compile(r"^@?\s*([0-9.]+)\s*(ns|us|µs|ms|s)?$")
+#: sql/follow_find.sql's parameters for each kind of follow_index.KEYS
+_SQL_PARAMS = {"request": ("request",), "slot": ("agent", "pool", "slot"), "xfer": ("xshard", "xfer")}
+_NO_KEY = {name: None for names in _SQL_PARAMS.values() for name in names}
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, None: 1_000_000_000}
 
 
@@ -112,6 +119,15 @@ class TimelineSource:
         # wait for it (wait_ready), and so must anything else using that connection.
         if sandbox:   # before the background build touches the connection (model/sandbox.py)
             session.sandbox()
+        # n/p's posting lists (kvtrace/model/follow_index.py): built once per trace, in
+        # their own thread (numpy, a few seconds at 10M events) when missing, then loaded;
+        # until then find() asks DuckDB (sql/follow_find.sql)
+        self.follow = FollowIndex(os.path.dirname(self.events_path))
+        self._follow_ready = threading.Event()
+        if background:
+            threading.Thread(target=self._build_follow, name="kvtrace-follow", daemon=True).start()
+        else:
+            self._build_follow()
         self._ready = threading.Event()
         self._derive_error: BaseException | None = None
         self._thread = threading.Thread(target=self._derive_panels, name="kvtrace-derive", daemon=True)
@@ -132,6 +148,19 @@ class TimelineSource:
         self.filter = Filter()
         self._ords: np.ndarray | None = None     # visible ords when filtered
         self._pages: collections.OrderedDict[int, list[dict]] = collections.OrderedDict()
+
+    def wait_follow(self, timeout: float | None = None) -> bool:
+        """Wait until n/p's posting lists are built; False if they are not (yet, or
+        building them failed: n/p then keep asking DuckDB)."""
+        return self._follow_ready.wait(timeout)
+
+    def _build_follow(self) -> None:
+        try:
+            follow_index.ensure(self.events_path)    # at once when current
+            self.follow.warm()
+        except (OSError, ValueError, pa.ArrowException):   # n/p keep asking DuckDB
+            return
+        self._follow_ready.set()
 
     def _derive_panels(self) -> None:
         try:
@@ -223,10 +252,17 @@ class TimelineSource:
         return min(int(np.searchsorted(self._ords, ord_)), max(0, len(self._ords) - 1))
 
     # -- searching --------------------------------------------------------------
-    def find(self, follow: dict, after: int, forward: bool = True) -> int | None:
+    def find(self, follow: tuple[str, tuple], after: int, forward: bool = True) -> int | None:
         """The ord of the next (previous) visible event after ``after`` that shares what
-        ``follow`` (follow.follow_predicate's parameters) names."""
-        r = self.con.execute(sql_text("follow_find"), dict(follow, after=int(after), forward=bool(forward),
+        ``follow`` (follow.follow_predicate's (kind, key)) names: a lookup in the
+        timeline's posting lists (kvtrace/model/follow_index.py); DuckDB answers until
+        those are built (sql/follow_find.sql, the same question)."""
+        kind, key = follow
+        if self._follow_ready.is_set():
+            return self.follow.find(kind, key, after, forward, self._ords)
+        # the posting lists are still being built: the same question to DuckDB
+        params = dict(zip(_SQL_PARAMS[kind], key))
+        r = self.con.execute(sql_text("follow_find"), dict(_NO_KEY, **params, after=int(after), forward=bool(forward),
                                                            filtered=self._ords is not None)).fetchone()
         return None if r[0] is None else int(r[0])
 

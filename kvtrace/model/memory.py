@@ -49,6 +49,11 @@ _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 #: this share of the cap: DuckDB keeps in-memory tables uncompressed, ~6x their compressed
 #: size, so a 10M-event trace's tables (~14 GB) would otherwise spill past a 9 GB cap
 COMPACT_SHARE = 0.25
+#: out of core, the share of the cap a Python builder running alone (the in-flight sweep)
+#: gets for its own arrays: DuckDB's limit is lowered by it meanwhile (TraceModel.build_python).
+#: Its pieces take a quarter of the cap (inflight.CAP_SHARE); the rest is its lookup tables
+#: and each piece's Arrow rows (~2 GB at 100M events with a 3 GB cap)
+BUILDER_SHARE = 0.5
 
 
 def to_bytes(limit: str) -> int:

@@ -43,3 +43,30 @@ def test_a_failing_background_builder_raises_from_derive(tmp_path, monkeypatch):
     assert not m._pending and "inflight_pairs" not in m._built
     assert "desc_match" in m._built               # built beside it, before the failure surfaced
     m.close()
+
+
+def test_out_of_core_a_builder_runs_with_duckdb_under_the_rest_of_the_cap(tmp_path, monkeypatch):
+    """Out of core the sweep runs alone and DuckDB's limit drops by the builder's share
+    while it runs (its cached pages would otherwise fill the cap beside the sweep's
+    arrays), then returns to the cap; the table is the one built in memory."""
+    path = str(tmp_path / "t.kvtrace")
+    shutil.copytree(TRACE, path)
+    with TraceModel(path, keep_derived=False) as m:
+        m.derive(["inflight_pairs"])
+        in_memory = rows(m, "inflight_pairs")
+    seen, model = [], {}
+    build = inflight.build
+
+    def watched(ask, *a, **k):   # out of core the builder runs on the model's own thread
+        seen.append(model["m"].cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return build(ask, *a, **k)
+    monkeypatch.setattr(inflight, "build", watched)
+    monkeypatch.setenv("KVTRACE_DATABASE", "file")
+    with TraceModel(path, keep_derived=False, memory_limit="1GB") as m:
+        assert m.database != ":memory:"
+        model["m"] = m
+        m.derive(["inflight_pairs"])
+        after = m.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        assert rows(m, "inflight_pairs") == in_memory
+    assert seen == ["476.8 MiB"]      # 500 MB: the cap less memory.BUILDER_SHARE
+    assert after == "953.6 MiB"       # 1 GB again
