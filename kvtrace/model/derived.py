@@ -25,6 +25,13 @@ class Derived:
     #: build(model, ask) returns the table (``ask``: a named-query runner on a cursor of
     #: its own), which the model creates once something needs it or derive() ends
     background: bool = False
+    #: a SQL table that can be built in pieces (a header line ``-- pieces: t.c by a, b``):
+    #: its query reads the rows with ``$lo <= c < $hi`` of table ``t`` (null: unbounded) and
+    #: what belongs to them; built in one piece (both null) unless the rows of ``a, b`` (its
+    #: hash joins' build sides) outgrow a share of the cap (TraceModel._piece_params)
+    piece_key: tuple[str, str] | None = None
+    #: the tables whose size decides the number of pieces (``a, b`` above)
+    pieces: tuple[str, ...] = ()
 
 
 #: the Python-built objects by name (builders.py registers them)

@@ -54,6 +54,18 @@ COMPACT_SHARE = 0.25
 #: Its pieces take a quarter of the cap (inflight.CAP_SHARE); the rest is its lookup tables
 #: and each piece's Arrow rows (~2 GB at 100M events with a 3 GB cap)
 BUILDER_SHARE = 0.5
+#: a derived table declared in pieces (a "-- pieces:" header, registry.py) is built in as
+#: many pieces as keep the rows its pieces split (its hash joins' build sides, as
+#: queries/table_bytes.sql sizes them) within this share of the cap each: past it DuckDB's
+#: hash join spills both sides, and its probe rows carry every column of the result
+#: (end_hold at 10M events under a 300 MB cap: ~9 GB of spill I/O, x5 the in-memory CPU)
+PIECE_SHARE = 0.25
+
+
+def piece_count(build_bytes: float, cap_bytes: int) -> int:
+    """How many pieces keep ``build_bytes`` of build-side rows within PIECE_SHARE of the cap."""
+    share = max(1, int(cap_bytes * PIECE_SHARE))
+    return max(1, -(-int(build_bytes) // share))
 
 
 def to_bytes(limit: str) -> int:

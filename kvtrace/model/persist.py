@@ -98,8 +98,14 @@ class Store:
         ``name`` already exists: cut.py's tables of a partial trace are made at open)."""
         if not self.enabled or not os.path.exists(self._file(name)) or _kind(con, name) is not None:
             return False
-        con.read_parquet(self._file(name)).create_view(name)
+        con.read_parquet(self._source(name)).create_view(name)
         return True
+
+    def _source(self, name: str) -> str:
+        """What read_parquet reads for ``name``: its file, or the files of its pieces (a
+        table built in pieces is a folder of that name, one file per piece: see write)."""
+        out = self._file(name)
+        return os.path.join(out, "*.parquet") if os.path.isdir(out) else out
 
     def save(self, con, name: str) -> bool:
         """Write the table ``name`` (views and macros are cheap to create again: skipped);
@@ -124,24 +130,30 @@ class Store:
                 pass
             return False
 
-    def write(self, con, name: str, query: str) -> bool:
+    def write(self, con, name: str, query: str, params: list | None = None) -> bool:
         """Write the rows of ``query`` (a derived table's SELECT) straight to ``name``'s file
         and create ``name`` as a view over it, so they never become an in-memory table (past
         the memory share, where the table would only be moved out right after: building it
         in memory first costs ~25% more and crowds the cap); whether it was written (False:
-        build the table as usual)."""
+        build the table as usual). ``params``: one set of the query's parameters per piece
+        (a table built in pieces, Derived.pieces); with more than one, ``name``'s file is a
+        folder holding one file per piece, each piece's query run on its own."""
         import duckdb
         if not self.enabled or _kind(con, name) is not None:
             return False
+        runs = params or [None]
         out = self._file(name)
         tmp = f"{out}.{os.getpid()}.tmp"
+        files = [tmp] if len(runs) == 1 else [os.path.join(tmp, f"{k:05d}.parquet") for k in range(len(runs))]
         try:
-            os.makedirs(self.dir, exist_ok=True)
-            rel = con.sql(query)
-            types = rel.types
-            rel.write_parquet(tmp, compression="zstd")
-            if con.read_parquet(tmp).types != types:
-                os.remove(tmp)   # a type Parquet cannot hold (see save): a table, derived each time
+            os.makedirs(tmp if len(runs) > 1 else self.dir, exist_ok=True)
+            types = None
+            for f, p in zip(files, runs):
+                rel = con.sql(query, params=p)
+                types = rel.types
+                rel.write_parquet(f, compression="zstd")
+            if con.read_parquet(files).types != types:
+                _remove(tmp)   # a type Parquet cannot hold (see save): a table, derived each time
                 return False
             os.replace(tmp, out)
         except (OSError, duckdb.IOException):   # a cache: unwritable folder, full disk
@@ -151,7 +163,7 @@ class Store:
         except Exception:   # noqa: BLE001  anything else the CREATE TABLE raises again, for real
             _remove(tmp)
             return False
-        con.read_parquet(out).create_view(name)
+        con.read_parquet(self._source(name)).create_view(name)
         return True
 
     def move_out(self, con, name: str) -> bool:
@@ -165,6 +177,10 @@ class Store:
 
 
 def _remove(path: str) -> None:
+    """Remove a file, or a folder of piece files (Store.write)."""
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
     try:
         os.remove(path)
     except OSError:

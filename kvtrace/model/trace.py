@@ -177,11 +177,12 @@ class TraceModel:
                     # out of core (a database file: the tables outgrow the cap) a background
                     # builder runs here, alone: its arrays never sit beside another object's buffers
                     self.build_python(d)
-                elif getattr(self, "_past_share", False) and store is not None and self._write_out(store, d):
-                    self._built.add(name)   # already in its saved file, never in memory
-                    continue
                 else:
-                    self.con.execute(d.sql)
+                    runs = self._piece_params(d)
+                    if getattr(self, "_past_share", False) and store is not None and self._write_out(store, d, runs):
+                        self._built.add(name)   # already in its saved file, never in memory
+                        continue
+                    self._create_sql(d, runs)
                 self._done(name)
         finally:
             self._await(list(self._pending))
@@ -254,12 +255,48 @@ class TraceModel:
         if error is not None:
             raise error
 
-    def _write_out(self, store, d) -> bool:
+    def _write_out(self, store, d, runs: list | None = None) -> bool:
         """Past the memory share, a SQL table is written straight from its query to its
-        saved file (persist.Store.write) instead of being built in memory and moved out."""
+        saved file (persist.Store.write) instead of being built in memory and moved out
+        (``runs``: the parameters of each piece, see _piece_params)."""
         from .registry import table_query
         query = table_query(d)
-        return query is not None and store.write(self.con, d.name, query)
+        return query is not None and store.write(self.con, d.name, query, runs)
+
+    def _piece_params(self, d) -> list | None:
+        """The parameters of each piece SQL object ``d`` is built in (None: it takes none).
+
+        A table declared in pieces (Derived.piece_key) is built from ranges of a key column
+        ($lo <= key < $hi): in one piece (both null) unless the rows of the tables it names,
+        its hash joins' build sides, outgrow memory.PIECE_SHARE of the cap
+        (queries/table_bytes.sql sizes them). One statement would then spill them and every
+        probe row with all its columns; in as many ranges of equal row counts as keep each
+        piece's share within it, nothing spills."""
+        if d.piece_key is None:
+            return None
+        from . import memory
+        need = sum(self.con.execute(query_sql("table_bytes"), {"t": t}).fetchall()[0][0] or 0 for t in d.pieces)
+        n = memory.piece_count(need, self.cap_bytes)
+        cuts: list = []
+        if n > 1:
+            table, column = d.piece_key
+            q = [k / n for k in range(1, n)]
+            found = self.con.execute(query_sql("piece_bounds"), {"t": table, "c": column, "q": q}).fetchall()[0][0]
+            cuts = sorted({v for v in found or [] if v is not None})
+        edges = [None, *cuts, None]
+        return [{"lo": lo, "hi": hi} for lo, hi in zip(edges, edges[1:])]
+
+    def _create_sql(self, d, runs: list | None) -> None:
+        """Create SQL object ``d`` in the database: its statement, then (a table built in
+        pieces) each further piece's rows inserted."""
+        if runs is None:
+            self.con.execute(d.sql)
+            return
+        from .registry import table_query
+        self.con.execute(d.sql, runs[0])
+        insert = f'INSERT INTO "{d.name}" ' + table_query(d)   # a registry name and its own SQL, never input
+        for p in runs[1:]:
+            self.con.execute(insert, p)
 
     def save_derived(self) -> None:
         """Write the derived tables built since the last call beside the index, for the

@@ -9,6 +9,13 @@
 -- Otherwise the holding is unknown (h_unknown), never "not held"; so is the holding of a
 -- transfer that carries no request (whose pages it moves is unknown).
 -- requires: desc_end, xfers, agent_home, managed, xfer_seen, holding_list, shard_order, shard_cut
+-- pieces: xfers.xfer by holding_list, xfers
+-- Built from the transfers with $lo <= xfer < $hi (null: unbounded; TraceModel builds it in
+-- one piece unless the holdings and transfers outgrow a share of the memory cap, then in
+-- ranges of transfers): each piece reads its transfers' descriptors (row groups of the
+-- index outside the range are skipped) and the holdings of their requests only, so its
+-- hash joins' build sides fit the cap and nothing spills (in one statement, 100M events
+-- under a 3 GB cap spilled every end with all its columns: x5 the in-memory CPU).
 -- Columns:
 --   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, part, slot, off, slot_bytes, crosses, dlist, idx
 --   request VARCHAR, post_seq BIGINT, psidx INTEGER, t_ns BIGINT  -- from xfers (not its op: no reader
@@ -38,6 +45,7 @@ WITH e AS (
     LEFT JOIN shard_cut c ON c.shard = a.h_shard
     LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
     LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
+    WHERE ($lo IS NULL OR (d.xfer >= $lo AND x.xfer >= $lo)) AND ($hi IS NULL OR (d.xfer < $hi AND x.xfer < $hi))
 ), j AS (  -- the request's latest alloc of the slot that happens-before the post
     -- (a list of one holding, the usual case, is read without a lambda)
     SELECT e.*, CASE WHEN len(k.hl) = 1 THEN CASE WHEN k.hl[1].a <= e.bound THEN k.hl[1] END
@@ -48,7 +56,10 @@ WITH e AS (
                         THEN coalesce(k.hl[1].a > e.bound AND (e.end_seq IS NULL OR k.hl[1].a < e.end_seq), false)
                         ELSE len(list_filter(k.hl, lambda h: h.a > e.bound AND (e.end_seq IS NULL OR h.a < e.end_seq))) > 0
                    END AS unordered
-    FROM e LEFT JOIN holding_list k ON k.hk = e.hk
+    FROM e LEFT JOIN (SELECT hk, hl FROM holding_list
+                      WHERE ($lo IS NULL AND $hi IS NULL)
+                         OR request IN (SELECT request FROM xfers WHERE ($lo IS NULL OR xfer >= $lo) AND ($hi IS NULL OR xfer < $hi))) k
+        ON k.hk = e.hk
 )
 SELECT j.* EXCLUDE (h, unordered, hk),
        coalesce(managed AND h IS NULL AND (request IS NULL OR h_blind OR unordered), false) AS h_unknown,
