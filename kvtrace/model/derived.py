@@ -25,13 +25,16 @@ class Derived:
     #: build(model, ask) returns the table (``ask``: a named-query runner on a cursor of
     #: its own), which the model creates once something needs it or derive() ends
     background: bool = False
-    #: a SQL table that can be built in pieces (a header line ``-- pieces: t.c by a, b``):
+    #: a SQL table that can be built in pieces (a header line ``-- pieces: t.c by a, b [/ n]``):
     #: its query reads the rows with ``$lo <= c < $hi`` of table ``t`` (null: unbounded) and
     #: what belongs to them; built in one piece (both null) unless the rows of ``a, b`` (its
     #: hash joins' build sides) outgrow a share of the cap (TraceModel._piece_params)
     piece_key: tuple[str, str] | None = None
     #: the tables whose size decides the number of pieces (``a, b`` above)
     pieces: tuple[str, ...] = ()
+    #: the share of those tables' bytes the query's joins hold at once is 1 / this (a header
+    #: ``-- pieces: t.c by a / n``: e.g. one side of a self-join, some of its columns)
+    pieces_divisor: int = 1
 
 
 #: the Python-built objects by name (builders.py registers them)

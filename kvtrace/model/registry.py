@@ -22,10 +22,11 @@ BASE = frozenset(TABLES) | {"recorded_events"}   # trace.py: every event, cut or
 _REQUIRES = re.compile(r"^--\s*requires:(.*)$", re.MULTILINE)
 #: a header line "-- on demand: why": built only when asked for by name (see Derived.on_demand)
 _ON_DEMAND = re.compile(r"^--\s*on demand:", re.MULTILINE)
-#: a header line "-- pieces: t.c by a, b": the table's query takes $lo and $hi, a range of
-#: column c of table t, and is built in ranges sized by the rows of a, b (see Derived.pieces)
+#: a header line "-- pieces: t.c by a, b [/ n]": the table's query takes $lo and $hi, a range
+#: of column c of table t, and is built in ranges sized by the rows of a, b (divided by n:
+#: its joins hold about 1/n of them; see Derived.pieces)
 _PIECES = re.compile(r"^--\s*pieces:(.*)$", re.MULTILINE)
-_PIECES_FORM = re.compile(r"^\s*(\w+)\.(\w+)\s+by\s+(\w+(?:\s*,\s*\w+)*)\s*$")
+_PIECES_FORM = re.compile(r"^\s*(\w+)\.(\w+)\s+by\s+(\w+(?:\s*,\s*\w+)*)\s*(?:/\s*(\d+)\s*)?$")
 _CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?(TABLE|VIEW|MACRO)\s+(\w+)",
                      re.IGNORECASE | re.MULTILINE)
 
@@ -41,16 +42,17 @@ def parse_sql(name: str, text: str) -> Derived:
         raise RegistryError(f"sql/{name}.sql: must create exactly one object named {name} (creates {made})")
     requires = tuple(r.strip() for r in req[0].split(",") if r.strip())
     pieces = _PIECES.findall(text)
-    key, split = None, ()
+    key, split, div = None, (), 1
     if pieces:
         m = _PIECES_FORM.match(pieces[0]) if len(pieces) == 1 else None
         if m is not None:
             key, split = (m.group(1), m.group(2)), tuple(t.strip() for t in m.group(3).split(","))
-        if m is None or not {key[0], *split} <= set(requires) or creates[0][0].upper() != "TABLE":
-            raise RegistryError(f"sql/{name}.sql: needs one header line '-- pieces: TABLE.COLUMN by TABLE, ...' "
+            div = int(m.group(4) or 1)
+        if m is None or not {key[0], *split} <= set(requires) or div < 1 or creates[0][0].upper() != "TABLE":
+            raise RegistryError(f"sql/{name}.sql: needs one header line '-- pieces: TABLE.COLUMN by TABLE, ... [/ N]' "
                                 "naming tables it requires, and must create a TABLE")
     return Derived(name, requires, sql=text, on_demand=bool(_ON_DEMAND.search(text)),
-                   piece_key=key, pieces=split)
+                   piece_key=key, pieces=split, pieces_divisor=div)
 
 
 #: the SELECT of a "CREATE [OR REPLACE] TABLE name AS" file (TraceModel writes it straight to

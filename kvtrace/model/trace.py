@@ -268,15 +268,15 @@ class TraceModel:
 
         A table declared in pieces (Derived.piece_key) is built from ranges of a key column
         ($lo <= key < $hi): in one piece (both null) unless the rows of the tables it names,
-        its hash joins' build sides, outgrow memory.PIECE_SHARE of the cap
-        (queries/table_bytes.sql sizes them). One statement would then spill them and every
+        its hash joins' build sides (the share of them its header declares), outgrow
+        memory.PIECE_SHARE of the cap (queries/table_bytes.sql sizes them). One statement would then spill them and every
         probe row with all its columns; in as many ranges of equal row counts as keep each
         piece's share within it, nothing spills."""
         if d.piece_key is None:
             return None
         from . import memory
         need = sum(self.con.execute(query_sql("table_bytes"), {"t": t}).fetchall()[0][0] or 0 for t in d.pieces)
-        n = memory.piece_count(need, self.cap_bytes)
+        n = memory.piece_count(need / d.pieces_divisor, self.cap_bytes)
         cuts: list = []
         if n > 1:
             table, column = d.piece_key

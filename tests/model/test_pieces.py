@@ -1,7 +1,8 @@
-"""A derived table declared in pieces (a "-- pieces:" header: end_hold) is built out of core
-piece by piece when the rows its hash joins build on outgrow a share of the memory cap
-(memory.PIECE_SHARE): each piece reads only its share of the holdings and transfers, so
-nothing spills. The rows, and so the findings, are those of the one statement in memory."""
+"""A derived table declared in pieces (a "-- pieces:" header: end_hold, desc_match) is built
+out of core piece by piece, in ranges of transfers, when the rows its hash joins build on
+outgrow a share of the memory cap (memory.PIECE_SHARE): each piece reads only its share of
+the descriptors, holdings and ends, so nothing spills. The rows, and so the findings, are
+those of the one statement in memory."""
 from __future__ import annotations
 
 import importlib.util
@@ -44,13 +45,15 @@ def _findings(s) -> list[tuple]:
 def test_pieces_out_of_core_same_rows_and_findings(tmp_path, monkeypatch, bug):
     path = str(tmp_path / "t.kvtrace")
     made = _gen().build(path, 10_000, bug=bug)
-    end_hold = registry()["end_hold"]
+    end_hold, desc_match = registry()["end_hold"], registry()["desc_match"]
     assert end_hold.piece_key == ("xfers", "xfer") and end_hold.pieces == ("holding_list", "xfers")
+    assert desc_match.piece_key == ("xfers", "xfer") and desc_match.pieces == ("end_hold",)
+    assert desc_match.pieces_divisor == 4 and end_hold.pieces_divisor == 1
 
     monkeypatch.setenv("KVTRACE_DATABASE", "memory")
     with TraceSession(path, keep_derived=False) as s:     # far below the cap: one piece
         s.derive()
-        assert s._piece_params(end_hold) == [{"lo": None, "hi": None}]
+        assert s._piece_params(end_hold) == s._piece_params(desc_match) == [{"lo": None, "hi": None}]
         whole, found = _rows(s), _findings(s)
     if bug is None:
         assert found == []                                # the clean twin stays clean
@@ -66,14 +69,15 @@ def test_pieces_out_of_core_same_rows_and_findings(tmp_path, monkeypatch, bug):
     for keep in (True, False):   # pieces written straight to Parquet files / inserted into one table
         with TraceSession(path, keep_derived=keep, memory_limit="500MB") as s:
             s.derive()
-            runs = s._piece_params(end_hold)
-            assert 2 <= len(runs) <= 40
-            # consecutive ranges of transfers, unbounded at both ends
-            assert runs[0]["lo"] is None and runs[-1]["hi"] is None
-            assert all(a["hi"] == b["lo"] and a["hi"] is not None for a, b in zip(runs, runs[1:]))
-            if keep:
-                folder = s._store._file("end_hold")
-                assert os.path.isdir(folder) and len(os.listdir(folder)) == len(runs)
+            for d in (end_hold, desc_match):
+                runs = s._piece_params(d)
+                assert len(runs) >= 2
+                # consecutive ranges of transfers, unbounded at both ends
+                assert runs[0]["lo"] is None and runs[-1]["hi"] is None
+                assert all(a["hi"] == b["lo"] and a["hi"] is not None for a, b in zip(runs, runs[1:]))
+                if keep:
+                    folder = s._store._file(d.name)
+                    assert os.path.isdir(folder) and len(os.listdir(folder)) == len(runs)
             assert _rows(s) == whole
             assert _findings(s) == found
         if keep:   # the next model reads the saved pieces back: the same rows again
@@ -94,12 +98,14 @@ def test_piece_count_keeps_each_piece_within_its_share():
 
 def test_pieces_header_names_required_tables():
     d = parse_sql("a", "-- requires: b, c\n-- pieces: b.k by b, c\nCREATE TABLE a AS SELECT * FROM b WHERE k >= $lo")
-    assert d.piece_key == ("b", "k") and d.pieces == ("b", "c")
+    assert d.piece_key == ("b", "k") and d.pieces == ("b", "c") and d.pieces_divisor == 1
+    assert parse_sql("a", "-- requires: b\n-- pieces: b.k by b / 3\nCREATE TABLE a AS SELECT 1").pieces_divisor == 3
     plain = parse_sql("a", "-- requires: b\nCREATE TABLE a AS SELECT 1")
     assert plain.piece_key is None and plain.pieces == ()
     for bad in ("-- requires: b\n-- pieces: z.k by b\nCREATE TABLE a AS SELECT 1",   # not required
                 "-- requires: b\n-- pieces: b.k by z\nCREATE TABLE a AS SELECT 1",
                 "-- requires: b\n-- pieces: b\nCREATE TABLE a AS SELECT 1",          # no key column
+                "-- requires: b\n-- pieces: b.k by b / 0\nCREATE TABLE a AS SELECT 1",
                 "-- requires: b\n-- pieces: b.k by b\nCREATE VIEW a AS SELECT 1"):  # not a table
         with pytest.raises(RegistryError):
             parse_sql("a", bad)

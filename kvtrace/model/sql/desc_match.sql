@@ -12,7 +12,15 @@
 -- An end on an agent that recorded no holding at all for the request (its allocator is not
 -- hooked there, e.g. a scheduler in a process of its own) proves nothing about which slots
 -- the request holds: such a descriptor is unknown (not checked), never "not held".
--- requires: end_hold, lay, holding_list, agent_home
+-- requires: end_hold, lay, holding_list, agent_home, xfers
+-- pieces: xfers.xfer by end_hold / 4
+-- Built from the descriptors of the transfers with $lo <= xfer < $hi (null: unbounded;
+-- TraceModel builds it in one piece unless the ends it joins, one side of end_hold with
+-- about half its columns (the "/ 4"), outgrow a share of the memory cap, then in ranges
+-- of transfers): a descriptor's ends and every group of the duplicate test belong to one
+-- transfer, so the pieces are exact, and each joins only its own ends (end_hold's row
+-- groups outside the range are skipped) instead of spilling all of them (10M events
+-- under a 300 MB cap: 27 pieces, 14-16 cpu-s, in one statement 27).
 -- Columns:
 --   shard VARCHAR, xfer BIGINT, pos INTEGER, request VARCHAR, post_seq BIGINT, nbytes UBIGINT
 --   s_agent, s_addr, s_pool, s_layer, s_part, s_slot, s_off, s_slot_bytes, s_page, s_managed, s_dlist, s_idx
@@ -28,7 +36,9 @@ CREATE OR REPLACE TABLE desc_match AS
 WITH pt AS (SELECT agent, pool, coalesce(any_value(page_tokens), 1) AS pt FROM lay GROUP BY ALL),
 -- agents with holding facts per request, recorded where the agent lives (holdings another
 -- process records for it cannot be ordered with its transfers: see managed)
-ah AS (SELECT DISTINCT h.agent, h.request FROM holding_list h JOIN agent_home o ON o.agent = h.agent AND o.h_shard = h.shard),
+ah AS (SELECT DISTINCT h.agent, h.request FROM holding_list h JOIN agent_home o ON o.agent = h.agent AND o.h_shard = h.shard
+       WHERE ($lo IS NULL AND $hi IS NULL)
+          OR h.request IN (SELECT request FROM xfers WHERE ($lo IS NULL OR xfer >= $lo) AND ($hi IS NULL OR xfer < $hi))),
 a AS (
     SELECT t.psidx, t.shard, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
            s.agent AS s_agent, s.addr AS s_addr, s.pool AS s_pool, s.layer AS s_layer, s.part AS s_part,
@@ -62,7 +72,7 @@ a AS (
     LEFT JOIN pt tp ON tp.agent = t.agent AND tp.pool = t.pool
     LEFT JOIN ah sh ON sh.agent = s.agent AND sh.request = CASE WHEN s.page IS NULL THEN t.request END
     LEFT JOIN ah th ON th.agent = t.agent AND th.request = CASE WHEN t.page IS NULL THEN t.request END
-    WHERE t.side = 'dst'
+    WHERE t.side = 'dst' AND ($lo IS NULL OR (t.xfer >= $lo AND s.xfer >= $lo)) AND ($hi IS NULL OR (t.xfer < $hi AND s.xfer < $hi))
 ), b AS (SELECT a.* EXCLUDE (applies, blank), applies AND blank IS NULL AS checked,
                 CASE WHEN applies THEN blank END AS unheld FROM a
 ), ov AS (  -- agents with two layout regions that overlap on other slot boundaries (rare)
