@@ -5,7 +5,10 @@ after the file) or a Python builder registered with :func:`derived.builder`. Bot
 they read: a SQL file by a header line ``-- requires: a, b``, a builder by its
 ``requires`` argument. An object no check reads says so (a SQL header line ``-- on demand:
 why``, a builder's ``on_demand``): a plain derive() skips it, asking for it by name builds
-it. The build order is a topological sort of those declarations, so adding an object is
+it. A table whose joins outgrow the memory cap on large traces can be built in pieces (a
+header line ``-- pieces: xfers.xfer by a, b``: its query reads ranges ``$lo <= xfer < $hi``;
+TraceModel._piece_params picks the ranges from the cap and the sizes of ``a, b``). The
+build order is a topological sort of those declarations, so adding an object is
 adding a file, never editing a list. The base tables (``events``, ``descs``, ``dlists``,
 ``layouts``, and ``recorded_events``) are always present.
 """
