@@ -109,7 +109,7 @@ class LiveSession(TraceSession, LiveModel):
                     self.build_python(objs[n])
                     self._built.add(n)
                 else:
-                    running[self._submit(lambda sql: self._cursor().execute(sql), objs[n].sql)] = n
+                    running[self._submit(lambda d: self.create_sql(d, self._cursor()), objs[n])] = n
             if any(objs[n].build is not None and all(r in BASE or r in self._built for r in objs[n].requires)
                    for n in todo):
                 continue             # a builder became ready: run it before waiting
@@ -188,7 +188,7 @@ class LiveSession(TraceSession, LiveModel):
                     running[self._submit(self._timed, n, lambda sql: _Rows(self._cursor(), sql), cat[n].sql)] = (kind, n)
                 else:
                     todo.remove(n)
-                    running[self._submit(self._timed, n, lambda sql: self._cursor().execute(sql), objs[n].sql)] = (kind, n)
+                    running[self._submit(self._timed, n, lambda d: self.create_sql(d, self._cursor()), objs[n])] = (kind, n)
             if not running:
                 if built_here:
                     continue

@@ -76,7 +76,7 @@ def one(s, times: dict, plans: dict) -> None:
         if d.build is not None:
             tick(f"derive {n} (python)", lambda: (s.build_python(d), s._built.add(n)))
         else:
-            tick(f"derive {n}", lambda: (s._create_sql(d, s._piece_params(d)), s._built.add(n)), d.sql)
+            tick(f"derive {n}", lambda: (s.create_sql(d), s._built.add(n)), d.sql)
     from kvtrace.model.cut import ordering_unknowns
     tick("(ordering_unknowns)", lambda: ordering_unknowns(s))
     caps = tick("(capabilities)", s.capabilities)

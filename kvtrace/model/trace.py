@@ -263,7 +263,12 @@ class TraceModel:
         query = table_query(d)
         return query is not None and store.write(self.con, d.name, query, runs)
 
-    def _piece_params(self, d) -> list | None:
+    def create_sql(self, d, con=None) -> None:
+        """Create SQL object ``d`` through ``con`` (default: the model's connection; a
+        cursor of its own when objects build in parallel), in pieces where it is declared so."""
+        self._create_sql(d, self._piece_params(d, con), con)
+
+    def _piece_params(self, d, con=None) -> list | None:
         """The parameters of each piece SQL object ``d`` is built in (None: it takes none).
 
         A table declared in pieces (Derived.piece_key) is built from ranges of a key column
@@ -275,28 +280,30 @@ class TraceModel:
         if d.piece_key is None:
             return None
         from . import memory
-        need = sum(self.con.execute(query_sql("table_bytes"), {"t": t}).fetchall()[0][0] or 0 for t in d.pieces)
+        con = con if con is not None else self.con
+        need = sum(con.execute(query_sql("table_bytes"), {"t": t}).fetchall()[0][0] or 0 for t in d.pieces)
         n = memory.piece_count(need / d.pieces_divisor, self.cap_bytes)
         cuts: list = []
         if n > 1:
             table, column = d.piece_key
             q = [k / n for k in range(1, n)]
-            found = self.con.execute(query_sql("piece_bounds"), {"t": table, "c": column, "q": q}).fetchall()[0][0]
+            found = con.execute(query_sql("piece_bounds"), {"t": table, "c": column, "q": q}).fetchall()[0][0]
             cuts = sorted({v for v in found or [] if v is not None})
         edges = [None, *cuts, None]
         return [{"lo": lo, "hi": hi} for lo, hi in zip(edges, edges[1:])]
 
-    def _create_sql(self, d, runs: list | None) -> None:
+    def _create_sql(self, d, runs: list | None, con=None) -> None:
         """Create SQL object ``d`` in the database: its statement, then (a table built in
         pieces) each further piece's rows inserted."""
+        con = con if con is not None else self.con
         if runs is None:
-            self.con.execute(d.sql)
+            con.execute(d.sql)
             return
         from .registry import table_query
-        self.con.execute(d.sql, runs[0])
+        con.execute(d.sql, runs[0])
         insert = f'INSERT INTO "{d.name}" ' + table_query(d)   # a registry name and its own SQL, never input
         for p in runs[1:]:
-            self.con.execute(insert, p)
+            con.execute(insert, p)
 
     def save_derived(self) -> None:
         """Write the derived tables built since the last call beside the index, for the
