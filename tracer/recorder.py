@@ -227,6 +227,10 @@ class Recorder:
             self._wake.set()
         return seq
 
+    # Slot, page and checksum lists are kept as tuples: a row whose values are all
+    # immutable leaves the garbage collector's lists at its first collection, so a
+    # flush's worth of buffered rows is not traversed again by the older generations
+    # (measured on the reference engine: GC was ~15 ms of a ~110 ms recording cost).
     # ------------------------------------------------------------ batched events
     # The same rows as the per-call methods (tests/tracer/test_recorder_batch.py), one
     # call per engine step or request: the tuples are built in one comprehension and
@@ -257,8 +261,8 @@ class Recorder:
         if type(kind) is not str:
             kind = _KIND[kind]
         request, th, t = self._batch_head(request)
-        slots = list(slots)
-        pages = list(pages) if pages is not None else None
+        slots = tuple(slots)
+        pages = tuple(pages) if pages is not None else None
         if kind == "write" and self._hasher is not None and self._hasher.busy:
             for layer in range(layers):
                 self._hasher.rewritten(agent, pool, layer, slots, request)
@@ -268,7 +272,7 @@ class Recorder:
                      None, None, None, None, None, None) for layer in range(layers)]
         else:
             rows = [(nxt(), t, th, agent, kind, request, pool, layer, slots, pages,
-                     [int(c) for c in checksums[layer]], None, None, None, None, None, None, None, None, None)
+                     tuple(checksums[layer]), None, None, None, None, None, None, None, None, None)
                     for layer in range(layers)]
         return self._batch_tail(rows)
 
@@ -277,7 +281,7 @@ class Recorder:
         of ``items`` (pages None: 0..n-1; without its own flag an item is ``shared``), in
         order. Returns the first seq (-1: no items)."""
         request, th, t = self._batch_head(request)
-        items = [(it[0], list(it[1]), list(it[2]) if it[2] is not None else list(range(len(it[1]))),
+        items = [(it[0], tuple(it[1]), tuple(it[2]) if it[2] is not None else tuple(range(len(it[1]))),
                   _SHARED if (it[3] if len(it) > 3 else shared) else None) for it in items]
         if self._hasher is not None and self._hasher.busy:
             for pool, slots, _, _ in items:
@@ -291,7 +295,7 @@ class Recorder:
         """:meth:`free` of each ``(pool, slots)`` of ``items``, in order (empty slot lists
         are recorded, as free records them). Returns the first seq (-1: no items)."""
         request, th, t = self._batch_head(request)
-        items = [(p, list(s)) for p, s in items]
+        items = [(p, tuple(s)) for p, s in items]
         if self._hasher is not None and self._hasher.busy:
             for pool, slots in items:
                 self._hasher.wait_slots(agent, pool, slots)
@@ -378,8 +382,8 @@ class Recorder:
             text = _SHARED if shared else None
         if self._hasher is not None and self._hasher.busy:  # the slot's next owner writes after the hash
             self._hasher.wait_slots(agent, pool, slots)
-        return self.event("alloc", agent, request, pool=pool, slots=list(slots),
-                          pages=list(pages) if pages is not None else list(range(len(slots))),
+        return self.event("alloc", agent, request, pool=pool, slots=tuple(slots),
+                          pages=tuple(pages) if pages is not None else tuple(range(len(slots))),
                           detail=text)
 
     def free(self, agent: str, request: str | None, pool: str, slots: Sequence[int], *,
@@ -394,16 +398,16 @@ class Recorder:
             text = _reason_detail(reason) if reason else None
         if self._hasher is not None and self._hasher.busy:  # a freed slot may be rewritten at once
             self._hasher.wait_slots(agent, pool, slots)
-        return self.event("free", agent, request, pool=pool, slots=list(slots), detail=text)
+        return self.event("free", agent, request, pool=pool, slots=tuple(slots), detail=text)
 
     def write(self, agent: str, request: str | None, pool: str, layer: int, slots: Sequence[int],
               checksums: Sequence[int], pages: Sequence[int] | None = None, *, detail: dict | None = None) -> int:
         """The producer filled slots of (pool, layer); checksums are kvh64 of what it wrote."""
         if self._hasher is not None and self._hasher.busy:
             self._hasher.rewritten(agent, pool, layer, slots, request)
-        return self.event(EventKind.WRITE, agent, request, pool=pool, layer=layer, slots=list(slots),
-                          pages=list(pages) if pages is not None else None,
-                          checksums=[int(c) for c in checksums], detail=detail)
+        return self.event(EventKind.WRITE, agent, request, pool=pool, layer=layer, slots=tuple(slots),
+                          pages=tuple(pages) if pages is not None else None,
+                          checksums=tuple([int(c) for c in checksums]), detail=detail)
 
     def write_async(self, agent: str, request: str | None, targets: Sequence[tuple[str, int]],
                     slots: Sequence[int], compute, pages: Sequence[int] | None = None) -> list[int]:
@@ -438,9 +442,9 @@ class Recorder:
     def read(self, agent: str, request: str | None, pool: str, layer: int, slots: Sequence[int],
              checksums: Sequence[int], pages: Sequence[int] | None = None, *, detail: dict | None = None) -> int:
         """The consumer used slots of (pool, layer); checksums are kvh64 of what it saw."""
-        return self.event(EventKind.READ, agent, request, pool=pool, layer=layer, slots=list(slots),
-                          pages=list(pages) if pages is not None else None,
-                          checksums=[int(c) for c in checksums], detail=detail)
+        return self.event(EventKind.READ, agent, request, pool=pool, layer=layer, slots=tuple(slots),
+                          pages=tuple(pages) if pages is not None else None,
+                          checksums=tuple([int(c) for c in checksums]), detail=detail)
 
     def mark(self, text: str, agent: str | None = None, **detail) -> int:
         """A user annotation."""
@@ -484,7 +488,7 @@ class Recorder:
             if not rows:
                 continue
             try:
-                self._write(name, self._convert(name, rows))
+                self._write(name, self._convert(name, rows), rows)
             except OSError as e:  # pyarrow's IO errors are OSErrors too: worth a retry
                 self._keep_or_count(todo[i:], e)
                 break
@@ -604,8 +608,9 @@ class Recorder:
         """Rows counted lost so far (all tables)."""
         return sum(self.lost.rows.values())
 
-    def _write(self, name: str, batch: pa.RecordBatch | None) -> None:
-        """The one sink of flushed batches (ring.RingRecorder sends them to memory instead)."""
+    def _write(self, name: str, batch: pa.RecordBatch | None, rows: list | None = None) -> None:
+        """The one sink of flushed batches (ring.RingRecorder sends them to memory instead;
+        ``rows``: what the batch was converted from)."""
         if batch is None:
             return
         self._writers[name].write(batch)
