@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -547,6 +548,10 @@ def main(argv=None) -> int:
         done(run_decode(a))
     side, dist = a.side_port or free_port(), a.dist_port or free_port()
     xchg = a.xchg or tempfile.mkdtemp(prefix="vllm_pd_")
+    if not a.xchg:  # ours: the hand-over files and the tiny model config are of no use after the run
+        # atexit, not finally: the one-process run ends in os._exit after running the exit functions
+        import atexit
+        atexit.register(shutil.rmtree, xchg, ignore_errors=True)
     if a.role == "one-process":
         return one_process(a, side, dist, xchg)
     skip = {"--role", "both"}

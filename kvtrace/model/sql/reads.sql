@@ -23,22 +23,29 @@ WITH r AS (
     -- holding_list's estimate so it builds there: ~-2 of ~10 cpu-s at 10M, same rows)
     FROM (SELECT * FROM slot_ev WHERE kind = 'read') r
     LEFT JOIN (SELECT hk, hl FROM holding_list WHERE len(hl) > 0) k ON k.hk = r.hk
-), wp AS (SELECT DISTINCT shard, agent, pool FROM events WHERE kind = 'write'   -- pools written
-), rp AS (SELECT DISTINCT shard, agent, pool FROM events WHERE kind = 'read'    -- pools read
+), pools AS (
+    -- the (shard, agent, pool)s written and those read, each as one list of keys (a few per
+    -- trace). Reads and writes are cut to them by a filter on that constant list, not by a
+    -- semi join: DuckDB cannot estimate a DISTINCT's few rows and built a semi join's hash
+    -- table on the reads instead (every read row: out of memory at 100M events under 3 GB).
+    -- hash() keys: a collision only lets more rows into the ASOF join, whose lk decides
+    SELECT list(DISTINCT hash(shard, agent, pool)) FILTER (WHERE kind = 'write') AS written_pools,
+           list(DISTINCT hash(shard, agent, pool)) FILTER (WHERE kind = 'read') AS read_pools
+    FROM events WHERE kind IN ('write', 'read')
 ), lw AS (
     -- the latest local write before each read's (slot layer, seq), on those two integers only,
     -- joined back by them (the ASOF join then sorts two integers per read, not the whole row).
     -- A slot layer's key names its (shard, agent, pool), so only the reads of pools written on
     -- the same agent and the writes of pools read there can meet: both sides are cut to those
-    -- pools first (a semi join on the few pools), and the ASOF join sorts only what can match
-    -- (a consumer that only reads what it receives: no row; at 10M the ASOF over every read and
-    -- write that never meet cost ~2.5 of reads' ~11 cpu-s)
+    -- pools first, and the ASOF join sorts only what can match (a consumer that only reads what
+    -- it receives: no row; at 10M the ASOF over every read and write that never meet cost ~2.5
+    -- of reads' ~11 cpu-s)
     SELECT r.lk, r.seq, w.seq AS w_seq, w.checksum AS w_ck, w.request AS w_req
     FROM (SELECT DISTINCT e.lk, e.seq FROM slot_ev e
-          SEMI JOIN wp ON wp.shard = e.shard AND wp.agent IS NOT DISTINCT FROM e.agent AND wp.pool IS NOT DISTINCT FROM e.pool
-          WHERE e.kind = 'read') r
+          WHERE e.kind = 'read'
+            AND list_contains((SELECT written_pools FROM pools), hash(e.shard, e.agent, e.pool))) r
     ASOF JOIN (SELECT w.lk, w.seq, w.checksum, w.request FROM writes w
-               SEMI JOIN rp ON rp.shard = w.shard AND rp.agent IS NOT DISTINCT FROM w.agent AND rp.pool IS NOT DISTINCT FROM w.pool) w
+               WHERE list_contains((SELECT read_pools FROM pools), hash(w.shard, w.agent, w.pool))) w
         ON w.lk = r.lk AND r.seq > w.seq
 )
 SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, r.page, r.checksum, r.sk, r.lk,
