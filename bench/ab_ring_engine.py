@@ -3,8 +3,9 @@
     .venv/bin/python bench/ab_ring_engine.py OLD_CHECKOUT [--reps 6] [--requests 200]
 
 One fresh process per (code, rep), old and new alternating (which goes first alternates
-too); each does a warm-up run, then the arms off, file and ring (--ring 30s) once each,
-in an order rotating with the rep, on workload ``small`` x REQUESTS with checksums off
+too); each does a warm-up run (``--warm``: one of every arm, so recording's imports and
+first-use costs are paid before measuring: a long-running engine's steady state), then
+the arms off, file and ring (--ring 30s) ``--rounds`` times each, in an order rotating, on workload ``small`` x REQUESTS with checksums off
 (what bench_ring.py --only throughput runs). The old code is the checkout at OLD_CHECKOUT
 (e.g. ``git worktree add /tmp/old main``), imported through bench_real_connector's
 PYTHONPATH farm. Prints best and median seconds per (code, arm), wall and process CPU (all threads: steadier
@@ -30,20 +31,25 @@ CHILD = """
 import json, os, shutil, sys, time
 from kvtrace.tracer.engine.runner import run_inprocess
 from kvtrace.tracer.engine.workload import load
-n, rep, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+n, rep, tmp, warm, rounds = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
 wl = load("small", requests=n)
-run_inprocess(wl, [], None, checksums=False)
 arms = [("off", None), ("file", ""), ("ring", "30s")]
 k = rep % 3
 out = {}
-for arm, ring in arms[k:] + arms[:k]:
-    d = None if ring is None else os.path.join(tmp, f"{arm}-{os.getpid()}.kvtrace")
-    t0, c0 = time.perf_counter(), time.process_time()
+for arm, ring in (arms if warm else arms[:1]):   # --warm: every arm once first (imports, first-use costs)
+    d = None if ring is None else os.path.join(tmp, f"warm-{arm}-{os.getpid()}.kvtrace")
     run_inprocess(wl, [], d, checksums=False, ring=ring or None)
-    out[arm] = time.perf_counter() - t0
-    out[arm + " cpu"] = time.process_time() - c0
     if d:
         shutil.rmtree(d, ignore_errors=True)
+for r in range(rounds):
+    for arm, ring in arms[(k + r) % 3:] + arms[:(k + r) % 3]:
+        d = None if ring is None else os.path.join(tmp, f"{arm}-{os.getpid()}.kvtrace")
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_inprocess(wl, [], d, checksums=False, ring=ring or None)
+        out.setdefault(arm, []).append(time.perf_counter() - t0)
+        out.setdefault(arm + " cpu", []).append(time.process_time() - c0)
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
 print(json.dumps(out))
 """
 
@@ -53,6 +59,10 @@ def main(argv=None) -> int:
     p.add_argument("old")
     p.add_argument("--reps", type=int, default=6)
     p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--warm", action="store_true",
+                   help="each process first runs every arm once (imports and first-use costs paid: the steady "
+                        "state of a long-running engine), then measures")
+    p.add_argument("--rounds", type=int, default=1, help="runs of each arm per process (arms rotate)")
     a = p.parse_args(argv)
     load0, t0 = os.getloadavg(), time.time()
     times = {(c, arm): [] for c in ("old", "new") for arm in ("off", "file", "ring", "off cpu", "file cpu", "ring cpu")}
@@ -63,14 +73,16 @@ def main(argv=None) -> int:
                 env = dict(os.environ)
                 if code == "old":
                     env["PYTHONPATH"] = os.pathsep.join(x for x in (farm, env.get("PYTHONPATH")) if x)
-                r = subprocess.run([sys.executable, "-c", CHILD, str(a.requests), str(rep), tmp], env=env,
+                r = subprocess.run([sys.executable, "-c", CHILD, str(a.requests), str(rep), tmp,
+                                    "1" if a.warm else "0", str(a.rounds)], env=env,
                                    capture_output=True, text=True, cwd=tmp)
                 if r.returncode:
                     raise SystemExit(f"{code} rep {rep} failed: {r.stderr[-1500:]}")
                 for arm, s in json.loads(r.stdout.strip().splitlines()[-1]).items():
-                    times[(code, arm)].append(s)
+                    times[(code, arm)].extend(s)
     load1 = os.getloadavg()
-    print(f"reference engine, workload small x{a.requests}, checksums off, {a.reps} reps per (code, arm), "
+    print(f"reference engine, workload small x{a.requests}, checksums off, {a.reps} processes per code x "
+          f"{a.rounds} run(s) per arm{', after a warm-up run of every arm' if a.warm else ''}, "
           f"old = {a.old}, new = {ROOT}")
     for (code, arm), v in times.items():
         print(f"  {code} {arm:8s} best {min(v):6.3f} s  median {statistics.median(v):6.3f} s  runs "

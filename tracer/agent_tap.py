@@ -25,10 +25,13 @@ from .schema import EventKind as K
 
 
 class _Dlist:
-    __slots__ = ("id", "agent", "descs")
+    __slots__ = ("id", "agent", "descs", "uniform")
 
     def __init__(self, id_: int, agent: str, descs: Descs):
         self.id, self.agent, self.descs = id_, agent, descs
+        nb = descs.nbytes
+        # every entry the same size (a pool's pages): a posting's bytes are count x size
+        self.uniform = int(nb[0]) if len(nb) and bool((nb == nb[0]).all()) else None
 
 
 class _Handle:
@@ -38,14 +41,16 @@ class _Handle:
                  "hashes")
 
     def __init__(self, op: str, local_name: str, remote: str, local: Descs, remote_d: Descs,
-                 notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = ""):
+                 notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = "", total=None):
         self.op, self.remote, self.notif, self.detail = op, remote, notif, detail
         write = op == "WRITE"  # src/dst is the direction the bytes move, whoever initiated
         self.src_agent, self.dst_agent = (local_name, remote) if write else (remote, local_name)
         self.src, self.dst = (local, remote_d) if write else (remote_d, local)
         self.src_dlist, self.src_idx = (ldl, lidx) if write else (rdl, ridx)
         self.dst_dlist, self.dst_idx = (rdl, ridx) if write else (ldl, lidx)
-        self.total = int(local.nbytes.sum()) if len(local.nbytes) else 0
+        if total is None:
+            total = int(local.nbytes.sum()) if len(local.nbytes) else 0
+        self.total = total
         self.xfer = None
         self.request = None
         self.terminal = False
@@ -132,7 +137,8 @@ class BindingTap:
             ri = np.asarray(remote_idx, dtype=np.int64)
             detail = f'{{"handle": "{hex(handle)}", "prepped": true}}'  # = json.dumps of that dict
             self._handles[handle] = _Handle(self._op(op), self._name, R.agent, L.descs.take(li),
-                                            R.descs.take(ri), _bytes(notif), L.id, li, R.id, ri, detail)
+                                            R.descs.take(ri), _bytes(notif), L.id, li, R.id, ri, detail,
+                                            None if L.uniform is None else L.uniform * len(li))
         else:
             self._untraced[handle] = "descriptor list prepared before tracing started"
         return handle

@@ -174,9 +174,10 @@ class RingRecorder(Recorder):
         finally:
             self.store.close()
 
-    def _write(self, name, batch) -> None:  # the Recorder's one sink: batches go to the ring
-        if batch is not None:
-            self.store.add(name, batch)
+    def _write(self, name, batch, rows=None) -> None:  # the Recorder's one sink: batches go to the ring
+        if batch is not None:   # the row tuples too, when the batch holds them all (none dropped as invalid)
+            self.store.add(name, batch, rows if name == "events" and rows is not None
+                           and len(rows) == batch.num_rows else None)
 
     def flush(self) -> None:
         """Move buffered rows into the ring, dump if the session was triggered, then evict.

@@ -54,7 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .ring_budget import RingBudget
-from .schema import EventKind as K
+from .schema import EVENTS, EventKind as K
 
 _XFER_KINDS = frozenset({K.XFER_POST.value, K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
 _REG_KINDS = frozenset({K.REGISTER.value, K.DEREGISTER.value})
@@ -65,6 +65,15 @@ _STATE_KINDS = _XFER_KINDS | _REG_KINDS | frozenset({K.ALLOC.value, K.FREE.value
 _STATE_KIND_SET = pa.array(sorted(_STATE_KINDS), pa.string())
 _BOOK_COLS = ("t_ns", "agent", "kind", "request", "pool", "xfer", "addr", "slots")   # what it reads
 _XFER_END = frozenset({K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
+_T, _AGENT, _KIND, _REQUEST, _POOL_C, _SLOTS, _XFER, _ADDR = (
+    EVENTS.names.index(c) for c in ("t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "addr"))
+
+
+def _seq(v):
+    """A row's slots as a list or tuple of ints (None stays None)."""
+    if v is None or type(v) is tuple or type(v) is list:
+        return v
+    return v.tolist() if hasattr(v, "tolist") else list(v)
 
 
 @dataclasses.dataclass
@@ -170,8 +179,10 @@ class RingStore:
         return self._chunk_bytes + self._pinned_total + self._pending_bytes
 
     # ------------------------------------------------------------ ingest
-    def add(self, name: str, batch: pa.RecordBatch) -> None:
-        """Take one batch as the Recorder flushes it (events close the current chunk)."""
+    def add(self, name: str, batch: pa.RecordBatch, rows: list | None = None) -> None:
+        """Take one batch as the Recorder flushes it (events close the current chunk).
+        ``rows``: for events, the row tuples the batch was built from (EVENTS order), if
+        the caller has them: the bookkeeping reads those instead of the batch's columns."""
         if name == "dlists":
             self.dlists.append(batch)
             self._pinned_total += batch.nbytes
@@ -183,12 +194,12 @@ class RingStore:
             self._descs.append(batch)
             self._pending_bytes += batch.nbytes
         elif name == "events":
-            self._close_chunk(batch)
+            self._close_chunk(batch, rows)
 
-    def _close_chunk(self, events: pa.RecordBatch) -> None:
+    def _close_chunk(self, events: pa.RecordBatch, rows: list | None = None) -> None:
         self._batch_peak = max(self._batch_peak, events.nbytes)
         book = self.book_bytes
-        owners = self._ingest_events(events)        # registers transfer owners before their descs
+        owners = self._ingest_events(events, rows)  # registers transfer owners before their descs
         self._book_step = max(self._book_step, self.book_bytes - book)
         # a posting's descriptors can be flushed one flush before its xfer_post: those wait
         # (once) for the chunk that names their owner
@@ -242,7 +253,7 @@ class RingStore:
         if t > self._last_t.get(owner, -1):
             self._last_t[owner] = t
 
-    def _ingest_events(self, batch: pa.RecordBatch) -> "Owners":
+    def _ingest_events(self, batch: pa.RecordBatch, rows: list | None = None) -> "Owners":
         # Cost: the owner of each row comes from Arrow's dictionary encoding of the request
         # column (no Python object per row); the columns the bookkeeping reads are converted
         # (one C++ pass per column) only for the rows whose kind changes liveness (allocs,
@@ -250,11 +261,20 @@ class RingStore:
         # per row. The per-row work is one loop with the state updates inlined (measured,
         # bench_ring.py [ingest]: the function calls, Counter objects and per-slot
         # reference counts of the straightforward version were most of its cost).
+        # ``rows``: the Recorder's own row tuples of this batch (EVENTS order), when it has
+        # them: the columns are then read from them, not converted back out of Arrow.
         own = Owners.encode(batch.column("request"))
-        kinds = batch.column("kind")
-        mask = pc.is_in(kinds, value_set=_STATE_KIND_SET, memory_pool=_POOL)
-        idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) if pc.any(mask).as_py() else ()
-        if len(idx):
+        if rows is not None:
+            idx = [i for i, r in enumerate(rows) if r[_KIND] in _STATE_KINDS]
+            sel = [rows[i] for i in idx]
+            ts, agents, kinds_, reqs, pools, xfers, addrs = (
+                [r[c] for r in sel] for c in (_T, _AGENT, _KIND, _REQUEST, _POOL_C, _XFER, _ADDR))
+            slot_lists = [_seq(r[_SLOTS]) for r in sel]
+        else:
+            kinds = batch.column("kind")
+            mask = pc.is_in(kinds, value_set=_STATE_KIND_SET, memory_pool=_POOL)
+            idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) if pc.any(mask).as_py() else ()
+        if rows is None and len(idx):
             sub = pc.take(batch.select(_BOOK_COLS), pa.array(idx, pa.int64(), memory_pool=_POOL), memory_pool=_POOL)
             ts, agents, kinds_, reqs, pools, xfers, addrs = (
                 sub.column(c).to_pylist() for c in ("t_ns", "agent", "kind", "request", "pool", "xfer", "addr"))
@@ -264,6 +284,9 @@ class RingStore:
             flat = slots.flatten().to_pylist()
             offs = slots.offsets.to_pylist()
             valid = slots.is_valid().to_pylist() if slots.null_count else None
+            slot_lists = [flat[a:b] if valid is None or valid[j] else None
+                          for j, (a, b) in enumerate(zip(offs, offs[1:]))]
+        if len(idx):
             refs, last, open_, inflight, xown = self._refs, self._last_t, self._open, self._inflight, self._xfer_owner
             holders, gens, partners = self._holders, self._gen, self._partners
             for j, i in enumerate(idx):
@@ -279,13 +302,13 @@ class RingStore:
                 else:
                     continue
                 if kind == "alloc" or kind == "free":
-                    a, b = offs[j], offs[j + 1]
-                    if a == b or (valid is not None and not valid[j]):
+                    sl = slot_lists[j]
+                    if not sl:
                         continue
                     agent, pool = agents[j], pools[j]
                     if kind == "alloc":
                         n = 0
-                        for s in flat[a:b]:
+                        for s in sl:
                             key = (agent, pool, s)
                             gen = gens.get(key)
                             if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
@@ -306,7 +329,7 @@ class RingStore:
                     else:
                         t = ts[j]
                         ended: dict = {}
-                        for s in flat[a:b]:
+                        for s in sl:
                             key = (agent, pool, s)
                             held = holders.get(key)
                             if held:

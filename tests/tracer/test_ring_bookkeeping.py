@@ -1,6 +1,7 @@
 """The ring's liveness bookkeeping (RingStore._ingest_events, written as one inlined loop for
 speed) gives the same state and the same dump as a straightforward per-row reference, on
-random sequences of allocs, frees, transfers, registrations and request lifecycles."""
+random sequences of allocs, frees, transfers, registrations and request lifecycles; and
+so does it when fed the Recorder's row tuples beside the batch (what RingRecorder does)."""
 from __future__ import annotations
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from kvtrace.tracer.schema import EVENTS
 class _Reference(RingStore):
     """The bookkeeping as first written: one method call per row and per slot."""
 
-    def _ingest_events(self, batch):
+    def _ingest_events(self, batch, rows=None):   # reads the batch only
         own = Owners.encode(batch.column("request"))
         for i, r in enumerate(batch.to_pylist()):
             kind, req, xfer = r["kind"], r["request"], r["xfer"]
@@ -99,7 +100,7 @@ _row = st.fixed_dictionaries({
 })
 
 
-def _batches(flushes):
+def _batches(flushes, tuples=False):
     seq = t = 0
     out = []
     for rows in flushes:
@@ -108,8 +109,21 @@ def _batches(flushes):
             seq += 1
             t += 1_000_000
             full.append(dict(r, seq=seq, t_ns=t))
-        out.append(pa.RecordBatch.from_pylist(full, schema=EVENTS))
+        b = pa.RecordBatch.from_pylist(full, schema=EVENTS)
+        if tuples:   # the Recorder's buffer rows (slots as tuples, as it keeps them)
+            out.append((b, [tuple(tuple(r.get(c)) if c == "slots" and r.get(c) is not None else r.get(c)
+                                  for c in EVENTS.names) for r in full]))
+        else:
+            out.append(b)
     return out
+
+
+class _FromRows(RingStore):
+    """Fed as RingRecorder feeds it: the batch and the row tuples it was built from."""
+
+    def _ingest_events(self, batch, rows=None):
+        assert rows is not None and len(rows) == batch.num_rows   # the row path is the one compared
+        return super()._ingest_events(batch, rows)
 
 
 def _state(store):
@@ -131,22 +145,23 @@ _A = {"agent": "prefill", "pool": "kv", "xfer": None, "addr": None}
 @given(st.lists(st.lists(_row, min_size=1, max_size=25), min_size=1, max_size=12),
        st.sampled_from([None, 6_000_000, 20_000_000]))
 def test_inlined_bookkeeping_matches_reference(flushes, window_ns):
-    errors = ([], [])
+    errors = ([], [], [])
     stores = []
-    for cls, err in zip((RingStore, _Reference), errors):
+    for cls, err in zip((RingStore, _Reference, _FromRows), errors):
         s = cls(window_ns=window_ns or 10**15, slack_ns=3_000_000)
         s.on_error = err.append
         stores.append(s)
-    for b in _batches(flushes):
+    for b, rows in _batches(flushes, tuples=True):
         for s in stores:
-            s.add("events", b)
+            s.add("events", b, rows if isinstance(s, _FromRows) else None)
             s.evict(b.column("t_ns")[-1].as_py())
-        assert _state(stores[0]) == _state(stores[1])
-    assert errors[0] == errors[1]
+        assert _state(stores[0]) == _state(stores[1]) == _state(stores[2])
+    assert errors[0] == errors[1] == errors[2]
     for start in (0, 10_000_000, 30_000_000):
-        assert _dump(stores[0], start) == _dump(stores[1], start)
+        assert _dump(stores[0], start) == _dump(stores[1], start) == _dump(stores[2], start)
     new_owners = [o for c in stores[0].chunks for o in c.owners.uniq]
     assert new_owners == [o for c in stores[1].chunks for o in c.owners.uniq]
+    assert new_owners == [o for c in stores[2].chunks for o in c.owners.uniq]
 
 
 def test_reference_sees_generations():
@@ -154,8 +169,9 @@ def test_reference_sees_generations():
     rows = [{"kind": "alloc", "request": "r1", "agent": "a", "pool": "kv", "slots": [1, 2]},
             {"kind": "alloc", "request": "r2", "agent": "a", "pool": "kv", "slots": [2]},
             {"kind": "free", "request": "r1", "agent": "a", "pool": "kv", "slots": [1, 2]}]
-    for cls in (RingStore, _Reference):
+    for cls in (RingStore, _Reference, _FromRows):
         s = cls(window_ns=10**15)
-        s.add("events", _batches([rows])[0])
+        b, tuples = _batches([rows], tuples=True)[0]
+        s.add("events", b, tuples if cls is _FromRows else None)
         assert s._partners == {"r1": {"r2"}, "r2": {"r1"}}
         assert s._refs == {"r1": 1, "r2": 1} and s._holders == {("a", "kv", 2): {"r2": 1}}

@@ -125,15 +125,18 @@ class DecodeWorker:
             if self.rec is not None:
                 self.rec.event(K.REQ_START, AGENT, key, detail={"aliases": [f"s{t.session}t{t.turn}"],
                                                                "tokens": t.context, "cached": c.tokens})
+            allocs = []
             for p, n in need.items():
                 old = c.slots.get(p, [])
                 if old:
                     self.alloc[p].ref(old)
-                    self.rec and self.rec.alloc(AGENT, key, p, old, list(range(len(old))), shared=True)
+                    allocs.append((p, old, range(len(old)), True))
                 new = self.alloc[p].alloc(n)
-                self.rec and self.rec.alloc(AGENT, key, p, new, list(range(len(old), len(old) + n)))
+                allocs.append((p, new, range(len(old), len(old) + n), False))
                 slots[p], shared[p] = old + new, len(old)
                 writers[p] = list(c.writers.get(p, [])) + [key] * n
+            if self.rec is not None:   # one call: the same rows as rec.alloc per pool (shared, then new)
+                self.rec.allocs(AGENT, key, allocs)
         r = _Req(t, k, slots, shared, writers)
         self.reqs[t.room] = r
         self.mail.send("pages", t.room, tokens=t.context, start={p: shared[p] for p in need},
@@ -231,10 +234,9 @@ class DecodeWorker:
                 cs = None
                 if self.rec is not None and self.checksums:
                     cs = self.mem.layer_checksums(pool, slots, rows).tolist()
+                if self.rec is not None:   # one read per layer
+                    self.rec.layers(K.READ, AGENT, key, pool, p.layers, slots, pages, cs)
                 for layer in range(p.layers):
-                    if self.rec is not None:
-                        self.rec.event(K.READ, AGENT, key, pool=pool, layer=layer, slots=list(slots),
-                                       pages=pages, checksums=None if cs is None else cs[layer])
                     bad = self.verifier.check(key, pool, layer, slots, pages, r.writers[pool], used, rows[layer])
                     if bad and not self._mismatch_seen:   # the engine hook of a flight recorder
                         self._mismatch_seen = True
@@ -256,7 +258,8 @@ class DecodeWorker:
         """Drop the request's references to its pages (shared ones stay with the cache)."""
         for pool, slots in r.slots.items():
             self.alloc[pool].unref(slots)
-            self.rec and self.rec.free(AGENT, r.turn.key, pool, slots, reason=reason)
+        if self.rec is not None:   # one call: the same rows as rec.free per pool
+            self.rec.frees(AGENT, r.turn.key, r.slots.items(), reason=reason)
         self.finished += 1
         del self.reqs[r.turn.room]      # later notifications and messages for it are ignored
 

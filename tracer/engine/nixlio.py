@@ -75,6 +75,10 @@ def region_offsets(group: dict, uniform: bool) -> list[int]:
     return [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])]
 
 
+#: json.dumps(m, separators=(",", ":")) without building an encoder per message
+_MSG_JSON = json.JSONEncoder(separators=(",", ":")).encode
+
+
 class Mailbox:
     """Control messages of one side (the engine's side channel: a queue in-process, a
     local socket between processes). Sending records ``msg_send``, taking delivery
@@ -89,7 +93,7 @@ class Mailbox:
         m = {"id": f"{self.name}:{next(self._ids)}", "type": type_, "room": room, **body}
         if self.rec is not None:
             self.rec.event(K.MSG_SEND, self.name, None if room is None else str(room), peer=self.peer,
-                           msg=json.dumps(m, separators=(",", ":")).encode(), detail={"id": m["id"], "type": type_})
+                           msg=_MSG_JSON(m).encode(), detail={"id": m["id"], "type": type_})
         self.out.append(m)
 
     def take(self) -> list[dict]:
@@ -100,4 +104,4 @@ class Mailbox:
         if self.rec is not None:
             room = m.get("room")
             self.rec.event(K.MSG_RECV, self.name, None if room is None else str(room), peer=self.peer,
-                           msg=json.dumps(m, separators=(",", ":")).encode(), detail={"id": m["id"], "type": m["type"]})
+                           msg=_MSG_JSON(m).encode(), detail={"id": m["id"], "type": m["type"]})

@@ -188,8 +188,8 @@ class PrefillWorker:
             return False
         for p, n in need.items():
             r.src[p] = self.alloc[p].alloc(n)
-            if self.rec is not None:
-                self.rec.alloc(AGENT, r.key, p, r.src[p], list(range(r.start[p], r.start[p] + n)))
+        if self.rec is not None:   # one call per request: the same rows as rec.alloc per pool
+            self.rec.allocs(AGENT, r.key, [(p, r.src[p], range(r.start[p], r.start[p] + n)) for p, n in need.items()])
         return True
 
     def _chunk_pages(self, r: _Req, c: int) -> dict:
@@ -222,9 +222,7 @@ class PrefillWorker:
             self.mem.region(pool, layer).fill(slots, r.key, layer, pages, last_used * p.token_bytes)
         if self.rec is not None:
             cs = self.mem.layer_checksums(pool, slots).tolist() if self.checksums else None
-            for layer in range(p.layers):
-                self.rec.event(K.WRITE, AGENT, r.key, pool=pool, layer=layer, slots=slots, pages=pages,
-                               checksums=None if cs is None else cs[layer])
+            self.rec.layers(K.WRITE, AGENT, r.key, pool, p.layers, slots, pages, cs)   # one write per layer
 
     def _free(self, r: _Req, pool: str, slots, reason: str) -> None:
         if not slots:
@@ -338,11 +336,16 @@ class PrefillWorker:
 
     def _finish(self, r: _Req) -> None:
         """All handles DONE (or the request is given up): free its pages, tell decode."""
+        frees = []
         for pool, slots in r.src.items():
             done = r.freed.get(pool, ())
-            self._free(r, pool, [s for s in slots if s not in done],
-                       "abort" if r.aborted else "failed" if r.failed else "finish")
-        if self.rec is not None:
+            left = [s for s in slots if s not in done]
+            if left:
+                self.alloc[pool].unref(left)
+                r.freed.setdefault(pool, set()).update(left)
+                frees.append((pool, left))
+        if self.rec is not None:   # one call: the same rows as _free's rec.free per pool
+            self.rec.frees(AGENT, r.key, frees, reason="abort" if r.aborted else "failed" if r.failed else "finish")
             kind = K.REQ_DONE if not (r.aborted or r.failed) else K.REQ_ABORT
             self.rec.event(kind, AGENT, r.key, detail=None if kind == K.REQ_DONE else
                            {"reason": "abort" if r.aborted else "failed"})
