@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from ..tracer.reader import Trace, conform, open_trace
+from ..tracer.reader import Trace, conform, open_trace, shard_dirs, shard_summary
 from ..tracer.schema import SCHEMAS, TABLES
 
 INDEX_DIR = "_index"
@@ -31,9 +31,13 @@ STAMP = "stamp.json"
 
 def _shard_stamp(shard) -> dict:
     """{table: [size, mtime_ns]} of one shard's stream files (missing ones left out)."""
+    return _files_stamp(shard.path)
+
+
+def _files_stamp(shard_path: str) -> dict:
     files = {}
     for t in TABLES:
-        p = os.path.join(shard.path, t + ".arrows")
+        p = os.path.join(shard_path, t + ".arrows")
         if os.path.exists(p):
             st = os.stat(p)
             files[t] = [st.st_size, st.st_mtime_ns]
@@ -80,6 +84,18 @@ def _file(index_dir: str, table: str, shard: str) -> str:
     return os.path.join(index_dir, table, shard + ".parquet")
 
 
+def _load_summaries(path: str) -> dict:
+    """The stamp's per-shard summaries of the streams it indexed ({} if none)."""
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        if isinstance(old, dict) and old.get("index_version") == INDEX_VERSION and isinstance(old.get("summaries"), dict):
+            return old["summaries"]
+    except (OSError, ValueError):
+        pass
+    return {}
+
+
 def _load_stamp(path: str) -> dict:
     try:
         with open(path) as f:
@@ -117,7 +133,7 @@ def raw_batches(shard, table: str, with_shard: bool = True):
     complete prefix), read again from the file batch by batch into ordinary memory: the
     reader's table is memory-mapped, and touching all of it would keep the whole stream
     file resident (~2 GB at 10M events) while one batch at a time is written out."""
-    kept = shard.streams[table].table
+    kept = shard.streams[table]   # its rows only touched if the file changed since it was read
     want = kept.num_rows
     path = os.path.join(shard.path, table + ".arrows")
     if want == 0:
@@ -126,7 +142,7 @@ def raw_batches(shard, table: str, with_shard: bool = True):
         try:
             reader = ipc.open_stream(f)
         except (pa.ArrowInvalid, OSError):   # replaced since it was read: the reader's rows
-            yield _indexed(kept, shard.name, table, with_shard)
+            yield _indexed(kept.table, shard.name, table, with_shard)
             return
         while want > 0:
             try:
@@ -138,7 +154,7 @@ def raw_batches(shard, table: str, with_shard: bool = True):
             want -= b.num_rows
             yield _indexed(conform(pa.Table.from_batches([b]), SCHEMAS[table]), shard.name, table, with_shard)
     if want > 0:   # the file changed under us: fall back to the reader's rows
-        yield _indexed(kept.slice(kept.num_rows - want), shard.name, table, with_shard)
+        yield _indexed(kept.table.slice(kept.num_rows - want), shard.name, table, with_shard)
 
 
 def _indexed(t: pa.Table, shard: str, table: str, with_shard: bool) -> pa.Table:
@@ -184,7 +200,7 @@ def _write_shards(d: str, shards: list) -> None:
     encodes outside the GIL, so the files are written on both cores of a 2-core machine."""
     jobs = [(s, t) for s in shards for t in TABLES]
     # the big tables first so the two workers finish together
-    jobs.sort(key=lambda j: -j[0].streams[j[1]].table.num_rows)
+    jobs.sort(key=lambda j: -j[0].streams[j[1]].num_rows)
     if len(jobs) <= 1:
         for s, t in jobs:
             _write_table(d, s, t)
@@ -196,14 +212,35 @@ def _write_shards(d: str, shards: list) -> None:
 
 def ensure_index(trace: Trace | str) -> tuple[Trace, str]:
     """Build (or reuse, or bring up to date) the Parquet index of a trace; returns
-    (trace, index folder). Only shards whose stream files changed are written."""
+    (trace, index folder). Only shards whose stream files changed are written.
+
+    Given a path, and the index is current (same stream sizes and mtimes), the trace
+    opens from the stamp's summaries without reading a stream (its streams then read
+    only when asked for: everything that analyses reads the index)."""
     if isinstance(trace, str):
-        trace = open_trace(trace)
+        path = os.fspath(trace).rstrip("/") or "/"
+        d = index_dir_for(path)
+        stamp_path = os.path.join(d, STAMP)
+        old, summaries = _load_stamp(stamp_path), _load_summaries(stamp_path)
+        # stat before reading: a live stream that grows meanwhile is re-indexed next time
+        before = _dir_stamps(path)
+        if before is not None and old == before and set(summaries) == set(before) \
+                and all(os.path.exists(_file(d, t, n)) for n in before for t in TABLES):
+            trace = open_trace(path, known=summaries)
+            if [s.name for s in trace.shards] == sorted(before):
+                return trace, d
+        trace = open_trace(path)
+        new = before if before is not None and sorted(before) == [s.name for s in trace.shards] \
+            else {s.name: _shard_stamp(s) for s in trace.shards}
+    else:
+        new = {s.name: _shard_stamp(s) for s in trace.shards}
     d = index_dir_for(trace.path)
     stamp_path = os.path.join(d, STAMP)
     old = _load_stamp(stamp_path)
-    new = {s.name: _shard_stamp(s) for s in trace.shards}
+    fresh = {s.name: shard_summary(s) for s in trace.shards}
     if old == new and all(os.path.exists(_file(d, t, n)) for n in new for t in TABLES):
+        if _load_summaries(stamp_path) != fresh:   # an index from before summaries were kept
+            _write_stamp(stamp_path, new, fresh)
         return trace, d
     os.makedirs(d, exist_ok=True)
     # the stamp goes first: a crash mid-way leaves an index that is rebuilt, never trusted
@@ -218,7 +255,20 @@ def ensure_index(trace: Trace | str) -> tuple[Trace, str]:
     for t in TABLES:                        # an index of the previous layout
         if os.path.exists(os.path.join(d, t + ".parquet")):
             os.remove(os.path.join(d, t + ".parquet"))
-    with open(stamp_path + ".tmp", "w") as f:
-        json.dump({"index_version": INDEX_VERSION, "shards": new}, f)
-    os.replace(stamp_path + ".tmp", stamp_path)
+    _write_stamp(stamp_path, new, fresh)
     return trace, d
+
+
+def _write_stamp(stamp_path: str, shards: dict, summaries: dict) -> None:
+    with open(stamp_path + ".tmp", "w") as f:
+        json.dump({"index_version": INDEX_VERSION, "shards": shards, "summaries": summaries}, f)
+    os.replace(stamp_path + ".tmp", stamp_path)
+
+
+def _dir_stamps(path: str) -> dict | None:
+    """{shard: its _shard_stamp} read from the folder alone (None: it cannot be listed;
+    open_trace then says why)."""
+    try:
+        return {n: _files_stamp(os.path.join(path, n)) for n in shard_dirs(path)}
+    except OSError:
+        return None

@@ -211,11 +211,11 @@ def _stream_batches(model, events_path: list[str]):
     from .index import raw_batches
     shards = model.trace.shards
     try:
-        same = all(s.streams["events"].table.num_rows == pq.ParquetFile(p).metadata.num_rows
+        same = all(s.streams["events"].num_rows == pq.ParquetFile(p).metadata.num_rows
                    for s, p in zip(shards, events_path))
     except (OSError, KeyError):
         return None
-    if not same or len(shards) != len(events_path) or not all(s.streams["events"].table.num_rows for s in shards):
+    if not same or len(shards) != len(events_path) or not all(s.streams["events"].num_rows for s in shards):
         return None
     return [raw_batches(s, "events") for s in shards]
 

@@ -396,9 +396,13 @@ class TraceModel:
         Opening maps every stream file; at 10M events ~280 MB of those pages stay
         resident. Everything here reads the Parquet index through DuckDB, so the tables
         can go (the manifest, shard info and notes stay)."""
+        from ..tracer.reader import LazyStream
+        from ..tracer.schema import SCHEMAS
         for shard in getattr(self.trace, "shards", []):
-            for st in shard.streams.values():
-                st.table = st.table.schema.empty_table()
+            for name, st in shard.streams.items():
+                # a stream opened from the index summary was never read: its rows stay unread
+                loaded = not isinstance(st, LazyStream) or st.loaded
+                st.table = st.table.schema.empty_table() if loaded else SCHEMAS[name].empty_table()
 
     # ------------------------------------------------------------------ capabilities
     def capabilities(self) -> dict[str, bool]:
