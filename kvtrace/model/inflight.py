@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 NEIGHBOURS = 4
 BUCKET = 65536
-#: ends swept at once; past it, ranges of address blocks (a block: 2**24 bytes, 256 buckets)
+#: ends swept at once; past it, ranges of address buckets (queries/inflight_blocks.sql)
 CHUNK_ROWS = 8_000_000
 #: the sweep's Python memory per end (sort keys, shifted comparisons, the pairs): ~210
 #: bytes measured at 10M events (8M ends: 1.7 GB beside DuckDB's share)
@@ -225,10 +225,10 @@ def inflight_pairs(ends: pa.Table, seen: Seen) -> pa.Table:
 
 
 def chunks(blocks: pa.Table, limit: int) -> list[tuple[str, int, int]]:
-    """Ranges (agent, first block, end block) of consecutive address blocks of one agent
-    with at most ``limit`` ends each (a single larger block is a range of its own), from
-    the per (agent, block) counts of queries/inflight_blocks.sql. A block is a whole number
-    of buckets, so no bucket spans two ranges."""
+    """Ranges (agent, first bucket, end bucket) of consecutive address buckets of one agent
+    with at most ``limit`` ends each (a single larger bucket is a range of its own), from
+    the per (agent, bucket) counts of queries/inflight_blocks.sql. The sweep compares ends
+    within one bucket only, so ranges of whole buckets give the pairs of one sweep."""
     out: list[tuple[str, int, int]] = []
     cur, rows = None, 0
     for agent, block, n in zip(*(blocks.column(c).to_pylist() for c in ("agent", "block", "n"))):
@@ -245,7 +245,7 @@ def chunks(blocks: pa.Table, limit: int) -> list[tuple[str, int, int]]:
 
 def build(ask, shards: list[str], limit: int = CHUNK_ROWS, direct_max: int = DIRECT_MAX) -> pa.Table:
     """inflight_pairs of a model (``ask``: its named-query runner, TraceModel.ask): in one
-    sweep, or — past ``limit`` ends — one sweep per range of address blocks, so memory
+    sweep, or — past ``limit`` ends — one sweep per range of address buckets, so memory
     stays bounded however large the trace."""
     seen = Seen(ask("inflight_seen"), shards, direct_max)
     if ask("inflight_count").column(0)[0].as_py() <= limit:

@@ -63,7 +63,7 @@ def random_tables(seed: int, n: int):
 @pytest.mark.parametrize("seed", range(12))
 def test_numpy_sweep_matches_the_sql_rule(seed):
     end_hold, seen = random_tables(seed, 80 + 80 * seed)
-    if seed % 3 == 2:   # addresses over several agents' 16 MiB blocks: ranges swept one at a time
+    if seed % 3 == 2:   # addresses over several agents' buckets: ranges swept one at a time
         blocks = np.random.default_rng(seed).integers(0, 4, end_hold.num_rows).astype(np.uint64) << np.uint64(24)
         addr = pa.compute.add(end_hold.column("addr"), pa.array(blocks, pa.uint64()))
         end_hold = end_hold.set_column(end_hold.schema.get_field_index("addr"), "addr", addr)

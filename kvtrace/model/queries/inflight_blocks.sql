@@ -1,7 +1,10 @@
--- inflight_blocks: descriptor ends per agent and 16 MiB address block (2**24 bytes: 256 of
--- inflight_pairs' 64 KiB buckets), from which inflight.py cuts the ranges it sweeps one at
--- a time when the ends are too many for one sweep.
--- Columns: agent VARCHAR, block UBIGINT, n BIGINT
-SELECT agent, addr // 16777216 AS block, count(*) AS n
+-- inflight_blocks: descriptor ends per agent and 64 KiB address bucket (inflight_pairs'
+-- bucket: ends are only compared within one), from which inflight.py cuts the ranges it
+-- sweeps one at a time when the ends are too many for one sweep. Buckets, not larger
+-- blocks: a long trace piles ever more ends into the same addresses (slots are reused),
+-- and a range can be no smaller than its unit (100M events: 16 MiB blocks of ~10M ends
+-- each, 5.0 GB resident in one sweep under a 3 GB cap).
+-- Columns: agent VARCHAR, block UBIGINT (the bucket), n BIGINT
+SELECT agent, addr // 65536 AS block, count(*) AS n
 FROM end_hold WHERE agent IS NOT NULL AND addr IS NOT NULL
 GROUP BY ALL ORDER BY agent, block
