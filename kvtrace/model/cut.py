@@ -97,7 +97,7 @@ def _lost_events(shard) -> bool:
     """The recorder says it wrote more events than the stream holds, or counted events lost
     (seqs alone may legally jump: the format only asks them to increase)."""
     info = shard.info if isinstance(shard.info, dict) else {}
-    n = shard.streams["events"].table.num_rows
+    n = shard.streams["events"].num_rows   # not .table: a stream known from the index stays unread
     wrote = info.get("events")
     lost = ((info.get("lost") or {}).get("rows") or {}) if isinstance(info.get("lost"), dict) else {}
     lost_ev = lost.get("events") if isinstance(lost, dict) else None

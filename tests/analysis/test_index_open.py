@@ -53,6 +53,9 @@ def test_second_open_reads_no_stream_and_answers_the_same(tmp_path, damage, bug)
     assert all(_lazy_unread(trace)) or damage == "shard missing"
     assert sum(_lazy_unread(trace)) >= 4
     assert trace.notes == first[1][:len(trace.notes)]
+    if damage == "whole":   # a complete trace: opening the model reads no stream either
+        with TraceSession(p) as s:
+            assert all(_lazy_unread(s.trace))
     assert _answers(p) == first
     # a reader that does want the rows gets exactly those the index holds
     full = {(s.name, t): st.num_rows for s in trace.shards for t, st in s.streams.items()}
