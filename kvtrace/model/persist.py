@@ -20,6 +20,7 @@ objects are derived again next time.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -74,6 +75,28 @@ def trace_stamp(trace_path: str) -> list:
     return out
 
 
+#: in each key's folder: held shared (flock) by every model that reads it
+LOCK = ".lock"
+
+
+def _remove_unused(folder: str) -> None:
+    """Remove another key's folder unless a model that is open still reads it (a running
+    check of the previous trace state, or of another kvtrace version)."""
+    try:
+        with open(os.path.join(folder, LOCK), "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            shutil.rmtree(folder, ignore_errors=True)
+    except OSError:   # not a folder (or already gone)
+        if os.path.isfile(folder):
+            try:
+                os.remove(folder)
+            except OSError:
+                pass
+
+
 class Store:
     """The saved derived tables of one trace state (see the module doc)."""
 
@@ -83,12 +106,27 @@ class Store:
         self.root = os.path.join(index_dir, DERIVED_DIR)
         self.dir = os.path.join(self.root, key.hexdigest()[:20])
         self.enabled = True
+        self._lock = None
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            # held (shared) while this model is open: another model of the trace (a new
+            # state, other code) never removes these tables from under it
+            self._lock = open(os.path.join(self.dir, LOCK), "a")
+            fcntl.flock(self._lock, fcntl.LOCK_SH)
+        except OSError:
+            self.close()
         try:   # another key's tables describe another trace state or other code: never read again
-            for old in os.listdir(self.root):
+            for old in sorted(os.listdir(self.root)):
                 if os.path.join(self.root, old) != self.dir:
-                    shutil.rmtree(os.path.join(self.root, old), ignore_errors=True)
+                    _remove_unused(os.path.join(self.root, old))
         except OSError:
             pass
+
+    def close(self) -> None:
+        """Let other models of the trace remove these tables (if theirs replace them)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def _file(self, name: str) -> str:
         return os.path.join(self.dir, name + ".parquet")

@@ -436,6 +436,8 @@ class TraceModel:
             if getattr(self, "_bg_pool", None) is not None:
                 self._bg_pool.shutdown(wait=True)
             self.con.close()
+            if getattr(self, "_store", None) is not None:
+                self._store.close()
         remove_spill(self.con_spill)
 
     def __enter__(self) -> "TraceModel":
