@@ -21,20 +21,21 @@ from .schema import FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCH
 
 @dataclasses.dataclass
 class StreamRead:
-    """One table of one shard as read back."""
+    """One table of one shard as read back (``rows``: set when the rows were only
+    counted, read_stream(keep=False), and ``table`` is empty)."""
     table: pa.Table
     batches: int
     truncated: bool = False
     lost_bytes: int = 0
-
+    rows: int | None = None
 
     @property
     def num_rows(self) -> int:
-        return self.table.num_rows
+        return self.rows if self.rows is not None else self.table.num_rows
 
     def summary(self) -> dict:
         """What opening the trace again needs to know of this stream without reading it."""
-        return {"rows": self.table.num_rows, "batches": self.batches, "truncated": self.truncated,
+        return {"rows": self.num_rows, "batches": self.batches, "truncated": self.truncated,
                 "lost_bytes": self.lost_bytes}
 
 
@@ -91,30 +92,34 @@ class Shard:
         return bool(self.info.get("closed"))
 
 
-def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = ()) -> StreamRead:
+def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = (), keep: bool = True,
+                on_batch=None) -> StreamRead:
     """Read an Arrow IPC stream batch by batch, keeping the prefix of a truncated one.
-    ``required``: columns the format requires (a stream without one is refused)."""
+    ``required``: columns the format requires (a stream without one is refused).
+
+    ``keep=False``: the rows are only looked at, one batch at a time (``on_batch`` gets
+    each, conformed), through ordinary reads instead of a memory map, and the result
+    holds an empty table with the counts: the trace index's first build, which writes
+    the rows from the files itself (at 100M events the mapped pages a full read touches
+    are ~1.2 GB per events stream)."""
     size = os.path.getsize(path)
     if size == 0:
         return StreamRead(schema.empty_table(), 0, truncated=True)
-    source = pa.memory_map(path)
+    source = pa.memory_map(path) if keep else pa.OSFile(path)
+    try:
+        return _read_batches(path, source, size, schema, required, keep, on_batch)
+    finally:
+        if not keep:
+            source.close()
+
+
+def _read_batches(path, source, size, schema, required, keep, on_batch) -> StreamRead:
     try:
         reader = ipc.open_stream(source)
     except (pa.ArrowInvalid, OSError) as e:
         if _cut_in_header(path, size):   # a crash while the stream's schema was being written
             return StreamRead(schema.empty_table(), 0, truncated=True, lost_bytes=size)
         raise TraceError(f"{path}: not an Arrow IPC stream ({_short(e)})") from None
-    batches, good_pos, truncated = [], 0, False
-    while True:
-        try:
-            batches.append(reader.read_next_batch())
-            good_pos = source.tell()
-        except StopIteration:
-            good_pos = size
-            break
-        except (pa.ArrowInvalid, OSError):
-            truncated = True
-            break
     file_schema = reader.schema
     ver = (file_schema.metadata or {}).get(b"kvtrace.version")
     if ver is not None and ver != str(SCHEMA_VERSION).encode():
@@ -123,16 +128,53 @@ def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = ()) ->
     missing = [c for c in required if c not in file_schema.names]
     if missing:
         raise TraceError(f"{path}: lacks the required column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    batches, good_pos, truncated, rows, nonempty, nulls = [], 0, False, 0, 0, {}
+    while True:
+        try:
+            b = reader.read_next_batch()
+            good_pos = source.tell()
+        except StopIteration:
+            good_pos = size
+            break
+        except (pa.ArrowInvalid, OSError):
+            truncated = True
+            break
+        rows, nonempty = rows + b.num_rows, nonempty + (1 if b.num_rows else 0)
+        if keep:
+            batches.append(b)
+        else:
+            part = _table_of(path, [b], file_schema, schema)
+            for field in schema:
+                if not field.nullable:
+                    nulls[field.name] = nulls.get(field.name, 0) + part.column(field.name).null_count
+            if on_batch is not None and not any(nulls.values()):
+                on_batch(part)
+    if not keep:
+        _refuse_nulls(path, schema, nulls)
+        return StreamRead(schema.empty_table(), nonempty, truncated, max(0, size - good_pos) if truncated else 0,
+                          rows=rows)
+    table = _checked(path, _table_of(path, batches, file_schema, schema), schema)
+    return StreamRead(table, nonempty, truncated, max(0, size - good_pos) if truncated else 0)
+
+
+def _table_of(path: str, batches: list, file_schema: pa.Schema, schema: pa.Schema) -> pa.Table:
     try:
         table = pa.Table.from_batches(batches, schema=file_schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:  # a batch whose schema differs from the stream's
         raise TraceError(f"{path}: inconsistent record batches ({_short(e)})") from None
-    table = _conform(table, schema)
+    return _conform(table, schema)
+
+
+def _checked(path: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
+    _refuse_nulls(path, schema, {f.name: table.column(f.name).null_count for f in schema if not f.nullable})
+    return table
+
+
+def _refuse_nulls(path: str, schema: pa.Schema, nulls: dict) -> None:
     for field in schema:   # the format's non-null columns (seq, xfer, dlist): keys every reader joins on
-        if not field.nullable and table.column(field.name).null_count:
-            raise TraceError(f"{path}: column {field.name} has {table.column(field.name).null_count} null "
+        if nulls.get(field.name):
+            raise TraceError(f"{path}: column {field.name} has {nulls[field.name]} null "
                              f"value(s); the format requires every row to have one")
-    return StreamRead(table, sum(1 for b in batches if b.num_rows), truncated, max(0, size - good_pos) if truncated else 0)
 
 
 def _cut_in_header(path: str, size: int) -> bool:
@@ -280,12 +322,14 @@ def valid_shard_name(name: str) -> bool:
             and not name.startswith(("_", ".")) and name.isprintable())
 
 
-def open_trace(path: str, known: dict | None = None) -> Trace:
+def open_trace(path: str, known: dict | None = None, scan_only: bool = False) -> Trace:
     """Open a trace directory; raises TraceError when it cannot be used at all.
 
     ``known``: per shard, what an earlier open found in its stream files (shard_summary),
     given by the trace index when the files have not changed since (same sizes and
-    mtimes): those shards' streams are then read only when a reader asks for their rows."""
+    mtimes): those shards' streams are then read only when a reader asks for their rows.
+    ``scan_only``: the other shards' streams are scanned batch by batch for what the
+    summary holds, and likewise read again only when asked for (the index's first build)."""
     path = os.fspath(path).rstrip("/") or "/"
     man = read_manifest(path)
     notes: list[str] = []
@@ -303,10 +347,10 @@ def open_trace(path: str, known: dict | None = None) -> Trace:
         if info and not info.get("closed"):
             notes.append(f"shard {name}: not closed (the process stopped while recording; data up to its last flush is used)")
         summary = (known or {}).get(name)
-        if _usable_summary(summary):
+        if usable_summary(summary):
             streams, stream_notes, seq_notes = _known_streams(sdir, summary)
         else:
-            streams, stream_notes, seq_notes = _read_streams(sdir, name)
+            streams, stream_notes, seq_notes = _read_streams(sdir, name, scan_only)
         notes.extend(stream_notes)
         notes.extend(_loss_notes(name, info))
         notes.extend(seq_notes)
@@ -314,22 +358,29 @@ def open_trace(path: str, known: dict | None = None) -> Trace:
     return Trace(path, man, shards, notes)
 
 
-def _read_streams(sdir: str, name: str) -> tuple[dict, list[str], list[str]]:
-    """Every stream of a shard read (memory-mapped); the notes on streams missing or cut
-    short, and on event seqs out of sequence."""
-    streams, notes = {}, []
+def _read_streams(sdir: str, name: str, scan_only: bool = False) -> tuple[dict, list[str], list[str]]:
+    """Every stream of a shard read (memory-mapped; ``scan_only``: scanned, see
+    open_trace); the notes on streams missing or cut short, and on event seqs out of
+    sequence."""
+    streams, notes, seqs = {}, [], SeqScan()
     for tname in TABLES:
         p = _inside(sdir, tname + ".arrows")
         if not os.path.isfile(p):
             notes.append(f"shard {name}: missing {tname}.arrows (treated as empty)")
             streams[tname] = StreamRead(SCHEMAS[tname].empty_table(), 0, truncated=True)
             continue
-        sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname])
+        if scan_only:
+            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname], keep=False,
+                             on_batch=seqs.feed if tname == "events" else None)
+        else:
+            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname])
+            if tname == "events":
+                seqs.feed(sr.table)
         if sr.truncated:
             notes.append(f"shard {name}: {tname}.arrows truncated — kept {sr.batches} complete batches "
-                         f"({sr.table.num_rows} rows), lost {sr.lost_bytes} trailing bytes")
-        streams[tname] = sr
-    return streams, notes, _seq_notes(name, streams["events"].table)
+                         f"({sr.num_rows} rows), lost {sr.lost_bytes} trailing bytes")
+        streams[tname] = LazyStream(p, tname, sr.summary()) if scan_only else sr
+    return streams, notes, seqs.notes(name)
 
 
 def shard_summary(shard: "Shard") -> dict:
@@ -341,7 +392,7 @@ def shard_summary(shard: "Shard") -> dict:
             "stream_notes": list(shard.stream_notes), "seq_notes": list(shard.seq_notes)}
 
 
-def _usable_summary(summary) -> bool:
+def usable_summary(summary) -> bool:
     if not (isinstance(summary, dict) and isinstance(summary.get("streams"), dict)
             and isinstance(summary.get("stream_notes"), list) and isinstance(summary.get("seq_notes"), list)):
         return False
@@ -405,22 +456,52 @@ def _loss_notes(name: str, info: dict) -> list[str]:
 
 def _seq_notes(name: str, events: pa.Table) -> list[str]:
     """Gaps in a shard's event seqs (events the trace does not hold) and seqs out of order."""
-    if events.num_rows < 2:
-        return []
-    seq = events.column("seq").to_numpy(zero_copy_only=False)
-    if seq.dtype.kind != "i":  # nulls: the column is required non-null
-        seq = np.asarray(events.column("seq").fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    step = np.diff(seq)
-    notes = []
-    back = np.flatnonzero(step <= 0)
-    if len(back):
-        i = int(back[0])
-        notes.append(f"shard {name}: event seqs not strictly increasing in {len(back):,} places "
-                     f"(first: seq {int(seq[i + 1])} after {int(seq[i])}) — this shard's event order is unreliable")
-    gaps = np.flatnonzero(step > 1)
-    if len(gaps):
-        missing = int(np.sum(step[gaps].astype(np.float64) - 1))
-        i = int(gaps[0])
-        notes.append(f"shard {name}: {missing:,} events missing from the trace — seq jumps in {len(gaps):,} places "
-                     f"(first: from {int(seq[i])} to {int(seq[i + 1])})")
-    return notes
+    scan = SeqScan()
+    scan.feed(events)
+    return scan.notes(name)
+
+
+class SeqScan:
+    """_seq_notes over a stream's batches one at a time (the first index build reads the
+    streams without keeping them)."""
+
+    def __init__(self) -> None:
+        self.n = self.n_back = self.n_gaps = self.missing = 0
+        self.last: int | None = None
+        self.first_back = self.first_gap = None
+
+    def feed(self, events: pa.Table) -> None:
+        for chunk in events.column("seq").chunks:
+            if not len(chunk):
+                continue
+            if chunk.null_count:   # nulls: the column is required non-null
+                chunk = chunk.fill_null(-1)
+            v = np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=np.int64)
+            seq = v if self.last is None else np.concatenate((np.array([self.last], np.int64), v))
+            step = np.diff(seq)
+            back = np.flatnonzero(step <= 0)
+            if len(back):
+                if self.first_back is None:
+                    self.first_back = (int(seq[back[0] + 1]), int(seq[back[0]]))
+                self.n_back += len(back)
+            gaps = np.flatnonzero(step > 1)
+            if len(gaps):
+                if self.first_gap is None:
+                    self.first_gap = (int(seq[gaps[0]]), int(seq[gaps[0] + 1]))
+                self.n_gaps += len(gaps)
+                self.missing += int(np.sum(step[gaps].astype(np.float64) - 1))
+            self.last, self.n = int(v[-1]), self.n + len(v)
+
+    def notes(self, name: str) -> list[str]:
+        if self.n < 2:
+            return []
+        notes = []
+        if self.n_back:
+            after, before = self.first_back
+            notes.append(f"shard {name}: event seqs not strictly increasing in {self.n_back:,} places "
+                         f"(first: seq {after} after {before}) — this shard's event order is unreliable")
+        if self.n_gaps:
+            frm, to = self.first_gap
+            notes.append(f"shard {name}: {self.missing:,} events missing from the trace — seq jumps in {self.n_gaps:,} places "
+                         f"(first: from {frm} to {to})")
+        return notes
