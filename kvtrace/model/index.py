@@ -84,27 +84,26 @@ def _file(index_dir: str, table: str, shard: str) -> str:
     return os.path.join(index_dir, table, shard + ".parquet")
 
 
-def _load_summaries(path: str) -> dict:
-    """The stamp's per-shard summaries of the streams it indexed ({} if none)."""
+def _stamp_part(path: str, part: str) -> dict:
+    """One part of the index stamp (``shards``: the stream files' sizes and mtimes the index
+    was built from; ``summaries``: what the streams held), {} when the stamp is missing,
+    damaged or of another index version."""
     try:
         with open(path) as f:
             old = json.load(f)
-        if isinstance(old, dict) and old.get("index_version") == INDEX_VERSION and isinstance(old.get("summaries"), dict):
-            return old["summaries"]
+        if isinstance(old, dict) and old.get("index_version") == INDEX_VERSION and isinstance(old.get(part), dict):
+            return old[part]
     except (OSError, ValueError):
         pass
     return {}
+
+
+def _load_summaries(path: str) -> dict:
+    return _stamp_part(path, "summaries")
 
 
 def _load_stamp(path: str) -> dict:
-    try:
-        with open(path) as f:
-            old = json.load(f)
-        if isinstance(old, dict) and old.get("index_version") == INDEX_VERSION and isinstance(old.get("shards"), dict):
-            return old["shards"]
-    except (OSError, ValueError):
-        pass
-    return {}
+    return _stamp_part(path, "shards")
 
 
 #: rows per Parquet row group of the index (DuckDB scans row groups in parallel)
