@@ -64,13 +64,13 @@ class LazyStream:
             self._table = got.table.slice(0, self._rows) if got.table.num_rows > self._rows else got.table
         return self._table
 
-    @property
-    def loaded(self) -> bool:
-        return self._table is not None
-
     @table.setter
     def table(self, value: pa.Table) -> None:
         self._table = value
+
+    @property
+    def loaded(self) -> bool:
+        return self._table is not None
 
     def summary(self) -> dict:
         return {"rows": self.num_rows, "batches": self.batches, "truncated": self.truncated,
