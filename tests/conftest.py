@@ -33,3 +33,16 @@ def validate(trace_dir) -> None:
 @pytest.fixture
 def validate_trace():
     return validate
+
+
+@pytest.fixture(scope="session")
+def gen_synthetic():
+    """bench/gen_synthetic.py as a module: the synthetic traces of the scale benchmarks."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "bench", "gen_synthetic.py")
+    spec = importlib.util.spec_from_file_location("gen_synthetic", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -20,37 +20,50 @@ import threading
 import numpy as np
 
 from .agent_descs import Descs, reg_descs, strided_descs, xfer_descs
-from .recorder import Recorder, current_request
+from .recorder import Recorder, _text, current_request
 from .schema import EventKind as K
 
 
 class _Dlist:
-    __slots__ = ("id", "agent", "descs", "uniform")
+    __slots__ = ("id", "agent", "descs", "uniform", "size", "dev")
 
     def __init__(self, id_: int, agent: str, descs: Descs):
         self.id, self.agent, self.descs = id_, agent, descs
-        nb = descs.nbytes
+        nb, dv = descs.nbytes, descs.device
         # every entry the same size (a pool's pages): a posting's bytes are count x size
         self.uniform = int(nb[0]) if len(nb) and bool((nb == nb[0]).all()) else None
+        # one size / one device for every entry: a posting's column is that one value
+        # (a 0-d array: Recorder.descs_prepared's "shared by every descriptor"), not a gather
+        self.size = None if self.uniform is None else np.asarray(nb[0], np.uint64)
+        self.dev = np.asarray(dv[0], np.int32) if len(dv) and bool((dv == dv[0]).all()) else None
+
+    def side(self, idx: np.ndarray) -> tuple:
+        """(addresses, sizes, devices) of the entries at ``idx`` (sizes and devices as one
+        0-d value when every entry shares it)."""
+        d = self.descs
+        return (d.addr[idx], d.nbytes[idx] if self.size is None else self.size,
+                d.device[idx] if self.dev is None else self.dev)
 
 
 class _Handle:
     """One transfer handle: descriptors resolved once, state of its latest posting."""
-    __slots__ = ("op", "remote", "src_agent", "dst_agent", "src", "dst", "src_dlist", "src_idx",
-                 "dst_dlist", "dst_idx", "notif", "total", "detail", "xfer", "request", "terminal", "tagged",
-                 "hashes")
+    __slots__ = ("op", "remote", "notif", "total", "detail", "xfer", "request", "terminal", "tagged",
+                 "hashes", "descs")
 
-    def __init__(self, op: str, local_name: str, remote: str, local: Descs, remote_d: Descs,
-                 notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = "", total=None):
-        self.op, self.remote, self.notif, self.detail = op, remote, notif, detail
+    def __init__(self, op: str, local_name: str, remote: str, local: tuple, remote_d: tuple,
+                 notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = "", total: int = 0):
+        """``local``/``remote_d``: (addresses, sizes, devices) of each side (sizes and
+        devices: arrays or one 0-d value for all); ``total``: the posting's bytes."""
+        self.op, self.remote, self.notif, self.detail, self.total = op, remote, notif, detail, total
         write = op == "WRITE"  # src/dst is the direction the bytes move, whoever initiated
-        self.src_agent, self.dst_agent = (local_name, remote) if write else (remote, local_name)
-        self.src, self.dst = (local, remote_d) if write else (remote_d, local)
-        self.src_dlist, self.src_idx = (ldl, lidx) if write else (rdl, ridx)
-        self.dst_dlist, self.dst_idx = (rdl, ridx) if write else (ldl, lidx)
-        if total is None:
-            total = int(local.nbytes.sum()) if len(local.nbytes) else 0
-        self.total = total
+        src_agent, dst_agent = (local_name, remote) if write else (remote, local_name)
+        src, dst = (local, remote_d) if write else (remote_d, local)
+        src_dlist, src_idx = (ldl, lidx) if write else (rdl, ridx)
+        dst_dlist, dst_idx = (rdl, ridx) if write else (ldl, lidx)
+        # its descriptors' rows less the xfer id, in Recorder.descs_prepared's form (the
+        # columns here are already of its types): every posting of this handle records them
+        self.descs = (op, _text(src_agent), _text(dst_agent), src[0], dst[0], src[1], src[2], dst[2],
+                      src_dlist, src_idx, dst_dlist, dst_idx, len(src[0]))
         self.xfer = None
         self.request = None
         self.terminal = False
@@ -68,6 +81,8 @@ class BindingTap:
         self._parse = parse
         self._telemetry = telemetry
         self._bind = sys.modules[type(inner).__module__]
+        b = self._bind   # the status and op values, read once (one per call otherwise)
+        self._IN_PROG, self._SUCCESS, self._WRITE = b.NIXL_IN_PROG, b.NIXL_SUCCESS, b.NIXL_WRITE
         self._dlists: dict[int, _Dlist] = {}
         self._handles: dict[int, _Handle] = {}
         self._untraced: dict[int, str] = {}  # handle -> why its postings cannot be recorded
@@ -127,7 +142,7 @@ class BindingTap:
 
     # ------------------------------------------------------------ transfer handles
     def _op(self, op) -> str:
-        return "WRITE" if op == self._bind.NIXL_WRITE else "READ"
+        return "WRITE" if op == self._WRITE else "READ"
 
     def makeXferReq(self, op, local_h, local_idx, remote_h, remote_idx, notif=b"", *args):
         handle = self._inner.makeXferReq(op, local_h, local_idx, remote_h, remote_idx, notif, *args)
@@ -135,10 +150,12 @@ class BindingTap:
         if L is not None and R is not None:
             li = np.asarray(local_idx, dtype=np.int64)
             ri = np.asarray(remote_idx, dtype=np.int64)
+            local = L.side(li)
+            total = L.uniform * len(li) if L.uniform is not None else \
+                (int(local[1].sum()) if len(local[1]) else 0)
             detail = f'{{"handle": "{hex(handle)}", "prepped": true}}'  # = json.dumps of that dict
-            self._handles[handle] = _Handle(self._op(op), self._name, R.agent, L.descs.take(li),
-                                            R.descs.take(ri), _bytes(notif), L.id, li, R.id, ri, detail,
-                                            None if L.uniform is None else L.uniform * len(li))
+            self._handles[handle] = _Handle(self._op(op), self._name, R.agent, local, R.side(ri), _bytes(notif),
+                                            L.id, li, R.id, ri, detail, total)
         else:
             self._untraced[handle] = "descriptor list prepared before tracing started"
         return handle
@@ -146,8 +163,10 @@ class BindingTap:
     def createXferReq(self, op, local_descs, remote_descs, remote_agent, notif=b"", *args):
         handle = self._inner.createXferReq(op, local_descs, remote_descs, remote_agent, notif, *args)
         detail = f'{{"handle": "{hex(handle)}", "prepped": false}}'  # = json.dumps of that dict
-        self._handles[handle] = _Handle(self._op(op), self._name, _name(remote_agent), xfer_descs(local_descs),
-                                        xfer_descs(remote_descs), _bytes(notif), detail=detail)
+        L, R = xfer_descs(local_descs), xfer_descs(remote_descs)
+        self._handles[handle] = _Handle(self._op(op), self._name, _name(remote_agent), L[:3], R[:3],
+                                        _bytes(notif), detail=detail,
+                                        total=int(L.nbytes.sum()) if len(L.nbytes) else 0)
         return handle
 
     def postXferReq(self, handle, notif=b"", *args):
@@ -163,22 +182,19 @@ class BindingTap:
             if H.tagged[0] != msg:
                 H.tagged = (msg, self._parse(msg) if self._parse is not None else None)
             req = H.tagged[1]
-        xid = self._rec.new_xfer_id()
-        self._rec.descs_array(xid, H.op, H.src_agent, H.dst_agent, H.src.addr, H.dst.addr, H.src.nbytes,
-                              src_device=H.src.device, dst_device=H.dst.device,
-                              src_dlist=H.src_dlist, src_idx=H.src_idx,
-                              dst_dlist=H.dst_dlist, dst_idx=H.dst_idx)
+        rec = self._rec
+        xid = rec.new_xfer_id()
+        rec.descs_posted(xid, H.descs)
         with self._lock:
             H.xfer, H.request, H.terminal = xid, req, False
-            H.hashes = self._rec.hash_mark()
-        self._rec.event(K.XFER_POST, self._name, req, xfer=xid, peer=H.remote, nbytes=H.total,
-                        msg=msg or None, detail=H.detail)
+            H.hashes = rec.hash_mark()
+        rec.nixl_event(_POST, self._name, req, xid, H.remote, H.total, msg or None, None, H.detail)
         try:
             status = self._inner.postXferReq(handle, notif, *args)
         except Exception as e:  # NIXL raises on failures found at post (e.g. peer disconnected)
             self._terminal(handle, H, None, e)
             raise
-        if status != self._bind.NIXL_IN_PROG:
+        if status != self._IN_PROG:
             self._terminal(handle, H, status)
         return status
 
@@ -190,7 +206,7 @@ class BindingTap:
             if H is not None:
                 self._terminal(handle, H, None, e)
             raise
-        if status != self._bind.NIXL_IN_PROG:
+        if status != self._IN_PROG:
             H = self._handles.get(handle)
             if H is not None and not H.terminal:
                 self._terminal(handle, H, status)
@@ -203,7 +219,10 @@ class BindingTap:
             H.terminal = True
         if H.op == "WRITE":  # the engine may reuse the pages this posting read once it hears: hash them first
             self._rec.wait_hashes(H.hashes)   # (tracer/async_sums.py; at once when no hash is pending)
-        ok = error is None and status == self._bind.NIXL_SUCCESS
+        ok = error is None and status == self._SUCCESS
+        if ok and not self._telemetry:   # the common case: no detail
+            self._rec.nixl_event(_DONE, self._name, H.request, H.xfer, H.remote, H.total, None, "DONE")
+            return
         detail = {}
         if error is not None:
             detail["error"] = f"{type(error).__name__}: {error}"
@@ -224,7 +243,7 @@ class BindingTap:
         H = self._handles.pop(handle, None)
         self._untraced.pop(handle, None)
         if H is not None and H.xfer is not None and not self._rec.closed:
-            self._rec.event(K.XFER_RELEASE, self._name, H.request, xfer=H.xfer, peer=H.remote)
+            self._rec.nixl_event(_RELEASE, self._name, H.request, H.xfer, H.remote)
         return out
 
     # ------------------------------------------------------------ notifications
@@ -235,13 +254,23 @@ class BindingTap:
         return self._inner.genNotif(remote, msg, *args)
 
     def getNotifs(self, notif_map, *args):
-        before = {k: len(v) for k, v in notif_map.items()} if notif_map else {}
+        before = {k: len(v) for k, v in notif_map.items()} if notif_map else None
         out = self._inner.getNotifs(notif_map, *args)
         if out and not self._rec.closed:
+            ev, name, parse = self._rec.nixl_event, self._name, self._parse
             for peer, msgs in out.items():
-                for m in msgs[before.get(peer, 0):]:  # one notif_recv per new message
-                    self._rec.event(K.NOTIF_RECV, self._name, self._request(m), peer=_name(peer), msg=m)
+                peer_name = None
+                for m in (msgs[before.get(peer, 0):] if before else msgs):  # one notif_recv per new message
+                    if peer_name is None:
+                        peer_name = _name(peer)
+                    req = current_request.get()
+                    if req is None and parse is not None and m:
+                        req = parse(m)
+                    ev(_RECV, name, req, None, peer_name, None, m)
         return out
+
+
+_POST, _DONE, _RELEASE, _RECV = K.XFER_POST.value, K.XFER_DONE.value, K.XFER_RELEASE.value, K.NOTIF_RECV.value
 
 
 def _name(agent) -> str:

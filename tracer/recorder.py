@@ -172,14 +172,18 @@ class Recorder:
                       # how stale an unwritten event can be: `kvtrace watch` waits that long for a quiet shard
                       "flush_interval_s": float(flush_interval)}
         self._write_info()
-        self._writers = {name: _Stream(os.path.join(self.dir, name + ".arrows"), schema)
-                         for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE),
-                                              ("layouts", LAYOUTS), ("events", EVENTS))}
+        self._writers = self._open_streams()
         _manifest.add_shard(self.trace_dir, shard, manifest_extra or {})
         self._wake = threading.Event()
         self._stop = False
         self._flusher = threading.Thread(target=self._flush_loop, name=f"kvtrace-flush-{shard}", daemon=True)
         self._flusher.start()
+
+    def _open_streams(self) -> dict:
+        """The four tables' stream files, each opened with its schema (readable at once)."""
+        return {name: _Stream(os.path.join(self.dir, name + ".arrows"), schema)
+                for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE),
+                                     ("layouts", LAYOUTS), ("events", EVENTS))}
 
     def _thread_id(self) -> int:
         with self._lock:
@@ -223,6 +227,22 @@ class Recorder:
                              checksums, xfer, peer, addr, nbytes, mem_type, device, msg, status, detail))
         # is_set first: set() takes a lock, and until the flusher catches up every event
         # past the threshold would call it
+        if seq - self._flushed_seq >= self.flush_rows and not self._wake.is_set():
+            self._wake.set()
+        return seq
+
+    def nixl_event(self, kind: str, agent: str, request, xfer=None, peer=None, nbytes=None, msg=None,
+                   status=None, detail=None) -> int:
+        """:meth:`event` for the NIXL tap's rows (kind a ``str``, detail text or None,
+        positional): the same row, without the keyword handling (several per posting)."""
+        if request is None:
+            request = current_request.get()
+        th = self._thread_of(get_ident())
+        if th is None:
+            th = self._thread_id()
+        seq = self._next_seq()
+        self._append((seq, monotonic_ns(), th, agent, kind, request, None, None, None, None,
+                      None, xfer, peer, None, nbytes, None, None, msg, status, detail))
         if seq - self._flushed_seq >= self.flush_rows and not self._wake.is_set():
             self._wake.set()
         return seq
@@ -316,19 +336,34 @@ class Recorder:
                     src_dlist: int | None = None, src_idx=None, dst_dlist: int | None = None,
                     dst_idx=None) -> None:
         """Record every descriptor of one posting; address/size/index columns as arrays."""
+        self.descs_posted(xfer, self.descs_prepared(op, src_agent, dst_agent, src_addr, dst_addr, nbytes,
+                                                    src_device=src_device, dst_device=dst_device,
+                                                    src_dlist=src_dlist, src_idx=src_idx,
+                                                    dst_dlist=dst_dlist, dst_idx=dst_idx))
+
+    @staticmethod
+    def descs_prepared(op: str, src_agent: str, dst_agent: str, src_addr, dst_addr, nbytes, *, src_device=0,
+                       dst_device=0, src_dlist: int | None = None, src_idx=None, dst_dlist: int | None = None,
+                       dst_idx=None) -> tuple:
+        """:meth:`descs_array`'s columns checked and converted once, for :meth:`descs_posted`
+        of each posting of one transfer handle (its descriptors are the same every time;
+        the arrays are kept as given: they must not change afterwards)."""
         src_addr = np.asarray(src_addr, dtype=np.uint64)
         n = len(src_addr)
         src_agent, dst_agent = _text(src_agent), _text(dst_agent)  # bytes names would fail the whole write
-        # one tuple per posting (_DESCS_CHUNK order): the arrays as given, the per-posting
-        # values (xfer, names, dlist ids, a device or size shared by every descriptor) once;
+        # _DESCS_CHUNK order less the xfer id: the arrays as given, the per-posting values
+        # (names, dlist ids, a device or size shared by every descriptor) once;
         # _descs_batch expands them and numbers the positions once per flush
-        cols = (int(xfer), op, src_agent, dst_agent, src_addr, np.asarray(dst_addr, np.uint64),
+        return (op, src_agent, dst_agent, src_addr, np.asarray(dst_addr, np.uint64),
                 _col0(nbytes, _U64, n), _col0(src_device, _I32, n), _col0(dst_device, _I32, n),
                 src_dlist, None if src_idx is None else np.asarray(src_idx, np.int64),
                 dst_dlist, None if dst_idx is None else np.asarray(dst_idx, np.int64), n)
+
+    def descs_posted(self, xfer: int, prepared: tuple) -> None:
+        """Record the descriptors of posting ``xfer`` (``prepared``: from :meth:`descs_prepared`)."""
         with self._lock:
-            self._descs.append(cols)
-            self._pending_rows += n
+            self._descs.append((int(xfer),) + prepared)
+            self._pending_rows += prepared[-1]
         if self._pending_rows >= self.flush_rows and not self._wake.is_set():
             self._wake.set()
 
@@ -830,7 +865,10 @@ def _descs_batch(chunks: list[tuple]) -> pa.RecordBatch:
         if all(nulls):
             arrays.append(pa.nulls(total, field.type))
             continue
-        if any(nulls) or any(v.ndim == 0 for v in vals):   # nulls are 0 under the mask, shared values filled in
+        shared = [v is not None and v.ndim == 0 for v in vals]
+        if all(shared):      # one value per posting (the tap's sizes and devices of a uniform list)
+            data = np.repeat(np.array(vals, dtype), lens)
+        elif any(nulls) or any(shared):   # nulls are 0 under the mask, shared values filled in
             data = np.zeros(total, dtype)
             ends = np.cumsum(lens).tolist()
             for v, e, k in zip(vals, ends, lens.tolist()):

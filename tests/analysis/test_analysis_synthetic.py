@@ -2,23 +2,11 @@
 findings) and its planted early-free twin is found, on the requests it planted."""
 from __future__ import annotations
 
-import importlib.util
-import os
-
 from kvtrace.analysis.session import TraceSession
 
-_GEN = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gen_synthetic.py")
 
-
-def _gen():
-    spec = importlib.util.spec_from_file_location("gen_synthetic", _GEN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_synthetic_clean_and_planted(tmp_path, validate_trace):
-    gen = _gen()
+def test_synthetic_clean_and_planted(tmp_path, validate_trace, gen_synthetic):
+    gen = gen_synthetic
     clean, bug = str(tmp_path / "c.kvtrace"), str(tmp_path / "b.kvtrace")
     c = gen.build(clean, 20_000)
     gen.build(bug, 20_000, bug="early-free")

@@ -5,7 +5,6 @@ the descriptors, holdings and ends, so nothing spills. The rows, and so the find
 those of the one statement in memory."""
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
@@ -15,15 +14,6 @@ from kvtrace.model import memory
 from kvtrace.model.registry import parse_sql, registry
 from kvtrace.model.derived import RegistryError
 from kvtrace.model.sqltext import query_sql
-
-_GEN = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gen_synthetic.py")
-
-
-def _gen():
-    spec = importlib.util.spec_from_file_location("gen_synthetic", _GEN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _rows(s) -> dict[str, tuple]:
@@ -42,9 +32,9 @@ def _findings(s) -> list[tuple]:
 
 
 @pytest.mark.parametrize("bug", [None, "early-free"])
-def test_pieces_out_of_core_same_rows_and_findings(tmp_path, monkeypatch, bug):
+def test_pieces_out_of_core_same_rows_and_findings(tmp_path, monkeypatch, bug, gen_synthetic):
     path = str(tmp_path / "t.kvtrace")
-    made = _gen().build(path, 10_000, bug=bug)
+    made = gen_synthetic.build(path, 10_000, bug=bug)
     end_hold, desc_match = registry()["end_hold"], registry()["desc_match"]
     assert end_hold.piece_key == ("xfers", "xfer") and end_hold.pieces == ("holding_list", "xfers")
     assert desc_match.piece_key == ("xfers", "xfer") and desc_match.pieces == ("end_hold",)

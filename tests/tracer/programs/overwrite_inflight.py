@@ -4,14 +4,17 @@ Prefill WRITEs four pages of its buffer to decode (tag ``1_kv_0_1_0``). With --b
 without waiting for that transfer, READs two pages from decode into the *same* source
 pages (tag ``2_kv_0_1_0``); the fixed version waits for DONE first. On CPU UCX the first
 transfer usually wins the race, so the program's output looks right either way -- the
-hazard is in the ordering, which only the trace shows. Usage: overwrite_inflight.py [--bug]
+hazard is in the ordering, which only the trace shows. Pages are 256 KiB so that, over
+UCX's TCP transport, the first WRITE is still in flight when the READ is posted (tiny
+pages over shared memory can complete inside the post, and then no race was planted).
+Usage: overwrite_inflight.py [--bug]
 """
 import sys
 
 import numpy as np
 from nixl._api import nixl_agent, nixl_agent_config
 
-PAGE = 256
+PAGE = 256 << 10
 
 
 def wait(agent, h):
