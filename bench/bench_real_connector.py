@@ -94,6 +94,8 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
         raise SystemExit(f"{mode} {page_bytes}: driver failed (rc {p.returncode}): {p.stderr[-1500:]}")
     with open(rep + ".prefill") as f:
         t = json.load(f)["timing"]
+    with open(rep) as f:
+        loop_cpu = t.get("loop_cpu_s", float("nan")) + json.load(f).get("loop_cpu_s", float("nan"))
     # bytes, wall s, cpu s of the hashing: in send() (sync), on the hashing thread (off send()), at the poll
     sums = {"send": [0, 0.0, 0.0], "thread": [0, 0.0, 0.0], "poll": [0, 0.0, 0.0]}
     where = {"record_writes": "send", "sender_send": "send", "hashed_in_background": "thread"}
@@ -107,7 +109,7 @@ def run_once(tmp: str, page_bytes: int, mode: str, a) -> dict:
                 side[2] += e["cpu_s"]
     return {"page_bytes": tokens * KV_TOKEN_BYTES, "mode": mode, "bytes": t["bytes"], "busy_s": t["busy_s"],
             "gbps": t["bytes"] / t["busy_s"] / 1e9, "lat_ms": statistics.median(t["latency_s"]) * 1e3,
-            "sums": sums, "cpu_s": cpu_s}
+            "sums": sums, "cpu_s": cpu_s, "loop_cpu_s": loop_cpu}
 
 
 def main(argv=None) -> int:
@@ -131,6 +133,8 @@ def main(argv=None) -> int:
     p.add_argument("--base-tree", metavar="PATH",
                    help="with --ring: add ring-base and ring-no-sums-base, the ring modes with all of kvtrace "
                         "taken from the checkout at PATH (e.g. `git worktree add /tmp/old main`: old vs new in one run)")
+    p.add_argument("--only", metavar="MODES",
+                   help="run only these modes (comma-separated; plain is always run: the ratios' base)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "real_connector"))
     a = p.parse_args(argv)
     if not os.path.exists(PY):
@@ -147,6 +151,12 @@ def main(argv=None) -> int:
         if not (a.ring and os.path.isfile(os.path.join(a.base_tree, "kvtrace", "__init__.py"))):
             p.error(f"--base-tree needs --ring and a kvtrace checkout, not {a.base_tree!r}")
         modes += list(BASE)
+    if a.only:
+        want = {m.strip() for m in a.only.split(",")} | {"plain"}
+        unknown = want - set(modes)
+        if unknown:
+            p.error(f"--only: {', '.join(sorted(unknown))} not among this run's modes ({', '.join(modes)})")
+        modes = [m for m in modes if m in want]
     try:
         sizes = [size(x) for x in a.sizes.split(",")]
     except (ValueError, IndexError):
@@ -231,6 +241,17 @@ def _cpu_table(rows, modes) -> list[str]:
                for m in modes}
         out.append(f"{_kib(pb):>9} {med['plain']:>12.1f}" + "".join(f" {med[m] - med['plain']:>+11.1f}"
                                                                    for m in modes[1:]))
+    # the waves only (both processes, every thread, from the first wave to the last's Success):
+    # what recording adds to the serving loop, without start-up's ~17 s of imports and its noise
+    out += ["CPU seconds of the transfer loop (prefill + decode processes, all threads, first wave to last; "
+            "medians; per-rep values after |), and what each mode adds",
+            f"{'page':>9} {'plain CPU s':>12}" + "".join(f" {'+' + m + ' s':>11} {'x':>5}" for m in modes[1:])]
+    for pb in sorted({r["page_bytes"] for r in rows}):
+        cells = {m: [r["loop_cpu_s"] for r in rows if r["page_bytes"] == pb and r["mode"] == m] for m in modes}
+        med = {m: statistics.median(v) for m, v in cells.items()}
+        out.append(f"{_kib(pb):>9} {med['plain']:>12.3f}"
+                   + "".join(f" {med[m] - med['plain']:>+11.3f} {med[m] / med['plain']:>5.2f}" for m in modes[1:])
+                   + "  | " + " ".join(f"{m} " + " ".join(f"{v:.3f}" for v in cells[m]) for m in modes))
     return out
 
 

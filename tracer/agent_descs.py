@@ -14,6 +14,7 @@ import numpy as np
 
 _EMPTY_U64 = np.zeros(0, np.uint64)
 _EMPTY_I32 = np.zeros(0, np.int32)
+_U8LE, _I4LE = np.dtype("<u8"), np.dtype("<i4")   # the pickled triples' layout (dtype objects: no parse per call)
 
 
 class Descs(NamedTuple):
@@ -51,15 +52,20 @@ def mem_name(seg) -> str:
 
 
 def _fast(dl, n: int):
+    """(addresses, sizes, devices) viewed in the list's pickled state (read-only views of
+    those bytes: no copy), or None when its layout is not the one checked for."""
     raw = dl.__getstate__()
     if not raw.endswith(b"|") or len(raw) < 24 * n + 1:
         return None
-    a = np.frombuffer(raw, dtype="<u8", count=3 * n, offset=len(raw) - 1 - 24 * n).reshape(n, 3)
+    off = len(raw) - 1 - 24 * n
+    a = np.frombuffer(raw, dtype=_U8LE, count=3 * n, offset=off).reshape(n, 3)
+    f, z = a[0].tolist(), a[n - 1].tolist()
     first, last = dl[0], dl[n - 1]
-    if (int(a[0, 0]), int(a[0, 1]), int(a[0, 2]) & 0xFFFFFFFF) != (first[0], first[1], first[2]) or \
-            (int(a[-1, 0]), int(a[-1, 1]), int(a[-1, 2]) & 0xFFFFFFFF) != (last[0], last[1], last[2]):
+    if (f[0], f[1], f[2] & 0xFFFFFFFF) != (first[0], first[1], first[2]) or \
+            (z[0], z[1], z[2] & 0xFFFFFFFF) != (last[0], last[1], last[2]):
         return None
-    return a
+    # the device is the low 32 bits of its u64 field, as an int32 (= (dev & 0xFFFFFFFF).astype(int32))
+    return a[:, 0], a[:, 1], a.view(_I4LE)[:, 4]
 
 
 def xfer_descs(dl) -> Descs:
@@ -68,13 +74,13 @@ def xfer_descs(dl) -> Descs:
     mem = mem_name(dl.getType())
     if n == 0:
         return Descs(_EMPTY_U64, _EMPTY_U64, _EMPTY_I32, mem)
-    a = None
     try:
-        a = _fast(dl, n)
+        cols = _fast(dl, n)
     except Exception:  # layout changed: item access below is always right
-        a = None
-    if a is None:
-        a = np.array([tuple(dl[i])[:3] for i in range(n)], dtype=np.uint64).reshape(n, 3)
+        cols = None
+    if cols is not None:
+        return Descs(cols[0], cols[1], cols[2], mem)
+    a = np.array([tuple(dl[i])[:3] for i in range(n)], dtype=np.uint64).reshape(n, 3)
     return Descs(a[:, 0].copy(), a[:, 1].copy(), (a[:, 2] & 0xFFFFFFFF).astype(np.int32), mem)
 
 

@@ -114,6 +114,23 @@ def _text(name):
     return bytes(name).decode("utf-8", "replace") if isinstance(name, (bytes, bytearray)) else name
 
 
+def np_arrow(data: np.ndarray, typ: pa.DataType, mask: np.ndarray | None = None) -> pa.Array:
+    """``pa.array(data, type=typ, mask=mask)`` for a numpy column of a fixed-width integer
+    or bool type (no copy, data cast to ``typ``'s dtype as ``astype`` does). Built from
+    the buffers: ``pa.array`` of an ndarray makes numpy import ``numpy.ma`` (~15 ms of CPU,
+    holding the GIL) in a process that has not yet -- the first flush of every recording
+    process paid it while the engine served."""
+    n = len(data)
+    if typ == pa.bool_():
+        buf = pa.py_buffer(np.packbits(np.asarray(data, dtype=bool), bitorder="little"))
+    else:
+        buf = pa.py_buffer(np.ascontiguousarray(data, dtype=typ.to_pandas_dtype()))
+    if mask is None or not mask.any():
+        return pa.Array.from_buffers(typ, n, [None, buf])
+    valid = pa.py_buffer(np.packbits(~np.asarray(mask, dtype=bool), bitorder="little"))
+    return pa.Array.from_buffers(typ, n, [valid, buf], null_count=int(np.count_nonzero(mask)))
+
+
 def _col_array(name: str, values: list, typ: pa.DataType) -> pa.Array:
     return pa.array(values, type=typ)
 
@@ -827,11 +844,10 @@ def _concat_arrays(chunks: list[dict], schema: pa.Schema) -> pa.RecordBatch:
         else:
             parts = [np.full(n, v if v is not None else 0) if (v is None or np.ndim(v) == 0) else np.asarray(v)
                      for v, n in zip(vals, lens)]
-            arr = pa.array(np.concatenate(parts).astype(field.type.to_pandas_dtype(), copy=False), type=field.type)
+            mask = None
             if any(v is None for v in vals):
                 mask = np.repeat(np.fromiter((v is None for v in vals), dtype=bool, count=len(vals)), lens)
-                arr = pa.array(np.concatenate(parts).astype(field.type.to_pandas_dtype(), copy=False),
-                               type=field.type, mask=mask)
+            arr = np_arrow(np.concatenate(parts).astype(field.type.to_pandas_dtype(), copy=False), field.type, mask)
             arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -854,7 +870,7 @@ def _descs_batch(chunks: list[tuple]) -> pa.RecordBatch:
         name = field.name
         if name == "pos":
             starts = np.repeat(np.cumsum(lens) - lens, lens)
-            arrays.append(pa.array((np.arange(total, dtype=np.int64) - starts).astype(np.int32), type=field.type))
+            arrays.append(np_arrow((np.arange(total, dtype=np.int64) - starts).astype(np.int32), field.type))
             continue
         vals = cols[name]
         if name in ("xfer", "src_dlist", "dst_dlist", "op", "src_agent", "dst_agent"):
@@ -877,7 +893,7 @@ def _descs_batch(chunks: list[tuple]) -> pa.RecordBatch:
         else:
             data = np.concatenate(vals).astype(dtype, copy=False)
         mask = np.repeat(np.asarray(nulls, dtype=bool), lens) if any(nulls) else None
-        arrays.append(pa.array(data, type=field.type, mask=mask))
+        arrays.append(np_arrow(data, field.type, mask))
     return pa.RecordBatch.from_arrays(arrays, schema=_DESCS_WIRE)
 
 
@@ -891,9 +907,9 @@ def _scalar_column(vals, field: pa.Field, expand: np.ndarray) -> pa.Array:
         pos = {v: i for i, v in enumerate(uniq)}
         codes = np.fromiter((pos.get(v, -1) for v in vals), dtype=np.int32, count=len(vals))[expand]
         mask = codes < 0
-        idx = pa.array(np.maximum(codes, 0), mask=mask if mask.any() else None)
+        idx = np_arrow(np.maximum(codes, 0), pa.int32(), mask)
         return pa.DictionaryArray.from_arrays(idx, pa.array(uniq, pa.string()))
-    return pa.array(vals, type=field.type).take(pa.array(expand))
+    return pa.array(vals, type=field.type).take(np_arrow(expand, pa.int64()))
 
 
 _CONVERT = {

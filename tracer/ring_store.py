@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .recorder import np_arrow
 from .ring_budget import RingBudget
 from .schema import EVENTS, EventKind as K
 
@@ -275,7 +276,7 @@ class RingStore:
             mask = pc.is_in(kinds, value_set=_STATE_KIND_SET, memory_pool=_POOL)
             idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)) if pc.any(mask).as_py() else ()
         if rows is None and len(idx):
-            sub = pc.take(batch.select(_BOOK_COLS), pa.array(idx, pa.int64(), memory_pool=_POOL), memory_pool=_POOL)
+            sub = pc.take(batch.select(_BOOK_COLS), np_arrow(idx, pa.int64()), memory_pool=_POOL)
             ts, agents, kinds_, reqs, pools, xfers, addrs = (
                 sub.column(c).to_pylist() for c in ("t_ns", "agent", "kind", "request", "pool", "xfer", "addr"))
             slots = sub.column("slots")
@@ -642,7 +643,7 @@ def _keep(batch: "Packed | pa.RecordBatch", owners: "Owners", live) -> tuple[lis
     if n == len(keep):
         return [], n
     kept = owners.subset(keep, alive)
-    rows = pc.filter(_unpack(batch), pa.array(keep, memory_pool=_POOL), memory_pool=_POOL)
+    rows = pc.filter(_unpack(batch), np_arrow(keep, pa.bool_()), memory_pool=_POOL)
     return [(Packed(rows) if isinstance(batch, Packed) else rows, kept, set(kept.uniq))], n
 
 
