@@ -80,7 +80,10 @@ def build_inflight_pairs(model, ask) -> pa.Table:
     inflight.py for the rule and the columns). Its numpy sweep (one core) runs beside the
     SQL objects built after it (the other core): 10M events, ~8 s of the derive."""
     from . import inflight
-    return inflight.build(ask, model.shards, inflight.chunk_rows(model.cap_bytes))
+    # past the sweep's share of the cap its ranges' ends are read in one scan (spilled per
+    # range under the model's spill folder), not one scan of end_hold per range
+    return inflight.build(ask, model.shards, inflight.chunk_rows(model.cap_bytes),
+                          stream=lambda name: ask(name, batches=inflight.STREAM_ROWS), spill_dir=model.con_spill)
 
 
 @builder("timeline", requires=("sync_pairs",), on_demand=True)

@@ -20,9 +20,13 @@ Columns (as before, one row per pair):
 """
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc  # noqa: F401  (pa.ipc)
 
 NEIGHBOURS = 4
 BUCKET = 65536
@@ -33,6 +37,8 @@ CHUNK_ROWS = 8_000_000
 BYTES_PER_END = 256
 #: the share of the memory cap the sweep may take beside DuckDB's buffers
 CAP_SHARE = 0.25
+#: rows per batch when the ranges' ends are read in one scan (build: stream)
+STREAM_ROWS = 1 << 16
 
 
 def chunk_rows(cap_bytes: int) -> int:
@@ -243,13 +249,82 @@ def chunks(blocks: pa.Table, limit: int) -> list[tuple[str, int, int]]:
     return out
 
 
-def build(ask, shards: list[str], limit: int = CHUNK_ROWS, direct_max: int = DIRECT_MAX) -> pa.Table:
+def build(ask, shards: list[str], limit: int = CHUNK_ROWS, direct_max: int = DIRECT_MAX,
+          stream=None, spill_dir: str | None = None) -> pa.Table:
     """inflight_pairs of a model (``ask``: its named-query runner, TraceModel.ask): in one
     sweep, or — past ``limit`` ends — one sweep per range of address buckets, so memory
-    stays bounded however large the trace."""
+    stays bounded however large the trace.
+
+    ``stream`` (a named query's rows as a pyarrow RecordBatchReader) and ``spill_dir``: the
+    ranges' ends are then read in one scan of end_hold, each batch's rows appended to its
+    range's Arrow file in a folder under ``spill_dir`` (removed after), instead of one
+    query per range: every range query scans all of end_hold (10M events under a 300 MB
+    cap: 50 ranges, ~8 of the sweep's ~12 cpu-s; the count of ranges is the trace's ends
+    over the cap's share, so at 100M under 3 GB as many scans of ten times the rows)."""
     seen = Seen(ask("inflight_seen"), shards, direct_max)
     if ask("inflight_count").column(0)[0].as_py() <= limit:
         return inflight_pairs(ask("inflight_ends"), seen)
-    parts = [inflight_pairs(ask("inflight_ends_range", [agent, lo, hi]), seen)
-             for agent, lo, hi in chunks(ask("inflight_blocks"), limit)]
+    ranges = chunks(ask("inflight_blocks"), limit)
+    if stream is None or spill_dir is None:
+        parts = [inflight_pairs(ask("inflight_ends_range", [agent, lo, hi]), seen) for agent, lo, hi in ranges]
+        return pa.concat_tables(parts)
+    os.makedirs(spill_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="inflight-", dir=spill_dir) as folder:
+        files = split_ranges(stream("inflight_ends"), ranges, folder)
+        parts = []
+        for path in files:   # one range in memory at a time, as its own query gave it
+            with pa.OSFile(path) as src:
+                ends = pa.ipc.open_file(src).read_all()
+            os.remove(path)
+            parts.append(inflight_pairs(ends, seen))
+            del ends
     return pa.concat_tables(parts)
+
+
+def split_ranges(reader, ranges: list[tuple[str, int, int]], folder: str) -> list[str]:
+    """Write the ends of ``reader`` (queries/inflight_ends.sql's rows, batch by batch) into
+    one Arrow file per range of ``ranges`` (chunks(): (agent, first bucket, end bucket),
+    covering every (agent, bucket) with ends); the files' paths, in the order of ``ranges``.
+    A range holds one agent, so its rows all have one agent_code (the sweep's first sort
+    key: equal codes, as one range's own query gives)."""
+    per: dict[str, tuple[list, list, list]] = {}
+    for k, (agent, lo, hi) in enumerate(ranges):   # per agent, its ranges in bucket order
+        ks, starts, ends = per.setdefault(agent, ([], [], []))
+        ks.append(k)
+        starts.append(lo)
+        ends.append(hi)
+    los = {a: (np.array(ks, np.int64), np.array(st, np.uint64), np.array(en, np.uint64))
+           for a, (ks, st, en) in per.items()}
+    paths = [os.path.join(folder, f"{k:05d}.arrow") for k in range(len(ranges))]
+    writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+    try:
+        for batch in reader:
+            n = batch.num_rows
+            if not n:
+                continue
+            bucket = _np(batch.column("addr"), 0, np.uint64) // np.uint64(BUCKET)
+            agents = batch.column("agent")
+            rng = np.full(n, -1, np.int64)
+            for agent, (ks, starts, ends) in los.items():
+                m = np.asarray(pc.fill_null(pc.equal(agents, agent), False))
+                if m.any():
+                    b = bucket[m]
+                    i = np.maximum(np.searchsorted(starts, b, side="right") - 1, 0)
+                    rng[m] = np.where((starts[i] <= b) & (b < ends[i]), ks[i], -1)
+            order = np.argsort(rng, kind="stable")
+            present, first = np.unique(rng[order], return_index=True)
+            for k, a, b in zip(present, first, list(first[1:]) + [n]):
+                if k < 0:   # in no range (as no range's query returns it): not swept
+                    continue
+                if k not in writers:
+                    writers[k] = pa.ipc.new_file(paths[k], batch.schema)
+                writers[k].write_batch(batch.take(pa.array(order[a:b])))
+    finally:
+        for w in writers.values():
+            w.close()
+    schema = reader.schema
+    for k, path in enumerate(paths):
+        if k not in writers:   # a range whose ends the scan did not return: none
+            with pa.ipc.new_file(path, schema):
+                pass
+    return paths

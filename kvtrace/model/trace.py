@@ -140,9 +140,13 @@ class TraceModel:
         """Run SQL and return the DuckDB cursor (for row-by-row or scalar use)."""
         return self.con.execute(sql, params or [])
 
-    def ask(self, name: str, params: list | None = None, cursor=None) -> pa.Table:
-        """Run the named query ``queries/<name>.sql`` (parameters bind its ``?``s)."""
+    def ask(self, name: str, params: list | None = None, cursor=None, batches: int | None = None):
+        """Run the named query ``queries/<name>.sql`` (parameters bind its ``?``s): its rows as
+        an Arrow table, or with ``batches`` a pyarrow RecordBatchReader of batches of about
+        that many rows (read them before the next query on the same cursor)."""
         con = cursor if cursor is not None else self.con
+        if batches:
+            return con.sql(query_sql(name), params=params or None).to_arrow_reader(batches)
         return con.sql(query_sql(name), params=params or None).to_arrow_table()
 
     def cursor(self):
@@ -232,7 +236,7 @@ class TraceModel:
         if self._bg_pool is None:
             self._bg_pool = ThreadPoolExecutor(1, thread_name_prefix="kvtrace-derive")
         cur = self.con.cursor()
-        ask = lambda name, params=None: self.ask(name, params, cursor=cur)  # noqa: E731
+        ask = lambda name, params=None, batches=None: self.ask(name, params, cursor=cur, batches=batches)  # noqa: E731
         self._pending[d.name] = (self._bg_pool.submit(d.build, self, ask), cur, d.requires)
 
     def _await(self, names: list[str]) -> None:

@@ -61,7 +61,7 @@ def random_tables(seed: int, n: int):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_numpy_sweep_matches_the_sql_rule(seed):
+def test_numpy_sweep_matches_the_sql_rule(seed, tmp_path):
     end_hold, seen = random_tables(seed, 80 + 80 * seed)
     if seed % 3 == 2:   # addresses over several agents' buckets: ranges swept one at a time
         blocks = np.random.default_rng(seed).integers(0, 4, end_hold.num_rows).astype(np.uint64) << np.uint64(24)
@@ -78,8 +78,11 @@ def test_numpy_sweep_matches_the_sql_rule(seed):
     ref_n = con.execute("SELECT count(*) FROM inflight_pairs_ref").fetchall()[0][0]
     assert ref_n > 0 or seed == 0          # the data do produce pairs
     # one sweep with a dense lookup; ranges of at most 30 ends (several per agent), sorted lookup
-    for limit, direct in ((inflight.CHUNK_ROWS, inflight.DIRECT_MAX), (30, 0)):   # and a sorted lookup
-        got = inflight.build(ask, SHARDS, limit, direct)
+    # and the ranges' ends read in one scan, in batches of 7 rows, split into files per range
+    stream = lambda name: con.sql(query_sql(name)).to_arrow_reader(7)  # noqa: E731
+    for limit, direct, kw in ((inflight.CHUNK_ROWS, inflight.DIRECT_MAX, {}), (30, 0, {}),
+                              (30, 0, {"stream": stream, "spill_dir": str(tmp_path)})):
+        got = inflight.build(ask, SHARDS, limit, direct, **kw)
         con.register("got", got)
         assert con.execute("SELECT count(*) FROM got").fetchall()[0][0] == ref_n
         assert con.execute("SELECT count(*) FROM (SELECT * FROM got EXCEPT ALL "
@@ -87,6 +90,7 @@ def test_numpy_sweep_matches_the_sql_rule(seed):
         assert [c[1] for c in con.execute("DESCRIBE got").fetchall()] == \
             [c[1] for c in con.execute("DESCRIBE inflight_pairs_ref").fetchall()]
         con.unregister("got")
+    assert os.listdir(tmp_path) == []   # the range files are removed
 
 
 def test_ranges_cut_at_block_boundaries_and_the_limit():
