@@ -177,8 +177,8 @@ def sender_send(self, kv_indices, *a, **kw) -> None:
     room, sl = _room(self), slots.tolist()
     if _on("pages"):
         held = self.__dict__.setdefault("_kvtrace_held", {})
+        rec.allocs(st.agent, room, [(pool, sl, pages) for pool in st.pools])   # = rec.alloc per pool
         for pool in st.pools:
-            rec.alloc(st.agent, room, pool, sl, pages)
             held.setdefault(pool, []).extend(sl)
     if _on("content"):   # ordered here, hashed on the recorder's hashing thread (DRAM)
         record_writes(rec, st.agent, room, st.kv, sl, pages)
@@ -189,8 +189,7 @@ def sender_clear(_out, self, *a, **kw) -> None:
     held = self.__dict__.pop("_kvtrace_held", None)
     if st is None or rec is None or not held:
         return
-    for pool, slots in held.items():
-        rec.free(st.agent, _room(self), pool, slots, reason="finish")
+    rec.frees(st.agent, _room(self), held.items(), reason="finish")   # = rec.free per pool
     rec.event(K.REQ_DONE, st.agent, _room(self))
 
 
@@ -205,12 +204,14 @@ def receiver_metadata(self, kv_indices, aux_index=None, *a, **kw) -> None:
     held = {}
     rec.event(K.REQ_START, st.agent, room, detail={"pages": len(sl)})
     if _on("pages"):
+        pages = list(range(len(sl)))
+        items = [(pool, sl, pages) for pool in st.pools]
         for pool in st.pools:
-            rec.alloc(st.agent, room, pool, sl, list(range(len(sl))))
             held[pool] = sl
         if aux_index is not None and st.aux:
-            rec.alloc(st.agent, room, "aux", [int(aux_index)], [0])
+            items.append(("aux", [int(aux_index)], [0]))
             held["aux"] = [int(aux_index)]
+        rec.allocs(st.agent, room, items)   # one call: = rec.alloc per pool, then aux
     self.__dict__["_kvtrace_held"] = held
     self.__dict__["_kvtrace_slots"] = slots
     if _on("messages"):
@@ -269,8 +270,7 @@ def receiver_clear(self, *a, **kw) -> None:
     held = self.__dict__.pop("_kvtrace_held", None)
     if st is None or rec is None or not held:
         return
-    for pool, slots in held.items():
-        rec.free(st.agent, _room(self), pool, slots, reason="finish")
+    rec.frees(st.agent, _room(self), held.items(), reason="finish")   # = rec.free per pool
 
 
 # ------------------------------------------------------------------ completion status
