@@ -39,6 +39,11 @@ BYTES_PER_END = 256
 CAP_SHARE = 0.25
 #: rows per batch when the ranges' ends are read in one scan (build: stream)
 STREAM_ROWS = 1 << 18
+#: from this many ranges on they are read in one scan (build: stream): one range's query
+#: costs about 1/24 of the scan and split (10M events, 50 ranges: 0.16 vs 3.8 cpu-s, in
+#: memory and out of core alike; both grow with the ends), so a few ranges (10M events in
+#: memory: 2) keep their own queries
+STREAM_MIN_RANGES = 24
 
 
 def chunk_rows(cap_bytes: int) -> int:
@@ -250,22 +255,22 @@ def chunks(blocks: pa.Table, limit: int) -> list[tuple[str, int, int]]:
 
 
 def build(ask, shards: list[str], limit: int = CHUNK_ROWS, direct_max: int = DIRECT_MAX,
-          stream=None, spill_dir: str | None = None) -> pa.Table:
+          stream=None, spill_dir: str | None = None, stream_min: int = STREAM_MIN_RANGES) -> pa.Table:
     """inflight_pairs of a model (``ask``: its named-query runner, TraceModel.ask): in one
     sweep, or — past ``limit`` ends — one sweep per range of address buckets, so memory
     stays bounded however large the trace.
 
-    ``stream`` (a named query's rows as a pyarrow RecordBatchReader) and ``spill_dir``: the
-    ranges' ends are then read in one scan of end_hold, each batch's rows appended to its
-    range's Arrow file in a folder under ``spill_dir`` (removed after), instead of one
-    query per range: every range query scans all of end_hold (10M events under a 300 MB
+    ``stream`` (a named query's rows as a pyarrow RecordBatchReader) and ``spill_dir``: from
+    ``stream_min`` ranges on, the ranges' ends are read in one scan of end_hold, each batch's
+    rows appended to its range's Arrow file in a folder under ``spill_dir`` (removed after),
+    instead of one query per range: every range query scans all of end_hold (10M events under a 300 MB
     cap: 50 ranges, ~8 of the sweep's ~12 cpu-s; the count of ranges is the trace's ends
     over the cap's share, so at 100M under 3 GB as many scans of ten times the rows)."""
     seen = Seen(ask("inflight_seen"), shards, direct_max)
     if ask("inflight_count").column(0)[0].as_py() <= limit:
         return inflight_pairs(ask("inflight_ends"), seen)
     ranges = chunks(ask("inflight_blocks"), limit)
-    if stream is None or spill_dir is None:
+    if stream is None or spill_dir is None or len(ranges) < stream_min:
         parts = [inflight_pairs(ask("inflight_ends_range", [agent, lo, hi]), seen) for agent, lo, hi in ranges]
         return pa.concat_tables(parts)
     os.makedirs(spill_dir, exist_ok=True)

@@ -81,7 +81,7 @@ def test_numpy_sweep_matches_the_sql_rule(seed, tmp_path):
     # and the ranges' ends read in one scan, in batches of 7 rows, split into files per range
     stream = lambda name: con.sql(query_sql(name)).to_arrow_reader(7)  # noqa: E731
     for limit, direct, kw in ((inflight.CHUNK_ROWS, inflight.DIRECT_MAX, {}), (30, 0, {}),
-                              (30, 0, {"stream": stream, "spill_dir": str(tmp_path)})):
+                              (30, 0, {"stream": stream, "spill_dir": str(tmp_path), "stream_min": 0})):
         got = inflight.build(ask, SHARDS, limit, direct, **kw)
         con.register("got", got)
         assert con.execute("SELECT count(*) FROM got").fetchall()[0][0] == ref_n
