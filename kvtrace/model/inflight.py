@@ -38,7 +38,7 @@ BYTES_PER_END = 256
 #: the share of the memory cap the sweep may take beside DuckDB's buffers
 CAP_SHARE = 0.25
 #: rows per batch when the ranges' ends are read in one scan (build: stream)
-STREAM_ROWS = 1 << 16
+STREAM_ROWS = 1 << 18
 
 
 def chunk_rows(cap_bytes: int) -> int:
