@@ -60,6 +60,16 @@ BUILDER_SHARE = 0.5
 #: hash join spills both sides, and its probe rows carry every column of the result
 #: (end_hold at 10M events under a 300 MB cap: ~9 GB of spill I/O, x5 the in-memory CPU)
 PIECE_SHARE = 0.25
+#: out of core, the share of the cap DuckDB's own limit gets: its memory_limit counts what its
+#: buffer manager holds, and at 100M events under a 3 GB limit the process held ~1 GiB more
+#: (allocations DuckDB does not count, allocator slack, Python and Arrow); the rest of the cap
+#: is left for those, so the process, not DuckDB alone, stays near the cap
+OUT_OF_CORE_DUCKDB_SHARE = 0.75
+
+
+def duckdb_bytes(cap_bytes: int, database: str) -> int:
+    """DuckDB's memory_limit under a cap: all of it in memory, its share out of core."""
+    return cap_bytes if database == ":memory:" else int(cap_bytes * OUT_OF_CORE_DUCKDB_SHARE)
 
 
 def piece_count(build_bytes: float, cap_bytes: int) -> int:

@@ -76,18 +76,21 @@ class TraceModel:
         self.trace, self.index_dir = ensure_index(path if isinstance(path, Trace) else os.fspath(path))
         self.path = self.trace.path
         self.notes: list[str] = list(self.trace.notes)
+        #: ":memory:", or a file in the spill folder when the derived tables outgrow the cap
+        memory.remove_stale_spills(self.index_dir)
+        self.database = memory.database_path(self.index_dir, cap)
+        self.cap_bytes = memory.to_bytes(cap)   #: the memory cap (Python builders size their chunks by it)
+        #: DuckDB's own limit: the cap, or out of core its share of it (memory.py)
+        self.duckdb_bytes = memory.duckdb_bytes(self.cap_bytes, self.database)
         config = {
             # derived tables are sets; keeping scan order only costs time
             "preserve_insertion_order": False,
             # bounded memory: DuckDB spills to disk past this instead of taking the machine
-            "memory_limit": cap,
+            "memory_limit": f"{self.duckdb_bytes // 10**6}MB",
             "temp_directory": memory.spill_dir(self.index_dir),
         }
         if threads:
             config["threads"] = int(threads)
-        #: ":memory:", or a file in the spill folder when the derived tables outgrow the cap
-        memory.remove_stale_spills(self.index_dir)
-        self.database = memory.database_path(self.index_dir, cap)
         if self.database != ":memory:":
             os.makedirs(config["temp_directory"], exist_ok=True)
         self.con = duckdb.connect(self.database, config=config)
@@ -95,7 +98,6 @@ class TraceModel:
         # it would land in `kvtrace check`'s output and scribble over the TUI's screen
         self.con.execute("SET enable_progress_bar = false")
         self.con_spill = config["temp_directory"]
-        self.cap_bytes = memory.to_bytes(cap)   #: the memory cap (Python builders size their chunks by it)
         self._compact_at = int(self.cap_bytes * memory.COMPACT_SHARE)
         from ..tracer.schema import TABLES
         for t in TABLES:
@@ -218,7 +220,8 @@ class TraceModel:
         if getattr(self, "database", ":memory:") == ":memory:":
             yield   # in memory a builder runs beside the SQL objects within cap + its share (README)
             return
-        low, full = int(self.cap_bytes * (1 - memory.BUILDER_SHARE)), self.cap_bytes
+        full = self.duckdb_bytes
+        low = min(full, int(self.cap_bytes * (1 - memory.BUILDER_SHARE)))
         try:
             self.con.execute(f"SET memory_limit = '{low // 10**6}MB'")   # our own numbers, not input
         except duckdb.Error:   # DuckDB could not evict enough: run under the full cap
