@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", type=int, default=3, help="example findings shown per check (table)")
     p.add_argument("--threads", type=int, default=None, help="DuckDB threads")
     p.add_argument("--memory", metavar="SIZE", default=None,
-                   help="DuckDB memory cap, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
+                   help="memory cap of the analysis, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
     p.add_argument("--hypotheses", action="append", default=None, metavar="NAME|FILE",
                    help="judge the hypotheses of a shipped file (by name) or a TOML file (repeatable; "
                         "'none': only the root causes)")

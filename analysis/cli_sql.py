@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--limit", type=int, default=200, help="rows printed in table format (default 200)")
     p.add_argument("--memory", metavar="SIZE", default=None,
-                   help="DuckDB memory cap, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
+                   help="memory cap of the analysis, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
     p.add_argument("--no-derived", action="store_true", help="only the raw views (faster to open)")
     p.set_defaults(_extra=_query_after_options)
 

@@ -12,7 +12,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-checks", action="store_true",
                         help="do not run the hazard checks (findings panel stays empty)")
     parser.add_argument("--memory", metavar="SIZE", default=None,
-                        help="DuckDB memory cap, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
+                        help="memory cap of the analysis, e.g. 3GB (default: KVTRACE_DUCKDB_MEMORY or 40%% of RAM); spills under the trace's _index/")
     parser.add_argument("--jump", metavar="WHERE", help="start at a row, shard:seq, 'seq N' or @time")
 
 
