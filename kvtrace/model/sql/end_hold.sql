@@ -2,9 +2,9 @@
 -- lives (home), when that shard knows the transfer ended, and — for ends in allocator-managed
 -- pools — the holding of the transfer's request that covers the post. Derived in
 -- end_hold_ids (the rules are there), which stores small integer ids in place of the names;
--- this view gives the names back from the dictionaries (shards, agent_ids, lay), so a reader
+-- this view gives the names back (id_names), so a reader
 -- pays for a name only where it reads it (a hot reader may read end_hold_ids itself).
--- requires: end_hold_ids, shards, agent_ids, lay
+-- requires: end_hold_ids, id_names
 -- Columns:
 --   shard, xfer, pos, side, agent, addr, nbytes, pool, layer, part, slot, off, slot_bytes, crosses, dlist, idx
 --                         -- the end, as desc_end resolves it
@@ -25,8 +25,4 @@ SELECT n.shards[e.psidx + 1] AS shard, e.xfer, e.pos, CASE WHEN e.dst THEN 'dst'
        e.slot, e.off, e.slot_bytes, e.crosses, e.dlist, e.idx, e.request, e.post_seq, e.psidx, e.bound, e.t_ns,
        n.shards[e.h_sidx + 1] AS h_shard, e.h_sidx, e.managed, e.seen_seq, e.end_seq, e.h_blind, e.h_unknown,
        e.alloc_seq, e.free_seq, e.release_seq, e.gen_seq, e.page, e.sk, e.lk
-FROM end_hold_ids e,
-     (SELECT (SELECT list(shard ORDER BY sidx) FROM shards) AS shards,
-             (SELECT list(agent ORDER BY aid) FROM agent_ids) AS agents,
-             (SELECT list(pool ORDER BY pid) FROM (SELECT DISTINCT pool, pid FROM lay)) AS pools,
-             (SELECT list(part ORDER BY part_id) FROM (SELECT DISTINCT part, part_id FROM lay)) AS parts) n;
+FROM end_hold_ids e, id_names n;

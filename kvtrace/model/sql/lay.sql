@@ -3,8 +3,10 @@
 -- requires: layouts
 -- Columns: agent, pool VARCHAR, layer INTEGER, part VARCHAR, addr, nbytes, slot_bytes UBIGINT,
 --   num_slots BIGINT, page_tokens INTEGER,
---   pid, part_id INTEGER  -- 1-based ids of the pool and the part (a null one has its own): the
---                            narrow tables (end_hold_ids) store these instead of the names
+--   pid, part_id INTEGER  -- 1-based ids of the pool and the part in name order (null: no name):
+--                            the narrow tables (end_hold_ids, desc_match_ids) store these, id_names
+--                            gives the names back
 CREATE OR REPLACE TABLE lay AS
-SELECT *, dense_rank() OVER (ORDER BY pool)::INTEGER AS pid, dense_rank() OVER (ORDER BY part)::INTEGER AS part_id
+SELECT *, CASE WHEN pool IS NOT NULL THEN dense_rank() OVER (ORDER BY pool) END::INTEGER AS pid,
+       CASE WHEN part IS NOT NULL THEN dense_rank() OVER (ORDER BY part) END::INTEGER AS part_id
 FROM (SELECT DISTINCT agent, pool, layer, part, addr, nbytes, slot_bytes, num_slots, page_tokens FROM layouts);
