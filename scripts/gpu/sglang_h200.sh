@@ -40,7 +40,8 @@ run() {
   if [ "$hooks" = - ]; then
     PYTHONPATH=$(pp $ver) timeout 240 python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   else
-    PYTHONPATH=$(pp $ver) timeout 240 python3 -m kvtrace record --hooks $hooks -o $T/$name.kvtrace -- \
+    # REC_ARGS: more `kvtrace record` options (e.g. --ring 30s)
+    PYTHONPATH=$(pp $ver) timeout 240 python3 -m kvtrace record --hooks $hooks ${REC_ARGS:-} -o $T/$name.kvtrace -- \
       python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   fi
   rc=$?
@@ -105,6 +106,18 @@ step_thru2() {
     run thru2-$m-rec 0.5.21 sglang --memory $m $big
     unset KVTRACE_CHECKSUM_LOG
     [ $m = dram ] && run thru2-dram 0.5.21 - --memory dram $big
+  done
+}
+
+# the flight recorder's cost on VRAM: unrecorded, recorded to files without page checksums,
+# and --ring 30s with and without them, ROUNDS rounds interleaved (thru2's 96 requests)
+step_ring() {
+  local big="--slots 512 --page-tokens 64 --requests 96 --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    run ring$r-plain 0.5.21 - --memory vram $big
+    run ring$r-file-no-sums 0.5.21 sglang:-content --memory vram $big
+    REC_ARGS="--ring 30s" run ring$r-ring 0.5.21 sglang --memory vram $big
+    REC_ARGS="--ring 30s" run ring$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big
   done
 }
 
