@@ -823,9 +823,26 @@ def _short(e: Exception) -> str:
 
 
 _EVENT_STRUCT = pa.struct([pa.field(f.name, f.type) for f in EVENTS])
+_SPEC_OF = {pa.int64(): "q", pa.int32(): "i", pa.uint64(): "Q", pa.string(): "s", pa.binary(): "b",
+            pa.list_(pa.int64()): "l", pa.list_(pa.uint64()): "L"}
+#: the events columns' types, one letter each, for the C pass (tracer/_rows.c)
+_EVENT_SPEC = "".join(_SPEC_OF[f.type] for f in EVENTS).encode()
+
+try:  # optional: an install without a C compiler has no extension (setup.py)
+    from . import _rows as _c_rows
+except ImportError:
+    _c_rows = None
+#: the C conversion of event rows, unless absent or KVTRACE_ROWS=python (both give the same rows)
+NATIVE_ROWS = _c_rows if os.environ.get("KVTRACE_ROWS", "").lower() != "python" else None
 
 
 def _events_batch(rows: list[tuple]) -> pa.RecordBatch:
+    if NATIVE_ROWS is not None:
+        # One C pass writes the Arrow buffers (tracer/_rows.c); None: some value is one it
+        # leaves to pyarrow (a numpy integer, a str subclass, ...), converted below instead.
+        got = NATIVE_ROWS.columns(rows, _EVENT_SPEC)
+        if got is not None:
+            return pa.RecordBatch._import_from_c(got[0], EVENTS)
     # One C++ pass over the row tuples (as a struct array) beats per-column Python passes.
     cols = pa.array(rows, type=_EVENT_STRUCT).flatten()
     return pa.RecordBatch.from_arrays(cols, schema=EVENTS)

@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .recorder import np_arrow
+from .recorder import NATIVE_ROWS, np_arrow
 from .ring_budget import RingBudget
 from .schema import EVENTS, EventKind as K
 
@@ -68,6 +68,10 @@ _BOOK_COLS = ("t_ns", "agent", "kind", "request", "pool", "xfer", "addr", "slots
 _XFER_END = frozenset({K.XFER_DONE.value, K.XFER_ERROR.value, K.XFER_RELEASE.value})
 _T, _AGENT, _KIND, _REQUEST, _POOL_C, _SLOTS, _XFER, _ADDR = (
     EVENTS.names.index(c) for c in ("t_ns", "agent", "kind", "request", "pool", "slots", "xfer", "addr"))
+_PICK_COLS = (_T, _AGENT, _KIND, _REQUEST, _POOL_C, _XFER, _ADDR, _SLOTS)
+#: the bookkeeping's row selection in C (tracer/_rows.c: pick), unless the recorder's rows are
+#: converted in Python (no extension, or KVTRACE_ROWS=python): both give the same lists
+_PICK = None if NATIVE_ROWS is None else NATIVE_ROWS.pick
 
 
 def _seq(v):
@@ -265,7 +269,10 @@ class RingStore:
         # ``rows``: the Recorder's own row tuples of this batch (EVENTS order), when it has
         # them: the columns are then read from them, not converted back out of Arrow.
         own = Owners.encode(batch.column("request"))
-        if rows is not None:
+        if rows is not None and _PICK is not None and type(rows) is list:   # the same lists, in one C pass
+            idx, (ts, agents, kinds_, reqs, pools, xfers, addrs, _), slot_lists = _PICK(
+                rows, _KIND, _STATE_KINDS, _PICK_COLS, _seq)
+        elif rows is not None:
             idx = [i for i, r in enumerate(rows) if r[_KIND] in _STATE_KINDS]
             sel = [rows[i] for i in idx]
             ts, agents, kinds_, reqs, pools, xfers, addrs = (
