@@ -30,4 +30,4 @@ def test_compressed_tables_hold_the_same_rows(tmp_path, monkeypatch):
         kinds = {k for (k,) in m.execute("SELECT DISTINCT compression FROM pragma_storage_info('end_hold_ids')").fetchall()}
         assert kinds != {"Uncompressed"}
         assert tables(m) == plain
-    assert {"end_hold_ids", "desc_match_ids", "holdings", "read_predict", "inflight_pairs"} <= set(plain)
+    assert {"end_hold_ids", "desc_match_ids", "holdings", "read_predict_ids", "inflight_pairs"} <= set(plain)
