@@ -1,11 +1,12 @@
 """Recording cost on the GPU engine (pools in VRAM), side by side in one run.
 
-1. Engine throughput, recording off vs on (and on without checksums), arms interleaved
-   round-robin on the same workload and seed, ``device="cuda"`` (bench_engine.py's arms).
+1. Engine throughput, recording off vs on (and on without checksums), and the flight
+   recorder (``--ring 30s``, with and without checksums), arms interleaved round-robin (the
+   order rotating each rep) on the same workload and seed, ``device="cuda"`` (``--device cpu``: a smoke run).
 2. µs per intercepted NIXL call on VRAM memory: plain ``nixl_agent`` vs ``TracedAgent``,
    alternating rounds (bench_agent.py's operations, with the buffers in VRAM).
 
-    python bench/bench_gpu_engine.py [--workload production] [--reps 3] [--rounds 9]
+    python bench/bench_gpu_engine.py [--workload production] [--reps 3] [--rounds 9] [--skip-per-call]
 """
 from __future__ import annotations
 
@@ -65,35 +66,45 @@ class VramPair(bench_agent.Pair):
         return clk() - t
 
 
-def engine_ab(workload: str, reps: int) -> list[str]:
+def engine_ab(workload: str, reps: int, device: str = "cuda") -> list[str]:
     import shutil
 
     from kvtrace.tracer.engine.runner import run_inprocess
     from kvtrace.tracer.engine.workload import load
     wl = load(workload)
     tmp = tempfile.mkdtemp(prefix="kvtrace-gpu-bench-")
-    arms = {"off": (False, False), "on": (True, True), "on-nocsum": (True, False)}
+    # arm: (recorded, checksums, ring spec)
+    arms = {"off": (False, False, None), "on": (True, True, None), "on-nocsum": (True, False, None),
+            "ring": (True, True, "30s"), "ring-nocsum": (True, False, "30s")}
     times: dict[str, list[float]] = {a: [] for a in arms}
     info = {}
-    info["warm"] = run_inprocess(wl, [], None, device="cuda")     # imports, UCX, CUDA context
+    info["warm"] = run_inprocess(wl, [], None, device=device)     # imports, UCX, CUDA context
+    for arm, (rec, csum, ring) in arms.items():                   # each arm's first-use costs
+        out = os.path.join(tmp, f"warm-{arm}.kvtrace") if rec else None
+        run_inprocess(wl, [], out, device=device, checksums=csum, ring=ring)
+        if out:
+            shutil.rmtree(out, ignore_errors=True)
+    names = list(arms)
     for rep in range(reps):
-        for arm, (rec, csum) in arms.items():
+        for arm in names[rep % len(names):] + names[:rep % len(names)]:
+            rec, csum, ring = arms[arm]
             out = os.path.join(tmp, f"{arm}-{rep}.kvtrace") if rec else None
             t0 = time.perf_counter()
-            info[arm] = run_inprocess(wl, [], out, device="cuda", checksums=csum)
+            info[arm] = run_inprocess(wl, [], out, device=device, checksums=csum, ring=ring)
             times[arm].append(time.perf_counter() - t0)
             if out:
-                shutil.rmtree(out)
+                shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)
     s = info["off"]
     med = {a: statistics.median(v) for a, v in times.items()}
-    lines = [f"engine on cuda, workload {wl.name}: {s['requests']} requests, {s['steps']} steps, "
+    lines = [f"engine on {device}, workload {wl.name}: {s['requests']} requests, {s['steps']} steps, "
              f"{s['pages_read']} pages read, corrupted pages {s['corrupted_pages']}; {reps} reps per arm, interleaved"]
     for a, v in times.items():
         lines.append(f"  {a:10s} median {med[a]:6.2f} s  ({s['requests'] / med[a]:6.1f} req/s)  runs "
                      + " ".join(f"{x:.2f}" for x in v))
     lines.append(f"overhead on vs off:        {med['on'] / med['off'] - 1:+.1%}   (target < 5%)")
-    lines.append(f"overhead on-nocsum vs off: {med['on-nocsum'] / med['off'] - 1:+.1%}")
+    for a in ("on-nocsum", "ring", "ring-nocsum"):
+        lines.append(f"overhead {a + ' vs off:':20s} {med[a] / med['off'] - 1:+.1%}")
     return lines
 
 
@@ -128,12 +139,15 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--skip-engine", action="store_true")
+    ap.add_argument("--skip-per-call", action="store_true")
+    ap.add_argument("--device", default="cuda", help="the engine's pools (cpu: a smoke run of the engine arms)")
     args = ap.parse_args()
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
-    for line in per_call(args.rounds, args.iters):
-        print(line, flush=True)
+    if not args.skip_per_call:
+        for line in per_call(args.rounds, args.iters):
+            print(line, flush=True)
     if not args.skip_engine:
-        for line in engine_ab(args.workload, args.reps):
+        for line in engine_ab(args.workload, args.reps, args.device):
             print(line, flush=True)
     return 0
 

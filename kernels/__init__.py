@@ -9,11 +9,11 @@ paths elsewhere (Triton and torch are imported only when a tensor needs them)::
     sums = checksum_slots(pool, offsets, slot_bytes)          # uint64 numpy array
     copy_ranges(src_pool, dst_pool, [(src_off, dst_off, nbytes), ...])
 """
-from .api import (bytes_view, checksum_rows, checksum_slots, copy_ranges, decode_pages,
-                  fill_poison, fill_provenance, tag_names)
+from .api import (bytes_view, checksum_rows, checksum_slots, checksum_slots_later, copy_ranges,
+                  decode_pages, fill_poison, fill_provenance, tag_names)
 from .checksum import kvh64, kvh64_rows
 from .provenance import Provenance, decode, fill_page, fill_pages, poison, pool_tag, request_tag
 
-__all__ = ["kvh64", "kvh64_rows", "checksum_slots", "checksum_rows", "copy_ranges",
+__all__ = ["kvh64", "kvh64_rows", "checksum_slots", "checksum_slots_later", "checksum_rows", "copy_ranges",
            "fill_provenance", "fill_poison", "decode_pages", "bytes_view", "tag_names",
            "Provenance", "decode", "fill_page", "fill_pages", "poison", "pool_tag", "request_tag"]

@@ -74,12 +74,20 @@ def _ints(v, count: int | None = None) -> np.ndarray:
 
 
 def _check(size: int, offsets: np.ndarray, nbytes: np.ndarray, what: str) -> None:
+    _check_sized(np.int64(size), offsets, nbytes, what)
+
+
+def _check_sized(size, offsets: np.ndarray, nbytes: np.ndarray, what: str) -> None:
+    """Every range ``[offsets, offsets + nbytes)`` inside ``[0, size)`` (size: one for all,
+    or one per range), else ValueError naming the first one outside."""
     if len(offsets) != len(nbytes):
         raise ValueError(f"{what}: {len(offsets)} offsets but {len(nbytes)} sizes")
-    if len(offsets) and (offsets.min() < 0 or nbytes.min() < 0 or (offsets + nbytes).max() > size):
-        i = int(np.argmax((offsets < 0) | (nbytes < 0) | (offsets + nbytes > size)))
+    if len(offsets) and (offsets.min() < 0 or nbytes.min() < 0 or ((offsets + nbytes) > size).any()):
+        bad = (offsets < 0) | (nbytes < 0) | (offsets + nbytes > size)
+        i = int(np.argmax(bad))
+        limit = int(size[i]) if np.ndim(size) else int(size)
         raise ValueError(f"{what}: range [{offsets[i]}, {offsets[i] + nbytes[i]}) outside the "
-                         f"{size}-byte memory given")
+                         f"{limit}-byte memory given")
 
 
 # -- kvh64 ------------------------------------------------------------------------------
@@ -95,19 +103,32 @@ def checksum_slots(data, offsets, nbytes, regions=None, *, backend: str | None =
     Returns:
         uint64 numpy array, one checksum per slot.
     """
+    return checksum_slots_later(data, offsets, nbytes, regions, backend=backend, _now=True)()
+
+
+def checksum_slots_later(data, offsets, nbytes, regions=None, *, backend: str | None = None, _now: bool = False):
+    """:func:`checksum_slots` in two halves, for callers that must not wait for the GPU: the
+    arguments are checked and, on CUDA, the kernel and the copy of its sums to host memory
+    are queued now on the current stream (so they see the memory as the work queued before
+    them leaves it); the returned function waits for them and gives the uint64 array. On
+    the other backends the sums are computed now and the function just returns them."""
     views = [bytes_view(d) for d in (data if isinstance(data, (list, tuple)) else [data])]
     off = _ints(offsets)
     n = _ints(nbytes, len(off))
     reg = np.zeros(len(off), np.int64) if regions is None else _ints(regions, len(off))
     if len(reg) != len(off) or (len(reg) and (reg.min() < 0 or reg.max() >= len(views))):
         raise ValueError("checksum_slots: regions must index the data sequence, one per slot")
-    for r, v in enumerate(views):
-        _check(v.shape[0], off[reg == r], n[reg == r], "checksum_slots")
+    # every slot inside its region, checked for all regions at once
+    _check_sized(np.asarray([v.shape[0] for v in views], np.int64)[reg], off, n, "checksum_slots")
     b = _backend(views[0], backend)
     if b == "cpu":
-        return _cpu.checksum([_host(v) for v in views], reg, off, n)
+        sums = _cpu.checksum([_host(v) for v in views], reg, off, n)
+        return lambda: sums
     from . import _launch
-    return _launch.checksum(views, reg, off, n, interpret=(b == "interpret"))
+    if _now:
+        sums = _launch.checksum(views, reg, off, n, interpret=(b == "interpret"))
+        return lambda: sums
+    return _launch.checksum_later(views, reg, off, n, interpret=(b == "interpret"))
 
 
 def checksum_rows(rows, *, backend: str | None = None) -> np.ndarray:

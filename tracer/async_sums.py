@@ -8,6 +8,10 @@ gives) and hands the hashing to one background thread per recorder (this module)
 hash gives the GIL away for its whole loop, so the engine's threads run meanwhile. The
 recorder writes an event only once its checksums are in (events after it wait in the
 buffer, so every stream stays in seq order); a close or a ring dump waits for them.
+Device memory (VRAM) takes the same road with one difference: the hook queues the GPU
+hash and the copy of its sums on the caller's current stream (tracer/integrations/
+_memory.py), so the kernel reads the pages right after the producer's queued writes, as a
+synchronous hash would; the hashing thread only waits for the copy (the GIL given away).
 What it buys is overlap with the transfer, so it needs a core to spare: on a saturated CPU
 it takes the hash out of send() but not out of the transfer's time (measured on 2 loaded
 cores: bench/results/real_connector.txt). Reads stay synchronous (the consumer may change

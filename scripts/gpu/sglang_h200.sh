@@ -5,6 +5,8 @@
 #   bash .gpu/sglang_h200.sh smoke          # imports, one unrecorded and one recorded request
 #   bash .gpu/sglang_h200.sh cases thru     # the bug/clean cases, NIXL VRAM throughput
 #   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed)
+#   ROUNDS=2 bash .gpu/sglang_h200.sh ring  # the flight recorder's cost on VRAM, interleaved arms
+#   bash .gpu/sglang_h200.sh ringab         # the same, this kvtrace vs .gpu/old/'s (another checkout)
 # The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
 # 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
 # and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
@@ -29,8 +31,15 @@ if [ -f "$PACK/duckdb312.txz" ]; then tar xJf "$PACK/duckdb312.txz" -C /tmp/site
 PKG=/tmp/kvpkg/kvtrace; rm -rf /tmp/kvpkg; mkdir -p $PKG
 for f in kvtrace/*; do ln -s "$ROOT/$f" $PKG/; done
 for d in tracer replay analysis tui kernels; do ln -s "$ROOT/$d" $PKG/$d; done
+# $PACK/old (optional): another kvtrace checkout's package folders, for old-vs-new runs (KV=old)
+if [ -d "$PACK/old" ]; then
+  rm -rf /tmp/kvpkg-old; mkdir -p /tmp/kvpkg-old/kvtrace
+  for f in "$PACK"/old/kvtrace/*; do ln -s "$f" /tmp/kvpkg-old/kvtrace/; done
+  for d in tracer replay analysis tui kernels; do ln -s "$PACK/old/$d" /tmp/kvpkg-old/kvtrace/$d; done
+fi
 BASE=/tmp/kvpkg:/tmp/site:$PACK/standins
-pp() { [ "$1" = 0.5.23 ] && echo /tmp/sgl23:$BASE || echo /tmp/sgl21:$BASE; }
+pp() { local b=$BASE; [ "${KV:-new}" = old ] && b=/tmp/kvpkg-old:/tmp/site:$PACK/standins
+       [ "$1" = 0.5.23 ] && echo /tmp/sgl23:$b || echo /tmp/sgl21:$b; }
 echo "setup: unpacked in $((SECONDS - t0)) s"
 
 # run NAME VERSION HOOKS(-|spec) ARGS...: the driver (recorded unless HOOKS is -), timed
@@ -40,7 +49,8 @@ run() {
   if [ "$hooks" = - ]; then
     PYTHONPATH=$(pp $ver) timeout 240 python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   else
-    PYTHONPATH=$(pp $ver) timeout 240 python3 -m kvtrace record --hooks $hooks -o $T/$name.kvtrace -- \
+    # REC_ARGS: more `kvtrace record` options (e.g. --ring 30s)
+    PYTHONPATH=$(pp $ver) timeout 240 python3 -m kvtrace record --hooks $hooks ${REC_ARGS:-} -o $T/$name.kvtrace -- \
       python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   fi
   rc=$?
@@ -105,6 +115,30 @@ step_thru2() {
     run thru2-$m-rec 0.5.21 sglang --memory $m $big
     unset KVTRACE_CHECKSUM_LOG
     [ $m = dram ] && run thru2-dram 0.5.21 - --memory dram $big
+  done
+}
+
+# the flight recorder's cost on VRAM: unrecorded, recorded to files without page checksums,
+# and --ring 30s with and without them, ROUNDS rounds interleaved (thru2's 96 requests)
+step_ring() {
+  local big="--slots 512 --page-tokens 64 --requests 96 --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    run ring$r-plain 0.5.21 - --memory vram $big
+    run ring$r-file-no-sums 0.5.21 sglang:-content --memory vram $big
+    REC_ARGS="--ring 30s" run ring$r-ring 0.5.21 sglang --memory vram $big
+    REC_ARGS="--ring 30s" run ring$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big
+  done
+}
+
+# step_ring's ring arms, this checkout's kvtrace vs $PACK/old's (KV=old), interleaved
+step_ringab() {
+  local big="--slots 512 --page-tokens 64 --requests 96 --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    run ab$r-plain 0.5.21 - --memory vram $big
+    REC_ARGS="--ring 30s" run ab$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big
+    KV=old REC_ARGS="--ring 30s" run ab$r-ring-no-sums-old 0.5.21 sglang:-content --memory vram $big
+    REC_ARGS="--ring 30s" run ab$r-ring 0.5.21 sglang --memory vram $big
+    KV=old REC_ARGS="--ring 30s" run ab$r-ring-old 0.5.21 sglang --memory vram $big
   done
 }
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from kvtrace.kernels import (checksum_slots, checksum_rows, copy_ranges, decode, decode_pages,
+from kvtrace.kernels import (checksum_slots, checksum_slots_later, checksum_rows, copy_ranges, decode, decode_pages,
                              fill_page, fill_poison, fill_provenance, kvh64, poison,
                              pool_tag, request_tag)
 
@@ -23,6 +23,17 @@ def test_checksum_many_regions_and_rows():
     assert [int(x) for x in got] == want
     rows = rng.integers(0, 2**16, (6, 33), dtype=np.uint16)   # hashed as raw bytes
     assert [int(x) for x in checksum_rows(rows)] == [kvh64(r.tobytes()) for r in rows]
+
+
+def test_checksum_later_gives_the_same_sums_and_checks_bounds_at_the_call():
+    rng = np.random.default_rng(3)
+    regs = [rng.integers(0, 256, 512, dtype=np.uint8), rng.integers(0, 256, 300, dtype=np.uint8)]
+    later = checksum_slots_later(regs, [0, 64, 0, 236], 64, regions=[0, 0, 1, 1])
+    assert np.array_equal(later(), checksum_slots(regs, [0, 64, 0, 236], 64, regions=[0, 0, 1, 1]))
+    # a range past its own region (region 1 is 300 bytes) is refused when asked, not when waited for,
+    # even though it would fit in region 0
+    with pytest.raises(ValueError, match=r"range \[240, 304\) outside the 300-byte memory"):
+        checksum_slots_later(regs, [0, 240], 64, regions=[0, 1])
 
 
 def test_fill_matches_reference_pages_and_poison():

@@ -37,7 +37,7 @@ import numpy as np
 from ..autotrace import default_recorder
 from ..recorder import current_request
 from ..schema import EventKind as K
-from ._memory import record_writes, region_checksums
+from ._memory import record_writes, region_checksums, warm_device_hash
 from ._patch import enabled
 
 ENGINE = "sglang"
@@ -140,6 +140,8 @@ def regions(_out, self) -> None:
         r = _Region("aux", i, ptr, item, int(n) // int(item), "DRAM", 0)
         st.aux.append(r)
         rec.layout(st.agent, "aux", i, r.ptr, r.item, r.slots, mem_type="DRAM")
+    if _on("content"):
+        warm_device_hash(st.kv)
     if st.mode == "prefill":  # before __init__ starts the bootstrap thread that receives messages
         with _lock:
             _prefill_mgrs.append(self)

@@ -64,7 +64,7 @@ import numpy as np
 from ..autotrace import default_recorder
 from ..recorder import current_request
 from ..schema import EventKind as K
-from ._memory import record_writes, region_checksums
+from ._memory import record_writes, region_checksums, warm_device_hash
 from ._patch import enabled, say_once
 
 ENGINE = "vllm"
@@ -221,6 +221,8 @@ def _record_regions(self, kv_caches) -> None:
     self.__dict__["_kvtrace"] = st
     with _lock:
         _workers.append(self)
+    if _on("content"):
+        warm_device_hash(st.kv)
     if not _on("layout"):
         return
     for r in st.kv:
