@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--memory", default=None)
     ap.add_argument("--keep", action="store_true", help="save the derived tables (out-of-core path)")
+    ap.add_argument("--drop", nargs="*", default=[], help="columns left out of every digest (e.g. ones a change adds)")
     a = ap.parse_args()
     kw = {"memory_limit": a.memory} if a.memory else {}
     for path in a.traces:
@@ -42,7 +43,10 @@ def main() -> None:
                 if not kind:        # macros hold no rows
                     continue
                 # the sum of row hashes: the same multiset of rows gives the same digest
-                n, d = s.execute(f'SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0) FROM "{name}" t').fetchall()[0]
+                cols = [c for (c,) in s.execute(f'SELECT column_name FROM (DESCRIBE "{name}")').fetchall()]
+                drop = [c for c in a.drop if c in cols]
+                src = f'(SELECT * EXCLUDE ({", ".join(drop)}) FROM "{name}")' if drop else f'"{name}"'
+                n, d = s.execute(f'SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0) FROM {src} t').fetchall()[0]
                 print(f"{name:<18} {n:>10} {d}")
             fs = s.findings()
             for f in sorted(fs, key=lambda f: (f.check, f.request or "", f.agent or "", f.pool or "", f.message)):

@@ -41,17 +41,21 @@ dead AS (  -- ends in memory its agent deregistered before the post (happens-bef
                   AND e.addr < dr.addr + dr.nbytes AND dr.addr < e.addr + e.nbytes
     WHERE NOT EXISTS (SELECT 1 FROM events g WHERE g.kind = 'register' AND g.agent = e.agent AND g.shard = dr.shard
                       AND g.seq > dr.seq AND g.seq <= e.bound AND g.addr <= e.addr AND g.addr + g.nbytes >= e.addr + e.nbytes)
-), rng AS (   -- the distinct ranges descriptors use (far fewer than descriptor ends)
-    SELECT DISTINCT agent, addr, nbytes FROM end_hold
-    WHERE agent IN (SELECT agent FROM reg) AND addr IS NOT NULL AND nbytes IS NOT NULL
+), rng AS (   -- the distinct ranges descriptors use (far fewer than descriptor ends; by the agent's
+               -- integer id first, named after)
+    SELECT DISTINCT n.agents[g.aid] AS agent, g.addr, g.nbytes
+    FROM (SELECT DISTINCT aid, addr, nbytes FROM end_hold_ids WHERE addr IS NOT NULL AND nbytes IS NOT NULL) g, id_names n
+    WHERE n.agents[g.aid] IN (SELECT agent FROM reg)
 ), out AS (    -- ranges no region of their agent contains
     SELECT * FROM rng g WHERE NOT EXISTS (SELECT 1 FROM reg r WHERE r.agent = g.agent AND g.addr >= r.addr
                                                             AND g.addr + g.nbytes <= r.addr + r.nbytes)
-), e0 AS (   -- narrow first: which ends are outside every region, and which can be bad at all
-    SELECT e.psidx, e.xfer, e.pos, e.side,
-           e.addr IS NULL OR e.nbytes IS NULL OR (e.agent, e.addr, e.nbytes) IN (SELECT (agent, addr, nbytes) FROM out) AS outside,
+), out_ids AS (SELECT i.aid, o.addr, o.nbytes FROM out o JOIN agent_ids i USING (agent)),
+e0 AS (   -- narrow first: which ends are outside every region, and which can be bad at all
+          -- (on the ends' integer columns: agents by id)
+    SELECT e.psidx, e.xfer, e.pos, CASE WHEN e.dst THEN 'dst' ELSE 'src' END AS side,
+           e.addr IS NULL OR e.nbytes IS NULL OR (e.aid, e.addr, e.nbytes) IN (SELECT (aid, addr, nbytes) FROM out_ids) AS outside,
            coalesce(e.crosses AND NOT (e.off = 0 AND e.nbytes % e.slot_bytes = 0), false) AS crossing
-    FROM end_hold e WHERE e.agent IN (SELECT agent FROM reg)
+    FROM end_hold_ids e WHERE e.aid IN (SELECT aid FROM agent_ids WHERE agent IN (SELECT agent FROM reg))
 ), e AS (   -- the full rows of those few ends only
     SELECT e.*, c.outside FROM end_hold e
     JOIN (SELECT * FROM e0 WHERE outside OR crossing

@@ -36,7 +36,9 @@ WITH deliv AS NOT MATERIALIZED (   -- slot layers transfers deliver into, with t
     FROM run_hold WHERE side = 'dst' AND h IS NOT NULL
 ), w AS (   -- writes on the consumers' side only (a producer's writes never qualify)
     SELECT * FROM writes
-    WHERE (shard, agent, pool) IN (SELECT DISTINCT (h_shard, agent, pool) FROM end_hold WHERE side = 'dst')
+    -- (the consumers' (home shard, agent, pool)s by their integer ids first, named after: a few)
+    WHERE (shard, agent, pool) IN (SELECT DISTINCT (n.shards[e.h_sidx + 1], n.agents[e.aid], n.pools[e.pid])
+                                   FROM (SELECT DISTINCT h_sidx, aid, pid FROM end_hold_ids WHERE dst) e, id_names n)
 ), cand AS (
     SELECT d.*, w.seq AS w_seq, w.shard AS w_shard, w.page AS w_page0
     -- only the deliveries into slot layers the consumer writes take the join (none where it never writes)

@@ -23,12 +23,12 @@
 WITH j AS (  -- with the latest local write before the read (precomputed in reads)
     SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq FROM reads r WHERE managed
 ), t AS (
-    SELECT lk, gen_seq, bound FROM end_hold
-    WHERE side = 'dst' AND managed AND gen_seq IS NOT NULL
+    SELECT lk, gen_seq, bound FROM end_hold_ids   -- integer columns only: no name is read
+    WHERE dst AND managed AND gen_seq IS NOT NULL
     UNION ALL   -- further slots of ends spanning a run of slots (grouped pages)
     SELECT lk, h.g AS gen_seq, bound FROM run_hold WHERE side = 'dst' AND h IS NOT NULL
 ), maybe AS (  -- transfers into the slot whose request's holding is unknown (unordered, or past a cut)
-    SELECT lk, bound FROM end_hold WHERE side = 'dst' AND h_unknown
+    SELECT lk, bound FROM end_hold_ids WHERE dst AND h_unknown
     UNION ALL
     SELECT lk, bound FROM run_hold WHERE side = 'dst' AND h_unknown
 ), undelivered AS (   -- anti joins: hash joins on the integer keys, no per-read subquery

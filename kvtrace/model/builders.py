@@ -74,7 +74,9 @@ def build_shard_cut(model) -> None:
                                           "cut": pa.nulls(len(model.shards), pa.int64())}))
 
 
-@builder("inflight_pairs", requires=("end_hold", "xfer_seen"), background=True)
+# end_hold is a view over end_hold_ids and id_names: naming the tables too keeps them pinned (in
+# memory, never moved to their files) while the sweep's queries read them
+@builder("inflight_pairs", requires=("end_hold", "end_hold_ids", "id_names", "xfer_seen"), background=True)
 def build_inflight_pairs(model, ask) -> pa.Table:
     """inflight_pairs: overlapping descriptor ends of transfers in flight together (see
     inflight.py for the rule and the columns). Its numpy sweep (one core) runs beside the

@@ -1,4 +1,4 @@
-"""A derived table declared in pieces (a "-- pieces:" header: end_hold, desc_match) is built
+"""A derived table declared in pieces (a "-- pieces:" header: end_hold_ids, desc_match_ids) is built
 out of core piece by piece, in ranges of transfers, when the rows its hash joins build on
 outgrow a share of the memory cap (memory.PIECE_SHARE): each piece reads only its share of
 the descriptors, holdings and ends, so nothing spills. The rows, and so the findings, are
@@ -35,9 +35,9 @@ def _findings(s) -> list[tuple]:
 def test_pieces_out_of_core_same_rows_and_findings(tmp_path, monkeypatch, bug, gen_synthetic):
     path = str(tmp_path / "t.kvtrace")
     made = gen_synthetic.build(path, 10_000, bug=bug)
-    end_hold, desc_match = registry()["end_hold"], registry()["desc_match"]
+    end_hold, desc_match = registry()["end_hold_ids"], registry()["desc_match_ids"]
     assert end_hold.piece_key == ("xfers", "xfer") and end_hold.pieces == ("holding_list", "xfers")
-    assert desc_match.piece_key == ("xfers", "xfer") and desc_match.pieces == ("end_hold",)
+    assert desc_match.piece_key == ("xfers", "xfer") and desc_match.pieces == ("end_hold_ids",)
     assert desc_match.pieces_divisor == 4 and end_hold.pieces_divisor == 1
 
     monkeypatch.setenv("KVTRACE_DATABASE", "memory")

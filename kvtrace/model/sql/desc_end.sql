@@ -10,6 +10,7 @@
 --   slot BIGINT, off BIGINT    -- slot within the region, byte offset within the slot
 --   slot_bytes UBIGINT, num_slots BIGINT
 --   crosses BOOLEAN     -- the range runs past the end of its slot
+--   pid, part_id INTEGER  -- the region's pool and part ids (lay; null: none covers it)
 -- A view, not a table: end_hold, the one object of the analysis that reads it, stores every
 -- column of it beside its own, so storing the rows twice only cost time (~0.4 cpu-s at 1M
 -- events: a quarter of it the range join, the rest writing 1.36M rows). Readers outside the
@@ -23,7 +24,7 @@ WITH d AS (
     UNION ALL
     SELECT shard, xfer, pos, nbytes, 'dst', dst_agent, dst_addr, dst_dlist, dst_idx FROM descs
 ), j AS (
-    SELECT d.*, l.pool, l.layer, l.part, l.addr AS l_addr, l.nbytes AS l_nbytes, l.slot_bytes, l.num_slots
+    SELECT d.*, l.pool, l.layer, l.part, l.pid, l.part_id, l.addr AS l_addr, l.nbytes AS l_nbytes, l.slot_bytes, l.num_slots
     -- a range hash join: layouts are few, and an ASOF join would sort every descriptor
     FROM d LEFT JOIN lay l ON d.agent = l.agent AND d.addr >= l.addr AND d.addr < l.addr + l.nbytes
 )
@@ -33,5 +34,6 @@ SELECT shard, xfer, pos, side, agent, addr, nbytes, dlist, idx,
        CASE WHEN inl THEN ((addr - l_addr) // slot_bytes)::BIGINT END AS slot,
        CASE WHEN inl THEN ((addr - l_addr) % slot_bytes)::BIGINT END AS off,
        CASE WHEN inl THEN slot_bytes END AS slot_bytes, CASE WHEN inl THEN num_slots END AS num_slots,
-       coalesce(inl AND (addr - l_addr) % slot_bytes + nbytes > slot_bytes, false) AS crosses
+       coalesce(inl AND (addr - l_addr) % slot_bytes + nbytes > slot_bytes, false) AS crosses,
+       CASE WHEN inl THEN pid END AS pid, CASE WHEN inl THEN part_id END AS part_id
 FROM (SELECT *, l_addr IS NOT NULL AND addr + nbytes <= l_addr + l_nbytes AS inl FROM j);

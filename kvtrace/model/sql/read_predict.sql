@@ -4,7 +4,7 @@
 -- the latest write of its source slot that happens-before the post (whole-slot copies
 -- only). checksum_mismatch reports the reads whose checksum differs; attribution
 -- (analysis/attribution.py) searches for whose bytes they hold.
--- requires: reads, writes, end_hold, poison, shards
+-- requires: reads, writes, end_hold_ids, poison, shards
 -- Narrow: only the read's keys, its checksum and the prediction; join reads USING (lk, seq)
 -- for the rest (checksum_mismatch does so for the few mismatched reads only).
 -- Columns:
@@ -27,13 +27,13 @@
 -- + group-by per read (xm), and every other read takes its one transfer by a hash join (t1);
 -- the group-by over every read cost ~5 s of the ~8 s at 10M. The source end's checksum is
 -- found by an ASOF join on the source ends alone (7 integer columns), before they meet
--- their destination ends.
+-- their destination ends. The ends come from end_hold_ids (integers only: no name is read).
 CREATE OR REPLACE TABLE read_predict AS
 WITH dst AS NOT MATERIALIZED (   -- transfers into a held slot layer: the generation they write
     SELECT psidx, xfer, pos, lk, gen_seq, post_seq, seen_seq, bound, off, nbytes, slot_bytes
-    FROM end_hold WHERE side = 'dst' AND managed AND gen_seq IS NOT NULL
+    FROM end_hold_ids WHERE dst AND managed AND gen_seq IS NOT NULL
 ), src AS NOT MATERIALIZED (
-    SELECT psidx, xfer, pos, lk, bound, off, slot_bytes FROM end_hold WHERE side = 'src'
+    SELECT psidx, xfer, pos, lk, bound, off, slot_bytes FROM end_hold_ids WHERE NOT dst
 ), multi AS (   -- slot layer generations with more than one transfer in (rare), by hash
     SELECT hash(lk, gen_seq) AS h FROM dst GROUP BY h HAVING count(*) > 1
 ), sck AS NOT MATERIALIZED (   -- each source end with the checksum of the latest write of its

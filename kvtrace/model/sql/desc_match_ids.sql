@@ -1,0 +1,110 @@
+-- desc_match_ids: every descriptor with both ends side by side, and whether it copies the same
+-- (pool, layer, page) of its request from source to destination — the one rule of
+-- descriptor correctness, read by the layer_offset_mismatch check and the TUI inspector.
+-- The rule applies (checked) when both ends fall in a layout and one side's pool is
+-- allocator-managed. Then the ends must agree on pool, layer and K/V part, the request
+-- must hold both slots at the post (pages from end_hold), and the bytes must be the same
+-- tokens: with the same bytes per token on both sides (same geometry, or pages of other
+-- sizes) the same token position page * slot_bytes + offset; with heads split differently
+-- (heterogeneous TP: where a rank's share sits in the slot is the engine's choice)
+-- overlapping token ranges of the two pages. A descriptor that agrees but whose
+-- destination bytes another descriptor of the same transfer also covers is a duplicate.
+-- An end on an agent that recorded no holding at all for the request (its allocator is not
+-- hooked there, e.g. a scheduler in a process of its own) proves nothing about which slots
+-- the request holds: such a descriptor is unknown (not checked), never "not held".
+-- requires: end_hold_ids, lay, holding_list, agent_home, agent_ids, xfers
+-- pieces: xfers.xfer by end_hold_ids / 4
+-- Built from the descriptors of the transfers with $lo <= xfer < $hi (null: unbounded;
+-- TraceModel builds it in one piece unless the ends it joins, one side of end_hold_ids with
+-- about half its columns (the "/ 4"), outgrow a share of the memory cap, then in ranges
+-- of transfers): a descriptor's ends and every group of the duplicate test belong to one
+-- transfer, so the pieces are exact, and each joins only its own ends (end_hold's row
+-- groups outside the range are skipped) instead of spilling all of them (10M events
+-- under a 300 MB cap: 27 pieces, 14-16 cpu-s, in one statement 27).
+-- Stored narrow, as end_hold_ids (whose integer ids it reads: its self-join and hash tables
+-- carry no names); the view desc_match gives the names back (id_names). Columns: desc_match's,
+-- with psidx (the initiator shard) for shard, s_aid, s_pid, s_part_id / d_aid, d_pid, d_part_id
+-- for the ends' agent, pool and part, unheld_aid for unheld.
+CREATE OR REPLACE TABLE desc_match_ids AS
+WITH pt AS (SELECT i.aid, l.pid, coalesce(any_value(l.page_tokens), 1) AS pt FROM lay l JOIN agent_ids i USING (agent) GROUP BY ALL),
+-- agents with holding facts per request, recorded where the agent lives (holdings another
+-- process records for it cannot be ordered with its transfers: see managed)
+ah AS (SELECT DISTINCT i.aid, h.request FROM holding_list h JOIN agent_home o ON o.agent = h.agent AND o.h_shard = h.shard
+       JOIN agent_ids i ON i.agent = h.agent
+       WHERE ($lo IS NULL AND $hi IS NULL)
+          OR h.request IN (SELECT request FROM xfers WHERE ($lo IS NULL OR xfer >= $lo) AND ($hi IS NULL OR xfer < $hi))),
+a AS (
+    SELECT t.psidx, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
+           s.aid AS s_aid, s.addr AS s_addr, s.pid AS s_pid, s.layer AS s_layer, s.part_id AS s_part_id,
+           s.slot AS s_slot, s.off AS s_off, s.slot_bytes AS s_slot_bytes, s.page AS s_page,
+           s.managed AS s_managed, s.dlist AS s_dlist, s.idx AS s_idx,
+           t.aid AS d_aid, t.addr AS d_addr, t.pid AS d_pid, t.layer AS d_layer, t.part_id AS d_part_id,
+           t.slot AS d_slot, t.off AS d_off, t.slot_bytes AS d_slot_bytes, t.page AS d_page,
+           t.managed AS d_managed, t.dlist AS d_dlist, t.idx AS d_idx,
+           -- a page that cannot be known (its holding unordered with the post, past a cut, or
+           -- of a transfer with no request) proves nothing, unless the other end is proven
+           -- outside the request's pages
+           coalesce(t.pid IS NOT NULL AND s.pid IS NOT NULL AND (t.managed OR s.managed)
+                    AND (NOT (t.h_unknown OR s.h_unknown)
+                         OR (s.managed AND s.page IS NULL AND NOT s.h_unknown)
+                         OR (t.managed AND t.page IS NULL AND NOT t.h_unknown)), false) AS applies,
+           -- an end with no page whose agent holds nothing of the request: not held is unprovable
+           CASE WHEN s.page IS NULL AND sh.aid IS NULL THEN s.aid
+                WHEN t.page IS NULL AND th.aid IS NULL THEN t.aid END AS blank,
+           s.slot_bytes * tp.pt = t.slot_bytes * sp.pt AS same_geometry,
+           coalesce(s.pid = t.pid AND s.layer = t.layer AND s.part_id IS NOT DISTINCT FROM t.part_id AND
+               CASE WHEN s.slot_bytes * tp.pt = t.slot_bytes * sp.pt
+                    THEN s.page * s.slot_bytes + s.off = t.page * t.slot_bytes + t.off
+                    ELSE s.page * sp.pt < (t.page + 1) * tp.pt AND t.page * tp.pt < (s.page + 1) * sp.pt END,
+               false) AS same
+    -- the two ends of a descriptor by integer keys (psidx: the initiator shard's index);
+    -- "holds something of the request" as plain left joins (ah is distinct): as NOT EXISTS
+    -- subqueries DuckDB built a correlated plan over every row (~1/3 of the cost at 10M);
+    -- looked up only for an end without a page (a null key never matches; blank reads it only then)
+    FROM end_hold_ids t JOIN end_hold_ids s ON s.psidx = t.psidx AND s.xfer = t.xfer AND s.pos = t.pos AND NOT s.dst
+    LEFT JOIN pt sp ON sp.aid = s.aid AND sp.pid = s.pid
+    LEFT JOIN pt tp ON tp.aid = t.aid AND tp.pid = t.pid
+    LEFT JOIN ah sh ON sh.aid = s.aid AND sh.request = CASE WHEN s.page IS NULL THEN t.request END
+    LEFT JOIN ah th ON th.aid = t.aid AND th.request = CASE WHEN t.page IS NULL THEN t.request END
+    WHERE t.dst AND ($lo IS NULL OR (t.xfer >= $lo AND s.xfer >= $lo)) AND ($hi IS NULL OR (t.xfer < $hi AND s.xfer < $hi))
+), b AS (SELECT a.* EXCLUDE (applies, blank), applies AND blank IS NULL AS checked,
+                CASE WHEN applies THEN blank END AS unheld_aid FROM a
+), ov AS (  -- agents with two layout regions that overlap on other slot boundaries (rare)
+    SELECT DISTINCT i.aid FROM lay a JOIN lay o ON o.agent = a.agent AND a.addr < o.addr + o.nbytes
+        AND o.addr < a.addr + a.nbytes AND (a.addr <> o.addr OR a.slot_bytes <> o.slot_bytes)
+    JOIN agent_ids i ON i.agent = a.agent
+), cand AS (
+    -- the (transfer, destination agent)s whose agreeing descriptors may overlap: an end lies
+    -- in its region, so where an agent's regions do not overlap, two ends that each stay in
+    -- one slot overlap only in the same slot (the same slot start address); any other end
+    -- (across slots, empty, or on such an agent) sends its whole group to the exact test
+    -- below. By hash of the group: a collision only adds a group to the exact test. (One
+    -- hash aggregate of the agreeing ends instead of sorting them all: ~1.5 of desc_match's
+    -- ~11 cpu-s at 10M; the result is the window's on every group.)
+    SELECT gk FROM (
+        SELECT hash(psidx, xfer, d_aid) AS gk, b.d_addr - b.d_off::UBIGINT AS cell,
+               coalesce(b.nbytes >= 1 AND b.d_off::UBIGINT + b.nbytes <= b.d_slot_bytes
+                        AND NOT list_contains(o.aids, b.d_aid), false) AS safe
+        FROM b, (SELECT coalesce(list(aid), []) AS aids FROM ov) o WHERE checked AND same)
+    GROUP BY gk, cell HAVING count(*) > 1 OR NOT bool_and(safe)
+), dup AS (  -- destination bytes covered twice by one transfer (among the agreeing descriptors)
+    SELECT psidx, xfer, pos FROM (
+        SELECT psidx, xfer, pos, d_addr, nbytes,
+               max(d_addr + nbytes) OVER (PARTITION BY psidx, xfer, d_aid ORDER BY d_addr, pos
+                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
+               lead(d_addr) OVER (PARTITION BY psidx, xfer, d_aid ORDER BY d_addr, pos) AS next_start
+        FROM b WHERE checked AND same AND hash(psidx, xfer, d_aid) IN (SELECT gk FROM cand))
+    WHERE d_addr < prev_end OR next_start < d_addr + nbytes
+)
+SELECT b.* EXCLUDE (same, same_geometry), checked AND same AS ok, dup.pos IS NOT NULL AS dup,
+       CASE WHEN NOT checked THEN NULL
+            WHEN s_pid <> d_pid THEN 'pools differ'
+            WHEN s_layer <> d_layer THEN 'layers differ'
+            WHEN s_part_id IS DISTINCT FROM d_part_id THEN 'K/V parts differ'
+            WHEN s_page IS NULL THEN 'source slot not held by the request'
+            WHEN d_page IS NULL THEN 'destination slot not held by the request'
+            WHEN NOT same AND same_geometry THEN format('token positions differ (p{}+{} → p{}+{})', s_page, s_off, d_page, d_off)
+            WHEN NOT same THEN format('pages hold different tokens (p{} → p{})', s_page, d_page)
+            WHEN dup.pos IS NOT NULL THEN 'destination bytes covered twice by this transfer'
+       END AS problem
+FROM b LEFT JOIN dup USING (psidx, xfer, pos);
