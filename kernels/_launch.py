@@ -23,8 +23,14 @@ MAX_SLOT_BYTES = (1 << 31) - 4   # the hash kernel indexes a slot's words in int
 _MAX_GRID_Y = 65535
 
 
-def _dev(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(a)).to(like.device)
+def _dev(a: np.ndarray, like: torch.Tensor, queued: bool = False) -> torch.Tensor:
+    """``a`` on ``like``'s device. ``queued``: through pinned host memory, so the copy is
+    queued on the stream instead of making the host wait for the work queued before it (a
+    copy from pageable memory does)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if queued and like.is_cuda:
+        return t.pin_memory().to(like.device, non_blocking=True)
+    return t.to(like.device)
 
 
 def _words(u8: torch.Tensor) -> torch.Tensor | None:
@@ -60,10 +66,12 @@ def _grid_y(units: int, per_program: int) -> tuple[int, int]:
     return max(1, -(-units // (per_program * iters))), iters
 
 
-def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool, cfg: dict | None = None):
+def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool, cfg: dict | None = None,
+                  queued: bool = False):
     """A launcher for kvh64 of these slots: each call runs the kernel and returns the
     (lo, hi) sums as int64 device tensors (no host sync), so benchmarks can time it alone.
-    ``cfg`` overrides the tile (bench/sweep_kernel_tiles.py)."""
+    ``cfg`` overrides the tile (bench/sweep_kernel_tiles.py); ``queued``: the slots' offsets
+    go up without the host waiting for the stream (see _dev)."""
     if n.max() > MAX_SLOT_BYTES:
         raise ValueError(f"checksum: a slot of {int(n.max())} bytes (the kernel takes slots under 2 GiB)")
     anchor = views[0]
@@ -71,8 +79,8 @@ def plan_checksum(views: list[torch.Tensor], reg, off, n, interpret: bool, cfg: 
     delta = ptrs[reg] - ptrs[0] + off
     a32 = _words(anchor)
     aligned = a32 is not None and not (delta % 4).any() and not (n % 4).any()
-    d_t = _dev(delta // 4 if aligned else delta, anchor)
-    n_t = _dev(n, anchor)
+    d_t = _dev(delta // 4 if aligned else delta, anchor, queued)
+    n_t = _dev(n, anchor, queued)
     words = int(((n.max() + 3) // 4))
     cfg = cfg or tile(interpret, words, HASH_ITERS)
     hint = 4 if aligned and not (delta % 16).any() else 1
@@ -106,7 +114,7 @@ def checksum_later(views: list[torch.Tensor], reg, off, n, interpret: bool):
     if len(off) == 0 or interpret or not views[0].is_cuda:
         sums = checksum(views, reg, off, n, interpret)
         return lambda: sums
-    lo, hi = plan_checksum(views, reg, off, n, interpret)()
+    lo, hi = plan_checksum(views, reg, off, n, interpret, queued=True)()
     both = torch.stack((lo, hi))
     host = torch.empty(both.shape, dtype=both.dtype, pin_memory=True)
     host.copy_(both, non_blocking=True)

@@ -476,12 +476,442 @@ fail:
     return NULL;
 }
 
+
+/* ---------------------------------------------------------------- the ring's bookkeeping */
+
+enum { K_ALLOC = 1, K_FREE, K_POST, K_DONE, K_ERROR, K_RELEASE, K_REGISTER, K_DEREGISTER, K_START, K_REQ_DONE,
+       K_ABORT };
+
+static PyObject *MINUS_ONE, *ONE;
+
+/* d[key] = d.get(key, 0) + n (n may be negative: then popped when <= 0, as _unref does) */
+static int add_count(PyObject *d, PyObject *key, long long n, int pop_le0) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && PyErr_Occurred())
+        return -1;
+    long long cur = 0;
+    if (v != NULL) {
+        cur = PyLong_AsLongLong(v);
+        if (cur == -1 && PyErr_Occurred())
+            return -1;
+    }
+    long long left = cur + n;
+    if (pop_le0 && left <= 0) {
+        if (v != NULL && PyDict_DelItem(d, key) < 0)
+            return -1;
+        return 0;
+    }
+    PyObject *nv = PyLong_FromLongLong(left);
+    if (nv == NULL)
+        return -1;
+    int rc = PyDict_SetItem(d, key, nv);
+    Py_DECREF(nv);
+    return rc;
+}
+
+/* if t > last.get(owner, -1): last[owner] = t */
+static int bump_last(PyObject *last, PyObject *owner, PyObject *t) {
+    PyObject *prev = PyDict_GetItemWithError(last, owner);
+    if (prev == NULL && PyErr_Occurred())
+        return -1;
+    int gt = PyObject_RichCompareBool(t, prev != NULL ? prev : MINUS_ONE, Py_GT);
+    if (gt < 0)
+        return -1;
+    return gt ? PyDict_SetItem(last, owner, t) : 0;
+}
+
+/* RingStore._unref(owner, t, n) */
+static int unref(PyObject *refs, PyObject *last, PyObject *owner, PyObject *t, long long n) {
+    if (add_count(refs, owner, -n, 1) < 0)
+        return -1;
+    return bump_last(last, owner, t);
+}
+
+/* Owners.set(row, owner): pos maps owner -> code, uniq lists them, codes per row */
+static int own_set(PyObject *pos, PyObject *uniq, int32_t *codes, Py_ssize_t ncodes, Py_ssize_t row,
+                   PyObject *owner) {
+    if (row < 0 || row >= ncodes) {
+        PyErr_SetString(PyExc_IndexError, "book: row out of range");
+        return -1;
+    }
+    PyObject *j = PyDict_GetItemWithError(pos, owner);
+    long long code;
+    if (j == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        code = PyList_GET_SIZE(uniq);
+        PyObject *nj = PyLong_FromLongLong(code);
+        if (nj == NULL)
+            return -1;
+        int rc = PyDict_SetItem(pos, owner, nj);
+        Py_DECREF(nj);
+        if (rc < 0 || PyList_Append(uniq, owner) < 0)
+            return -1;
+    } else {
+        code = PyLong_AsLongLong(j);
+        if (code == -1 && PyErr_Occurred())
+            return -1;
+    }
+    codes[row] = (int32_t)code;
+    return 0;
+}
+
+/* partners.setdefault(a, set()).add(b) */
+static int partner(PyObject *partners, PyObject *a, PyObject *b) {
+    PyObject *s = PyDict_GetItemWithError(partners, a);
+    if (s == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        s = PySet_New(NULL);
+        if (s == NULL)
+            return -1;
+        int rc = PyDict_SetItem(partners, a, s);
+        Py_DECREF(s);
+        if (rc < 0)
+            return -1;
+    }
+    return PySet_Add(s, b);
+}
+
+static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObject *pool, PyObject *sl) {
+    PyObject *refs = st[0], *holders = st[5], *gens = st[6], *partners = st[7];
+    PyObject *seq = PySequence_Fast(sl, "book: slots must be a sequence");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    long long n = 0;
+    int rc = -1;
+    for (Py_ssize_t k = 0; k < ns; k++) {
+        PyObject *key = PyTuple_Pack(3, agent, pool, items[k]);
+        if (key == NULL)
+            goto out;
+        PyObject *gen = PyDict_GetItemWithError(gens, key);
+        if (gen == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto out;
+            }
+            PyObject *g = PySet_New(NULL), *h = PyDict_New();
+            int bad = g == NULL || h == NULL || PySet_Add(g, owner) < 0 || PyDict_SetItem(h, owner, ONE) < 0;
+            if (!bad)
+                bad = PyDict_SetItem(gens, key, g) < 0 || PyDict_SetItem(holders, key, h) < 0;
+            Py_XDECREF(g);
+            Py_XDECREF(h);
+            Py_DECREF(key);
+            if (bad)
+                goto out;
+            n++;
+            continue;
+        }
+        int in = PySet_Contains(gen, owner);
+        if (in < 0) {
+            Py_DECREF(key);
+            goto out;
+        }
+        if (!in) {
+            Py_INCREF(gen);
+            PyObject *it = PyObject_GetIter(gen), *m;
+            if (it == NULL) {
+                Py_DECREF(gen);
+                Py_DECREF(key);
+                goto out;
+            }
+            int bad = 0;
+            while (!bad && (m = PyIter_Next(it)) != NULL) {
+                bad = partner(partners, m, owner) < 0 || partner(partners, owner, m) < 0;
+                Py_DECREF(m);
+            }
+            Py_DECREF(it);
+            if (bad || PyErr_Occurred() || PySet_Add(gen, owner) < 0) {
+                Py_DECREF(gen);
+                Py_DECREF(key);
+                goto out;
+            }
+            Py_DECREF(gen);
+            n++;
+        }
+        PyObject *held = PyDict_GetItemWithError(holders, key);
+        if (held == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, key);
+            Py_DECREF(key);
+            goto out;
+        }
+        Py_DECREF(key);
+        if (add_count(held, owner, 1, 0) < 0)
+            goto out;
+    }
+    if (n && add_count(refs, owner, n, 0) < 0)
+        goto out;
+    rc = 0;
+out:
+    Py_DECREF(seq);
+    return rc;
+}
+
+static int do_free(PyObject *const *st, PyObject *owner, PyObject *agent, PyObject *pool, PyObject *sl, PyObject *t) {
+    PyObject *refs = st[0], *last = st[1], *holders = st[5], *gens = st[6];
+    PyObject *seq = PySequence_Fast(sl, "book: slots must be a sequence");
+    if (seq == NULL)
+        return -1;
+    PyObject *ended = PyDict_New();
+    int rc = -1;
+    if (ended == NULL)
+        goto out;
+    Py_ssize_t ns = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < ns; k++) {
+        PyObject *key = PyTuple_Pack(3, agent, pool, items[k]);
+        if (key == NULL)
+            goto out;
+        PyObject *held = PyDict_GetItemWithError(holders, key);
+        int truth = held == NULL ? 0 : PyObject_IsTrue(held);
+        if ((held == NULL && PyErr_Occurred()) || truth < 0) {
+            Py_DECREF(key);
+            goto out;
+        }
+        if (!truth) {
+            Py_DECREF(key);
+            continue;
+        }
+        Py_INCREF(held);
+        PyObject *c = PyDict_GetItemWithError(held, owner);
+        int ct = c == NULL ? 0 : PyObject_IsTrue(c);
+        if ((c == NULL && PyErr_Occurred()) || ct < 0)
+            goto bad;
+        if (ct) {
+            int le1 = PyObject_RichCompareBool(c, ONE, Py_LE);
+            if (le1 < 0)
+                goto bad;
+            if (le1 ? PyDict_DelItem(held, owner) < 0 : add_count(held, owner, -1, 0) < 0)
+                goto bad;
+            if (PyDict_GET_SIZE(held) == 0) {
+                if (PyDict_DelItem(holders, key) < 0)
+                    goto bad;
+                PyObject *gen = PyDict_GetItemWithError(gens, key);
+                if (gen == NULL && PyErr_Occurred())
+                    goto bad;
+                if (gen != NULL) {
+                    Py_INCREF(gen);
+                    if (PyDict_DelItem(gens, key) < 0) {
+                        Py_DECREF(gen);
+                        goto bad;
+                    }
+                    PyObject *it = PyObject_GetIter(gen), *m;
+                    Py_DECREF(gen);
+                    if (it == NULL)
+                        goto bad;
+                    int err = 0;
+                    while (!err && (m = PyIter_Next(it)) != NULL) {
+                        err = add_count(ended, m, 1, 0) < 0;
+                        Py_DECREF(m);
+                    }
+                    Py_DECREF(it);
+                    if (err || PyErr_Occurred())
+                        goto bad;
+                }
+            }
+        }
+        Py_DECREF(held);
+        Py_DECREF(key);
+        continue;
+    bad:
+        Py_DECREF(held);
+        Py_DECREF(key);
+        goto out;
+    }
+    Py_ssize_t p = 0;
+    PyObject *m, *cnt;
+    while (PyDict_Next(ended, &p, &m, &cnt)) {
+        long long nn = PyLong_AsLongLong(cnt);
+        if (nn == -1 && PyErr_Occurred())
+            goto out;
+        if (unref(refs, last, m, t, nn) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    Py_XDECREF(ended);
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* book(state, kind_codes, pos, uniq, codes, ts, agents, kinds, reqs, pools, xfers, addrs, slot_lists, idx,
+ *      xfer_tag, region_tag) -> [j of each xfer_error row]
+ * RingStore._ingest_events' loop over the rows that change liveness (see there), on its lists
+ * (row j of the lists is row idx[j] of the batch); state: (refs, last_t, open, inflight,
+ * xfer_owner, holders, gen, partners); kind_codes: kind -> K_* below; pos, uniq, codes: the
+ * batch's Owners (codes: its int32 array), for the rows whose owner is a transfer or region. */
+static PyObject *book(PyObject *self, PyObject *args) {
+    PyObject *state, *kcodes, *pos, *uniq, *codes_obj, *L[9], *xtag, *rtag;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O!O!O!O!O!O!O!O!OO", &PyTuple_Type, &state, &PyDict_Type, &kcodes,
+                          &PyDict_Type, &pos, &PyList_Type, &uniq, &codes_obj, &PyList_Type, &L[0], &PyList_Type,
+                          &L[1], &PyList_Type, &L[2], &PyList_Type, &L[3], &PyList_Type, &L[4], &PyList_Type, &L[5],
+                          &PyList_Type, &L[6], &PyList_Type, &L[7], &PyList_Type, &L[8], &xtag, &rtag))
+        return NULL;
+    if (PyTuple_GET_SIZE(state) != 8) {
+        PyErr_SetString(PyExc_ValueError, "book: state is 8 containers");
+        return NULL;
+    }
+    PyObject *const *st = &PyTuple_GET_ITEM(state, 0);
+    for (int k = 0; k < 8; k++) {
+        int ok = k == 2 ? PySet_Check(st[k]) : PyDict_Check(st[k]);
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "book: state containers of the wrong type");
+            return NULL;
+        }
+    }
+    Py_ssize_t n = PyList_GET_SIZE(L[0]);
+    for (int k = 1; k < 9; k++) {
+        if (PyList_GET_SIZE(L[k]) != n) {
+            PyErr_SetString(PyExc_ValueError, "book: lists of different lengths");
+            return NULL;
+        }
+    }
+    Py_buffer cb;
+    if (PyObject_GetBuffer(codes_obj, &cb, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (cb.itemsize != 4) {
+        PyBuffer_Release(&cb);
+        PyErr_SetString(PyExc_TypeError, "book: codes must be int32");
+        return NULL;
+    }
+    Py_ssize_t ncodes = cb.len / 4;
+    int32_t *codes = (int32_t *)cb.buf;
+    PyObject *refs = st[0], *last = st[1], *open_ = st[2], *inflight = st[3], *xown = st[4];
+    PyObject *errors = PyList_New(0);
+    if (errors == NULL)
+        goto fail;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *kind = PyList_GET_ITEM(L[2], j), *req = PyList_GET_ITEM(L[3], j);
+        PyObject *kc = PyDict_GetItemWithError(kcodes, kind);
+        if (kc == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            continue; /* not a kind the bookkeeping reads */
+        }
+        long code = PyLong_AsLong(kc);
+        PyObject *xfer = PyList_GET_ITEM(L[5], j), *agent = PyList_GET_ITEM(L[1], j);
+        PyObject *t = PyList_GET_ITEM(L[0], j), *owner;
+        if (req != Py_None) {
+            owner = req;
+            Py_INCREF(owner);
+        } else if (code >= K_POST && code <= K_RELEASE && xfer != Py_None) {
+            owner = PyTuple_Pack(2, xtag, xfer);
+        } else if (code == K_REGISTER || code == K_DEREGISTER) {
+            owner = PyTuple_Pack(3, rtag, agent, PyList_GET_ITEM(L[6], j));
+        } else {
+            continue;
+        }
+        if (owner == NULL)
+            goto fail;
+        if (owner != req) {
+            Py_ssize_t row = PyLong_AsSsize_t(PyList_GET_ITEM(L[8], j));
+            if ((row == -1 && PyErr_Occurred()) || own_set(pos, uniq, codes, ncodes, row, owner) < 0) {
+                Py_DECREF(owner);
+                goto fail;
+            }
+        }
+        int rc = 0;
+        switch (code) {
+        case K_ALLOC:
+        case K_FREE: {
+            PyObject *sl = PyList_GET_ITEM(L[7], j);
+            int truth = PyObject_IsTrue(sl);
+            if (truth < 0)
+                rc = -1;
+            else if (truth)
+                rc = code == K_ALLOC ? do_alloc(st, owner, agent, PyList_GET_ITEM(L[4], j), sl)
+                                     : do_free(st, owner, agent, PyList_GET_ITEM(L[4], j), sl, t);
+            break;
+        }
+        case K_POST: {
+            PyObject *prev = PyDict_GetItemWithError(inflight, xfer);
+            if (prev == NULL && PyErr_Occurred()) {
+                rc = -1;
+                break;
+            }
+            if (prev != NULL) { /* a re-post before completion: one reference */
+                Py_INCREF(prev);
+                rc = PyDict_DelItem(inflight, xfer) < 0 || unref(refs, last, prev, t, 1) < 0 ? -1 : 0;
+                Py_DECREF(prev);
+                if (rc)
+                    break;
+            }
+            rc = PyDict_SetItem(inflight, xfer, owner) < 0 || PyDict_SetItem(xown, xfer, owner) < 0 ||
+                         add_count(refs, owner, 1, 0) < 0
+                     ? -1
+                     : 0;
+            break;
+        }
+        case K_DONE:
+        case K_ERROR:
+        case K_RELEASE: {
+            PyObject *prev = PyDict_GetItemWithError(inflight, xfer);
+            if (prev == NULL && PyErr_Occurred()) {
+                rc = -1;
+                break;
+            }
+            if (prev != NULL) {
+                Py_INCREF(prev);
+                rc = PyDict_DelItem(inflight, xfer) < 0 || unref(refs, last, prev, t, 1) < 0 ? -1 : 0;
+                Py_DECREF(prev);
+                if (rc)
+                    break;
+            }
+            if (code == K_ERROR) {
+                PyObject *jj = PyLong_FromSsize_t(j);
+                rc = jj == NULL || PyList_Append(errors, jj) < 0 ? -1 : 0;
+                Py_XDECREF(jj);
+            }
+            break;
+        }
+        case K_START:
+            rc = PySet_Add(open_, owner);
+            break;
+        case K_REQ_DONE:
+        case K_ABORT:
+            rc = PySet_Discard(open_, owner) < 0 ? -1 : 0;
+            break;
+        case K_REGISTER:
+            rc = add_count(refs, owner, 1, 0);
+            break;
+        case K_DEREGISTER: {
+            PyObject *r = PyDict_GetItemWithError(refs, owner);
+            int truth = r == NULL ? 0 : PyObject_IsTrue(r);
+            if ((r == NULL && PyErr_Occurred()) || truth < 0)
+                rc = -1;
+            else if (truth)
+                rc = unref(refs, last, owner, t, 1);
+            break;
+        }
+        }
+        Py_DECREF(owner);
+        if (rc < 0)
+            goto fail;
+    }
+    PyBuffer_Release(&cb);
+    return errors;
+fail:
+    PyBuffer_Release(&cb);
+    Py_XDECREF(errors);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS, "rows -> an Arrow C struct array (address, capsule), or None"},
     {"pick", pick, METH_VARARGS, "the ring bookkeeping's rows and columns"},
+    {"book", book, METH_VARARGS, "the ring bookkeeping's loop over its rows"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
                                     "the recorder's event rows to Arrow in C", -1, methods};
 
-PyMODINIT_FUNC PyInit__rows(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__rows(void) {
+    MINUS_ONE = PyLong_FromLong(-1);
+    ONE = PyLong_FromLong(1);
+    if (MINUS_ONE == NULL || ONE == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}

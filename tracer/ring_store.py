@@ -72,6 +72,12 @@ _PICK_COLS = (_T, _AGENT, _KIND, _REQUEST, _POOL_C, _XFER, _ADDR, _SLOTS)
 #: the bookkeeping's row selection in C (tracer/_rows.c: pick), unless the recorder's rows are
 #: converted in Python (no extension, or KVTRACE_ROWS=python): both give the same lists
 _PICK = None if NATIVE_ROWS is None else NATIVE_ROWS.pick
+_BOOK_LOOP = None if NATIVE_ROWS is None else NATIVE_ROWS.book
+#: the kinds the bookkeeping reads, as numbered in tracer/_rows.c (K_ALLOC...)
+_KIND_CODE = {k: i + 1 for i, k in enumerate(
+    ("alloc", "free", "xfer_post", "xfer_done", "xfer_error", "xfer_release", "register", "deregister",
+     "req_start", "req_done", "req_abort"))}
+assert set(_KIND_CODE) == _STATE_KINDS
 
 
 def _seq(v):
@@ -294,7 +300,18 @@ class RingStore:
             valid = slots.is_valid().to_pylist() if slots.null_count else None
             slot_lists = [flat[a:b] if valid is None or valid[j] else None
                           for j, (a, b) in enumerate(zip(offs, offs[1:]))]
-        if len(idx):
+        if len(idx) and _BOOK_LOOP is not None and type(idx) is list:
+            # the loop below in C (tracer/_rows.c: book), on the same lists and state
+            own._pos = {o: j for j, o in enumerate(own.uniq)}
+            errors = _BOOK_LOOP((self._refs, self._last_t, self._open, self._inflight, self._xfer_owner,
+                                 self._holders, self._gen, self._partners), _KIND_CODE, own._pos, own.uniq,
+                                own.codes, ts, agents, kinds_, reqs, pools, xfers, addrs, slot_lists, idx,
+                                "xfer", "region")
+            for j in errors:
+                if self.on_error is not None:
+                    self.on_error({"seq": batch.column("seq")[int(idx[j])].as_py(), "agent": agents[j],
+                                   "request": reqs[j], "xfer": xfers[j]})
+        elif len(idx):
             refs, last, open_, inflight, xown = self._refs, self._last_t, self._open, self._inflight, self._xfer_owner
             holders, gens, partners = self._holders, self._gen, self._partners
             for j, i in enumerate(idx):
