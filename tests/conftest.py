@@ -46,3 +46,24 @@ def gen_synthetic():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture
+def writes_both_ways(tmp_path, monkeypatch):
+    """``f(regions, slots, pages)`` -> {"async": rows, "sync": rows}: the write events that
+    record_writes gives for the same pages hashed off the hook (the default) and inside it
+    (KVTRACE_SYNC_CHECKSUMS=1); rows are (pool, layer, slots, checksums)."""
+    from kvtrace.tracer import Recorder, open_trace
+    from kvtrace.tracer.integrations._memory import record_writes
+
+    def run(regions, slots, pages):
+        got = {}
+        for how in ("async", "sync"):
+            monkeypatch.setenv("KVTRACE_SYNC_CHECKSUMS", "1" if how == "sync" else "0")
+            rec = Recorder(str(tmp_path / f"{how}.kvtrace"), "p")
+            record_writes(rec, "A", "r1", regions, slots, pages)
+            rec.close()
+            got[how] = [(e["pool"], e["layer"], e["slots"], e["checksums"])
+                        for e in open_trace(str(tmp_path / f"{how}.kvtrace")).table("events").to_pylist()]
+        return got
+    return run

@@ -49,29 +49,19 @@ def test_checksum_later_sees_the_memory_as_the_queued_work_leaves_it():
     assert not np.array_equal(checksum_slots(buf, offs, 1 << 20), want)
 
 
-def test_vram_writes_hashed_off_the_hook_give_the_synchronous_bits(tmp_path, monkeypatch):
+def test_vram_writes_hashed_off_the_hook_give_the_synchronous_bits(writes_both_ways):
     """record_writes on VRAM regions: queued in the hook, filled in on the hashing thread;
     the same events as hashing inside the hook."""
-    from kvtrace.tracer import Recorder, open_trace
-    from kvtrace.tracer.integrations._memory import record_writes
-
     class Region:
         def __init__(self, layer, buf):
             self.pool, self.layer, self.buf = "kv", layer, buf
             self.ptr, self.item, self.slots, self.mem, self.device = buf.data_ptr(), 4096, 64, "VRAM", buf.device.index
     rng = np.random.default_rng(6)
     regs = [Region(layer, cases.rand_bytes(rng, 4096 * 64, "cuda")) for layer in range(3)]
-    got = {}
-    for how in ("async", "sync"):
-        monkeypatch.setenv("KVTRACE_SYNC_CHECKSUMS", "1" if how == "sync" else "0")
-        rec = Recorder(str(tmp_path / f"{how}.kvtrace"), "p")
-        record_writes(rec, "A", "r1", regs, [9, 0, 63], [0, 1, 2])
-        rec.close()
-        got[how] = [(e["layer"], e["slots"], e["checksums"])
-                    for e in open_trace(str(tmp_path / f"{how}.kvtrace")).table("events").to_pylist()]
+    got = writes_both_ways(regs, [9, 0, 63], [0, 1, 2])
     assert got["async"] == got["sync"]
     want = checksum_slots(regs[2].buf.cpu(), np.array([9, 0, 63]) * 4096, 4096, backend="cpu")
-    assert got["async"][2][2] == [int(x) for x in want]
+    assert got["async"][2][3] == [int(x) for x in want]
 
 
 @pytest.mark.parametrize("align", [1, 4, 16])

@@ -12,7 +12,6 @@ import pytest
 
 from kvtrace.kernels.checksum import kvh64_ranges, kvh64_rows
 from kvtrace.tracer import Recorder, open_trace
-from kvtrace.tracer.integrations._memory import record_writes
 from kvtrace.tracer.schema import EventKind as K
 
 ITEM, SLOTS = 512, 8
@@ -67,16 +66,10 @@ def test_write_ordered_at_the_hook_checksums_filled_in_later(tmp_path):
     assert ev[-1]["kind"] == "mark"
 
 
-def test_record_writes_gives_the_synchronous_hash_bits(tmp_path, monkeypatch):
+def test_record_writes_gives_the_synchronous_hash_bits(writes_both_ways):
     """The same pages recorded through the hashing thread and in the hook: same events."""
     regs = _regions()
-    got = {}
-    for how in ("async", "sync"):
-        monkeypatch.setenv("KVTRACE_SYNC_CHECKSUMS", "1" if how == "sync" else "0")
-        rec = Recorder(str(tmp_path / f"{how}.kvtrace"), "p")
-        record_writes(rec, "A", "r1", regs, [7, 0, 3], [0, 1, 2])
-        rec.close()
-        got[how] = [(e["pool"], e["layer"], e["slots"], e["checksums"]) for e in _events(tmp_path / f"{how}.kvtrace")]
+    got = writes_both_ways(regs, [7, 0, 3], [0, 1, 2])
     assert got["async"] == got["sync"]
     assert got["async"][1][3] == [int(x) for x in kvh64_ranges(regs[1].buf, np.array([7, 0, 3]) * ITEM, ITEM)]
 
