@@ -102,8 +102,9 @@ class TimelineSource:
             instead of before returning.
     """
 
-    #: derived objects only the side panels and the slot filter read
-    PANEL_OBJECTS = ("xfer_span", "slot_history", "desc_match")
+    #: derived objects only the side panels and the slot filter read (end_hold: the slot
+    #: map's transfers in flight, tui/sql/inflight.sql)
+    PANEL_OBJECTS = ("xfer_span", "slot_history", "desc_match", "end_hold")
 
     def __init__(self, session, sandbox: bool = False, background: bool = False):
         self.session = session
