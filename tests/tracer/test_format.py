@@ -205,8 +205,14 @@ def test_threads_record_without_loss_or_disorder(tmp_path, validate_trace):
     import threading
     path = str(tmp_path / "mt.kvtrace")
     rec = Recorder(path, "mt", flush_interval=0.001, flush_rows=500)
+    # all four alive at once: the recorder numbers threads by their identity, which Python
+    # reuses once a thread has ended (a thread started after another ended may take its
+    # number, which keeps program order true); on a loaded machine a thread could otherwise
+    # finish before the last one starts
+    started = threading.Barrier(4)
 
     def work(k):
+        started.wait(30)
         for i in range(20000):
             rec.event("mark", f"t{k}", detail={"i": i})
 
