@@ -176,6 +176,8 @@ class Recorder:
         self._append = self._events.append        # bound once: the buffer list is never replaced
         self._thread_of = self._threads.get
         self._next_seq = self._seq.__next__
+        if NATIVE_ROWS is not None:
+            self._native_methods()
         self.closed = False
         self.max_backlog_rows = max_backlog_rows
         self.lost = LostRows()
@@ -201,6 +203,18 @@ class Recorder:
         return {name: _Stream(os.path.join(self.dir, name + ".arrows"), schema)
                 for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE),
                                      ("layouts", LAYOUTS), ("events", EVENTS))}
+
+    def _native_methods(self) -> None:
+        """The per-event methods in C (tracer/_rows.c ``appender``): the same rows on this
+        recorder's own buffer, seq counter and thread map, with no Python frame per call
+        (tests/tracer/test_appender.py). A subclass's own version of a method is kept."""
+        ap = NATIVE_ROWS.appender(self, self._events, self._seq, self._threads, current_request, _KIND, _JSON,
+                                  _SHARED, _reason_detail, (_PY_METHODS["layers"], _PY_METHODS["allocs"],
+                                                            _PY_METHODS["frees"]))
+        cls = type(self)
+        for name, fn in _PY_METHODS.items():
+            if getattr(cls, name) is fn:
+                setattr(self, name, getattr(ap, name))
 
     def _thread_id(self) -> int:
         with self._lock:
@@ -705,6 +719,10 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+#: the methods tracer/_rows.c's appender stands in for (and, while hashing, hands batches back to)
+_PY_METHODS = {name: getattr(Recorder, name) for name in ("event", "nixl_event", "layers", "allocs", "frees")}
 
 
 class LostRows:
