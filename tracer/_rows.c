@@ -1,7 +1,8 @@
-/* The recorder's buffered event rows to Arrow in one C pass (kvtrace.tracer._rows).
+/* The recorder's rows in C (kvtrace.tracer._rows): recorded, converted to Arrow, booked.
  *
  * Built by setup.py as an OPTIONAL extension: an install without a C compiler still works and
- * tracer/rows.py falls back to pyarrow's own conversion of the row tuples (same rows, slower);
+ * tracer/recorder.py falls back to its Python methods and pyarrow's own conversion of the row
+ * tuples (same rows, slower);
  * KVTRACE_ROWS=python selects the fallback in a process that has the extension.
  *
  * columns(rows, spec) -> (address, capsule) | None
@@ -21,6 +22,14 @@
  *   positions of the rows whose item kind_col is in the set ``kinds``, each column of
  *   ``cols`` (a tuple of item positions) of those rows as a list, and the slots item (the
  *   last of ``cols``) of those rows as given when a tuple, list or None, else seq_fn(item).
+ *
+ * book(...): the ring bookkeeping's loop over those rows (see there).
+ *
+ * appender(rec, ...) -> an object whose event / nixl_event / layers / allocs / frees append the
+ *   rows Recorder's Python methods of those names append, on the recorder's own buffer (see there;
+ *   Recorder.__init__ installs them on the instance unless KVTRACE_ROWS=python).
+ *
+ * json_text(o) -> str | None: a plain detail as the recorder's JSON text (see there).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

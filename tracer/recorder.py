@@ -1,6 +1,6 @@
 """Recorder: one per process ("shard"), columnar buffers flushed to Arrow IPC streams.
 
-Hot path: ``event()`` appends one tuple under a lock; ``descs_array()``/``dlist_array()``
+Hot path: ``event()`` appends one tuple, no lock (in C when tracer/_rows.c is built); ``descs_array()``/``dlist_array()``
 take whole numpy arrays. A background thread turns buffers into complete record
 batches every ``flush_interval`` seconds or ``flush_rows`` rows, writing descs, dlists
 and layouts *before* the events that reference them. A kill -9 therefore loses at most
@@ -161,7 +161,9 @@ class Recorder:
         # The event path takes no lock: next() on a count and list.append are each atomic
         # under the GIL, so every seq lands in the buffer exactly once, possibly out of
         # order across threads; flush() sorts and holds back rows after a gap (a thread
-        # between next() and append) so each stream stays strictly increasing.
+        # between next() and append) so each stream stays strictly increasing. The C
+        # methods (_native_methods) use the same count, list and thread map; they read the
+        # clock, take the seq and append with no Python code between (no thread switch).
         self._seq = itertools.count()
         self._written_seq = 0                  # the next seq the events stream expects
         self._flushed_seq = 0
