@@ -74,16 +74,16 @@ def build_shard_cut(model) -> None:
                                           "cut": pa.nulls(len(model.shards), pa.int64())}))
 
 
-# end_hold is a view over end_hold_ids and id_names: naming the tables too keeps them pinned (in
-# memory, never moved to their files) while the sweep's queries read them
-@builder("inflight_pairs", requires=("end_hold", "end_hold_ids", "id_names", "xfer_seen"), background=True)
+# the sweep reads end_hold_ids' integers and names only its pairs (id_names, xfers' requests):
+# naming the tables keeps them pinned (in memory, never moved to their files) while its queries read them
+@builder("inflight_pairs", requires=("end_hold_ids", "id_names", "xfers", "xfer_seen"), background=True)
 def build_inflight_pairs(model, ask) -> pa.Table:
     """inflight_pairs: overlapping descriptor ends of transfers in flight together (see
     inflight.py for the rule and the columns). Its numpy sweep (one core) runs beside the
     SQL objects built after it (the other core): 10M events, ~8 s of the derive."""
     from . import inflight
     # past the sweep's share of the cap its ranges' ends are read in one scan (spilled per
-    # range under the model's spill folder), not one scan of end_hold per range
+    # range under the model's spill folder), not one scan of end_hold_ids per range
     return inflight.build(ask, model.shards, inflight.chunk_rows(model.cap_bytes),
                           stream=lambda name: ask(name, batches=inflight.STREAM_ROWS), spill_dir=model.con_spill)
 

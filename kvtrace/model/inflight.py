@@ -9,7 +9,9 @@ apart than 4 neighbours, or across a bucket boundary, are not examined.
 
 One lexsort and four shifted comparisons replace SQL's row_number window and its
 self-join (at 1M events ~10 s of a window over 1.4M ends and a 5.3M-row join); the
-happens-before filter is a sorted-key lookup instead of two hash joins.
+happens-before filter is a sorted-key lookup instead of two hash joins. The ends are read
+as integers (end_hold_ids' ids, queries/inflight_ends.sql) and only the pairs found are
+named (Names): at 10M events, 13.6M ends and no pair.
 
 Columns (as before, one row per pair):
   agent VARCHAR
@@ -79,22 +81,59 @@ def sort_codes(col: pa.ChunkedArray) -> np.ndarray:
     return rank[idx]
 
 
-def empty_pairs(ends: pa.Table) -> pa.Table:
-    return pairs_table(ends, np.empty(0, np.int64), np.empty(0, np.int64))
+class Names:
+    """The names behind the sweep's integer ends (inflight_names.sql: id_names' lists), and
+    the requests of the transfers the pairs name (inflight_requests.sql, asked for only
+    when there are pairs): the sweep reads ids only, and names what it returns."""
+
+    def __init__(self, ask) -> None:
+        row = ask("inflight_names")
+        get = lambda c: pa.array(row.column(c)[0].as_py() or [], pa.string()) if row.num_rows else pa.array([], pa.string())  # noqa: E731
+        self.shards, self.agents, self.pools = get("shards"), get("agents"), get("pools")
+        self.ask = ask
+
+    @staticmethod
+    def _take(names: pa.Array, ix: pa.Array, base: int) -> pa.Array:
+        """names[ix - base]; null where ix is null or out of range (as SQL's list index)."""
+        i = pc.subtract(ix.cast(pa.int64()), base)
+        i = pc.if_else(pc.and_(pc.greater_equal(i, 0), pc.less(i, len(names))), i, pa.scalar(None, pa.int64()))
+        return names.take(i)
+
+    def requests(self, psidx: pa.Array, xfer: pa.Array) -> pa.Array:
+        """The request of each (initiator shard index, transfer id); null: none."""
+        if not len(xfer):
+            return pa.array([], pa.string())
+        q = pa.table({"sidx": psidx.cast(pa.int32()), "xfer": xfer.cast(pa.int64()),
+                      "i": pa.array(np.arange(len(xfer)), pa.int64())})
+        keys = q.select(["sidx", "xfer"]).group_by(["sidx", "xfer"]).aggregate([])
+        got = self.ask("inflight_requests", [keys.column("sidx").to_pylist(), keys.column("xfer").to_pylist()])
+        got = got.select(["sidx", "xfer", "request"]).cast(pa.schema([("sidx", pa.int32()), ("xfer", pa.int64()),
+                                                                        ("request", pa.string())]))
+        return q.join(got, ["sidx", "xfer"], join_type="left outer").sort_by("i").column("request").combine_chunks()
 
 
-def pairs_table(ends: pa.Table, a: np.ndarray, b: np.ndarray) -> pa.Table:
+def empty_pairs(ends: pa.Table, names: Names) -> pa.Table:
+    return pairs_table(ends, np.empty(0, np.int64), np.empty(0, np.int64), names)
+
+
+def pairs_table(ends: pa.Table, a: np.ndarray, b: np.ndarray, names: Names) -> pa.Table:
     ta, tb = pa.array(a, pa.int64()), pa.array(b, pa.int64())
-    c = lambda name, t: ends.column(name).take(t)  # noqa: E731
+    c = lambda name, t: ends.column(name).take(t).combine_chunks()  # noqa: E731
     a_addr, b_addr = _np(c("addr", ta), 0, np.uint64), _np(c("addr", tb), 0, np.uint64)
     a_n, b_n = _np(c("nbytes", ta), 0, np.uint64), _np(c("nbytes", tb), 0, np.uint64)
+    side = pa.array(["dst", "src"], pa.string())
+    a_sidx, b_sidx, a_x, b_x = c("psidx", ta), c("psidx", tb), c("xfer", ta), c("xfer", tb)
+    req = names.requests(pa.concat_arrays([a_sidx.cast(pa.int32()), b_sidx.cast(pa.int32())]),
+                         pa.concat_arrays([a_x.cast(pa.int64()), b_x.cast(pa.int64())]))
     return pa.table({
-        "agent": c("agent", ta),
-        "a_shard": c("shard", ta), "a_xfer": c("xfer", ta), "a_side": c("side", ta),
-        "a_request": c("request", ta), "a_post": c("post_seq", ta),
-        "b_shard": c("shard", tb), "b_xfer": c("xfer", tb), "b_side": c("side", tb),
-        "b_request": c("request", tb), "b_post": c("post_seq", tb),
-        "pool": c("pool", ta), "layer": c("layer", ta), "slot": c("slot", ta),
+        "agent": Names._take(names.agents, c("agent_code", ta), 1),
+        "a_shard": Names._take(names.shards, a_sidx, 0), "a_xfer": a_x,
+        "a_side": Names._take(side, c("side_code", ta), 0),
+        "a_request": req.slice(0, len(a)), "a_post": c("post_seq", ta),
+        "b_shard": Names._take(names.shards, b_sidx, 0), "b_xfer": b_x,
+        "b_side": Names._take(side, c("side_code", tb), 0),
+        "b_request": req.slice(len(a)), "b_post": c("post_seq", tb),
+        "pool": Names._take(names.pools, c("pid", ta), 1), "layer": c("layer", ta), "slot": c("slot", ta),
         "lo": pa.array(np.maximum(a_addr, b_addr), pa.uint64()),
         "hi": pa.array(np.minimum(a_addr + a_n, b_addr + b_n), pa.uint64()),
     })
@@ -175,21 +214,21 @@ def _index_dtype(n: int):
     return np.int32 if n < 2**31 else np.int64
 
 
-def inflight_pairs(ends: pa.Table, seen: Seen) -> pa.Table:
+def inflight_pairs(ends: pa.Table, seen: Seen, names: Names) -> pa.Table:
     """The pairs (see module doc) among the ends (queries/inflight_ends.sql: all of them,
-    or whole (agent, bucket) groups of them)."""
+    or whole (agent, bucket) groups of them), named by ``names``."""
     n = ends.num_rows
     if n < 2:
-        return empty_pairs(ends)
+        return empty_pairs(ends, names)
     col = ends.column
     # the shard's rank among the names (ORDER BY shard) from its index: psidx indexes the
     # model's shard list, which need not be in name order
-    names = seen.shards.to_pylist()
-    rank_of = np.empty(len(names) + 1, np.int64)
-    rank_of[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names))
-    rank_of[len(names)] = len(names)
+    shard_names = seen.shards.to_pylist()
+    rank_of = np.empty(len(shard_names) + 1, np.int64)
+    rank_of[np.argsort(np.array(shard_names, dtype=object), kind="stable")] = np.arange(len(shard_names))
+    rank_of[len(shard_names)] = len(shard_names)
     psidx = _np(col("psidx"), -1, np.int64)
-    psidx = np.where((psidx >= 0) & (psidx < len(names)), psidx, len(names))
+    psidx = np.where((psidx >= 0) & (psidx < len(shard_names)), psidx, len(shard_names))
     agent = _np(col("agent_code"), 0, np.int64)
     # ORDER BY addr, t_ns, shard, post_seq, pos, side within (agent, addr bucket): the bucket
     # follows addr. Null flags (nulls last) only for columns that have nulls.
@@ -204,7 +243,7 @@ def inflight_pairs(ends: pa.Table, seen: Seen) -> pa.Table:
     # every per-end array in sorted order: the k-th neighbour of sorted row i is row i + k.
     # Gathers by a random permutation are the sweep's main cost, so the agent (the first
     # sort key) is rebuilt from its counts, and null masks only gathered where there are nulls.
-    counts = np.bincount(agent)          # agent codes: 1..agents (inflight_ends.sql)
+    counts = np.bincount(agent)          # agent codes: ids from 1 (inflight_ends.sql)
     codes = np.nonzero(counts)[0]
     agent = np.repeat(codes, counts[codes])
     addr, psidx = addr[order], psidx[order]
@@ -232,15 +271,15 @@ def inflight_pairs(ends: pa.Table, seen: Seen) -> pa.Table:
         keep = ~seen.over_by(tkey[ib], psidx[ia], post[ia], post_ok[ia])
         As.append(ia[keep])
         Bs.append(ib[keep])
-    return pairs_table(ends, order[np.concatenate(As)], order[np.concatenate(Bs)])
+    return pairs_table(ends, order[np.concatenate(As)], order[np.concatenate(Bs)], names)
 
 
-def chunks(blocks: pa.Table, limit: int) -> list[tuple[str, int, int]]:
-    """Ranges (agent, first bucket, end bucket) of consecutive address buckets of one agent
+def chunks(blocks: pa.Table, limit: int) -> list[tuple[int, int, int]]:
+    """Ranges (agent id, first bucket, end bucket) of consecutive address buckets of one agent
     with at most ``limit`` ends each (a single larger bucket is a range of its own), from
     the per (agent, bucket) counts of queries/inflight_blocks.sql. The sweep compares ends
     within one bucket only, so ranges of whole buckets give the pairs of one sweep."""
-    out: list[tuple[str, int, int]] = []
+    out: list[tuple[int, int, int]] = []
     cur, rows = None, 0
     for agent, block, n in zip(*(blocks.column(c).to_pylist() for c in ("agent", "block", "n"))):
         if cur and cur[0] == agent and rows + n <= limit:
@@ -261,17 +300,18 @@ def build(ask, shards: list[str], limit: int = CHUNK_ROWS, direct_max: int = DIR
     stays bounded however large the trace.
 
     ``stream`` (a named query's rows as a pyarrow RecordBatchReader) and ``spill_dir``: from
-    ``stream_min`` ranges on, the ranges' ends are read in one scan of end_hold, each batch's
+    ``stream_min`` ranges on, the ranges' ends are read in one scan of end_hold_ids, each batch's
     rows appended to its range's Arrow file in a folder under ``spill_dir`` (removed after),
-    instead of one query per range: every range query scans all of end_hold (10M events under a 300 MB
+    instead of one query per range: every range query scans all of end_hold_ids (10M events under a 300 MB
     cap: 50 ranges, ~8 of the sweep's ~12 cpu-s; the count of ranges is the trace's ends
     over the cap's share, so at 100M under 3 GB as many scans of ten times the rows)."""
     seen = Seen(ask("inflight_seen"), shards, direct_max)
+    names = Names(ask)
     if ask("inflight_count").column(0)[0].as_py() <= limit:
-        return inflight_pairs(ask("inflight_ends"), seen)
+        return inflight_pairs(ask("inflight_ends"), seen, names)
     ranges = chunks(ask("inflight_blocks"), limit)
     if stream is None or spill_dir is None or len(ranges) < stream_min:
-        parts = [inflight_pairs(ask("inflight_ends_range", [agent, lo, hi]), seen) for agent, lo, hi in ranges]
+        parts = [inflight_pairs(ask("inflight_ends_range", [agent, lo, hi]), seen, names) for agent, lo, hi in ranges]
         return pa.concat_tables(parts)
     os.makedirs(spill_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="inflight-", dir=spill_dir) as folder:
@@ -281,12 +321,12 @@ def build(ask, shards: list[str], limit: int = CHUNK_ROWS, direct_max: int = DIR
             with pa.OSFile(path) as src:
                 ends = pa.ipc.open_file(src).read_all()
             os.remove(path)
-            parts.append(inflight_pairs(ends, seen))
+            parts.append(inflight_pairs(ends, seen, names))
             del ends
     return pa.concat_tables(parts)
 
 
-def split_ranges(reader, ranges: list[tuple[str, int, int]], folder: str) -> list[str]:
+def split_ranges(reader, ranges: list[tuple[int, int, int]], folder: str) -> list[str]:
     """Write the ends of ``reader`` (queries/inflight_ends.sql's rows, batch by batch) into
     one Arrow file per range of ``ranges`` (chunks(): (agent, first bucket, end bucket),
     covering every (agent, bucket) with ends); the files' paths, in the order of ``ranges``.
@@ -308,10 +348,10 @@ def split_ranges(reader, ranges: list[tuple[str, int, int]], folder: str) -> lis
             if not n:
                 continue
             bucket = _np(batch.column("addr"), 0, np.uint64) // np.uint64(BUCKET)
-            agents = batch.column("agent")
+            agents = _np(batch.column("agent_code"), 0, np.int64)
             rng = np.full(n, -1, np.int64)
             for agent, (ks, starts, ends) in los.items():
-                m = np.asarray(pc.fill_null(pc.equal(agents, agent), False))
+                m = agents == agent
                 if m.any():
                     b = bucket[m]
                     i = np.maximum(np.searchsorted(starts, b, side="right") - 1, 0)

@@ -1,6 +1,9 @@
 """inflight_pairs (numpy sweep, kvtrace/model/inflight.py) gives exactly the pairs of the
 reference SQL rule (inflight_pairs_reference.sql: a row_number window and a self-join) on
-random descriptor ends with dense address collisions, ties in every sort key and nulls."""
+random descriptor ends with dense address collisions, ties in every sort key and nulls.
+The reference reads the ends by name (end_hold); the sweep reads them as the model stores
+them (end_hold_ids' integer ids, id_names, the transfers' requests in xfers), derived
+here from the same ends as the model derives end_hold."""
 import os
 
 import duckdb
@@ -25,6 +28,7 @@ def random_tables(seed: int, n: int):
     # sparse ids (a binary-searched lookup) or dense ones (a direct table) by seed
     xid = r.integers(0, 5, nx) * 7 + np.arange(nx) * 1000 if seed % 2 else np.arange(nx) * 3 + 11
     post = r.permutation(4 * nx)[:nx]              # one post seq per transfer
+    req = r.integers(0, 9, nx)                     # one request per transfer (xfers.request)
     x = np.sort(r.integers(0, nx, n // 2))         # descriptor -> transfer
     pos = np.arange(len(x)) - np.searchsorted(x, x)
     x, pos = np.repeat(x, 2), np.repeat(pos, 2)
@@ -38,7 +42,7 @@ def random_tables(seed: int, n: int):
         "xfer": pa.array(xid[x], pa.int64()),
         "pos": pa.array(pos, pa.int32()),
         "side": pa.array(side, pa.string()),
-        "request": pa.array([f"r{v}" for v in r.integers(0, 9, n)], pa.string()),
+        "request": pa.array([f"r{v}" for v in req[x]], pa.string()),
         "post_seq": pa.array(post[x], pa.int64()),
         "psidx": pa.array(xs[x], pa.int32()),
         "pool": pa.array(["kv"] * n, pa.string()),
@@ -72,6 +76,20 @@ def test_numpy_sweep_matches_the_sql_rule(seed, tmp_path):
     con.register("xfer_seen_in", seen)
     con.execute("CREATE TABLE end_hold AS SELECT * FROM end_hold_in")
     con.execute("CREATE TABLE xfer_seen AS SELECT * FROM xfer_seen_in")
+    # the model's narrow form of these ends: agents and pools by 1-based id in name order,
+    # shards by their index in SHARDS (psidx), the side as dst, the request per transfer
+    con.execute("CREATE TABLE id_names AS SELECT ?::VARCHAR[] AS shards, "
+                "(SELECT list(DISTINCT agent ORDER BY agent) FROM end_hold WHERE agent IS NOT NULL) AS agents, "
+                "(SELECT list(DISTINCT pool ORDER BY pool) FROM end_hold WHERE pool IS NOT NULL) AS pools, "
+                "[]::VARCHAR[] AS parts", [SHARDS])
+    con.execute("""CREATE TABLE end_hold_ids AS
+        SELECT e.xfer, e.pos, e.side = 'dst' AS dst, list_position(n.agents, e.agent)::INTEGER AS aid, e.addr,
+               e.nbytes, list_position(n.pools, e.pool)::INTEGER AS pid, e.layer, e.slot, e.request, e.post_seq,
+               e.psidx, e.t_ns
+        FROM end_hold e, id_names n""")
+    con.execute("CREATE TABLE xfers AS SELECT DISTINCT psidx AS sidx, xfer, request FROM end_hold")
+    assert con.execute("SELECT count(*) FROM (SELECT DISTINCT sidx, xfer FROM xfers)").fetchall() == \
+        con.execute("SELECT count(*) FROM xfers").fetchall()
     with open(os.path.join(HERE, "inflight_pairs_reference.sql")) as f:
         con.execute(f.read())
     ask = lambda name, params=None: con.sql(query_sql(name), params=params).to_arrow_table()  # noqa: E731

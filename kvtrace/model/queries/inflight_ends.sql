@@ -1,15 +1,11 @@
 -- inflight_ends: the descriptor ends inflight_pairs (inflight.py) sweeps: every end with
--- an agent and an address (the others have no neighbours), with what a pair reports, and
--- integer codes the sweep sorts and compares by instead of the strings (dictionary-encoding
--- 13.6M strings in Python cost ~1.8 s at 10M events).
--- Columns: agent, shard, side, request, pool VARCHAR, addr, nbytes UBIGINT, t_ns, post_seq BIGINT,
---   pos INTEGER, xfer BIGINT, psidx INTEGER, layer INTEGER, slot BIGINT,
---   agent_code BIGINT   -- the agent's rank among the swept agents (equal agents, equal codes)
---   side_code INTEGER   -- 0 dst, 1 src (a descriptor end's side is one of the two)
-WITH ag AS (
-    SELECT agent, row_number() OVER (ORDER BY agent) AS agent_code
-    FROM (SELECT DISTINCT agent FROM end_hold WHERE agent IS NOT NULL AND addr IS NOT NULL)
-)
-SELECT e.agent, e.shard, e.side, e.request, e.pool, e.addr, e.nbytes, e.t_ns, e.post_seq, e.pos, e.xfer,
-       e.psidx, e.layer, e.slot, ag.agent_code, CASE e.side WHEN 'dst' THEN 0 WHEN 'src' THEN 1 END AS side_code
-FROM end_hold e JOIN ag ON ag.agent = e.agent WHERE e.addr IS NOT NULL
+-- an agent and an address (the others have no neighbours), as integers only (end_hold_ids:
+-- the sweep sorts and compares by them, and names only the pairs it returns, inflight_names
+-- and inflight_requests; reading the names of 13.6M ends from end_hold cost ~4 of the
+-- sweep's ~10 cpu-s at 10M events).
+-- Columns: agent_code INTEGER (end_hold_ids.aid: equal agents, equal codes), psidx INTEGER,
+--   xfer BIGINT, pos INTEGER, side_code INTEGER (0 dst, 1 src: end_hold's side in name order),
+--   addr, nbytes UBIGINT, t_ns, post_seq BIGINT, pid INTEGER (the pool's id), layer INTEGER, slot BIGINT
+SELECT aid AS agent_code, psidx, xfer, pos, CASE WHEN dst THEN 0 ELSE 1 END AS side_code,
+       addr, nbytes, t_ns, post_seq, pid, layer, slot
+FROM end_hold_ids WHERE aid IS NOT NULL AND addr IS NOT NULL
