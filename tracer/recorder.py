@@ -178,7 +178,7 @@ class Recorder:
         self._append = self._events.append        # bound once: the buffer list is never replaced
         self._thread_of = self._threads.get
         self._next_seq = self._seq.__next__
-        if NATIVE_ROWS is not None:
+        if NATIVE_ROWS is not None and hasattr(NATIVE_ROWS, "appender"):   # an older build has none
             self._native_methods()
         self.closed = False
         self.max_backlog_rows = max_backlog_rows
