@@ -1,7 +1,8 @@
-/* The recorder's buffered event rows to Arrow in one C pass (kvtrace.tracer._rows).
+/* The recorder's rows in C (kvtrace.tracer._rows): recorded, converted to Arrow, booked.
  *
  * Built by setup.py as an OPTIONAL extension: an install without a C compiler still works and
- * tracer/rows.py falls back to pyarrow's own conversion of the row tuples (same rows, slower);
+ * tracer/recorder.py falls back to its Python methods and pyarrow's own conversion of the row
+ * tuples (same rows, slower);
  * KVTRACE_ROWS=python selects the fallback in a process that has the extension.
  *
  * columns(rows, spec) -> (address, capsule) | None
@@ -21,12 +22,21 @@
  *   positions of the rows whose item kind_col is in the set ``kinds``, each column of
  *   ``cols`` (a tuple of item positions) of those rows as a list, and the slots item (the
  *   last of ``cols``) of those rows as given when a tuple, list or None, else seq_fn(item).
+ *
+ * book(...): the ring bookkeeping's loop over those rows (see there).
+ *
+ * appender(rec, ...) -> an object whose event / nixl_event / layers / allocs / frees append the
+ *   rows Recorder's Python methods of those names append, on the recorder's own buffer (see there;
+ *   Recorder.__init__ installs them on the instance unless KVTRACE_ROWS=python).
+ *
+ * json_text(o) -> str | None: a plain detail as the recorder's JSON text (see there).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct ArrowArray {
     int64_t length;
@@ -899,10 +909,880 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- detail text
+ * json_text(o) -> str | None: o as JSON text exactly as json.JSONEncoder(separators=(",", ":"))
+ * .encode(o) gives it, for the plain values engines put in a detail: dicts with str keys, lists,
+ * tuples, ASCII str, int, bool, None (exact types, nested at most 16 deep). None: something else
+ * (a float, a non-ASCII str, a subclass, ...), left to the Python encoder, which also gives its
+ * usual error for what JSON cannot hold. */
+
+#define JSON_DEPTH 16
+
+static int json_lit(buf_t *b, const char *s, size_t n) {
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+static int json_str(buf_t *b, PyObject *o) {
+    if (!PyUnicode_IS_ASCII(o))
+        return UNSUPPORTED;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(o);
+    const unsigned char *s = PyUnicode_1BYTE_DATA(o);
+    if (buf_reserve(b, (size_t)n * 6 + 2) < 0)
+        return -1;
+    char *d = b->p + b->len;
+    *d++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c >= ' ' && c <= '~' && c != '"' && c != '\\') {
+            *d++ = (char)c;
+            continue;
+        }
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\r': *d++ = 'r'; break;
+        case '\t': *d++ = 't'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\f': *d++ = 'f'; break;
+        default:
+            *d++ = 'u';
+            *d++ = '0';
+            *d++ = '0';
+            *d++ = "0123456789abcdef"[c >> 4];
+            *d++ = "0123456789abcdef"[c & 15];
+        }
+    }
+    *d++ = '"';
+    b->len = (size_t)(d - b->p);
+    return 0;
+}
+
+static int json_put(buf_t *b, PyObject *o, int depth) {
+    if (depth > JSON_DEPTH)
+        return UNSUPPORTED;
+    if (o == Py_None)
+        return json_lit(b, "null", 4);
+    if (o == Py_True)
+        return json_lit(b, "true", 4);
+    if (o == Py_False)
+        return json_lit(b, "false", 5);
+    if (PyUnicode_CheckExact(o))
+        return json_str(b, o);
+    if (PyLong_CheckExact(o)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow)
+            return UNSUPPORTED;
+        char tmp[24], *e = tmp + sizeof tmp, *d = e;  /* int.__repr__ */
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        do {
+            *--d = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0)
+            *--d = '-';
+        return json_lit(b, d, (size_t)(e - d));
+    }
+    if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        PyObject **items = PySequence_Fast_ITEMS(o);
+        if (json_lit(b, "[", 1) < 0)
+            return -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int rc = (i && json_lit(b, ",", 1) < 0) ? -1 : json_put(b, items[i], depth + 1);
+            if (rc)
+                return rc;
+        }
+        return json_lit(b, "]", 1);
+    }
+    if (PyDict_CheckExact(o)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        int first = 1;
+        if (json_lit(b, "{", 1) < 0)
+            return -1;
+        while (PyDict_Next(o, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k))
+                return UNSUPPORTED;
+            int rc = (!first && json_lit(b, ",", 1) < 0) ? -1 : json_str(b, k);
+            if (!rc)
+                rc = json_lit(b, ":", 1) < 0 ? -1 : json_put(b, v, depth + 1);
+            if (rc)
+                return rc;
+            first = 0;
+        }
+        return json_lit(b, "}", 1);
+    }
+    return UNSUPPORTED;
+}
+
+/* new reference: the text, Py_None (not plain: the caller's encoder's turn), NULL on error */
+static buf_t JSON_BUF;  /* reused: json_put runs no Python code, so no other thread enters meanwhile */
+
+static PyObject *json_fast(PyObject *o) {
+    buf_t *b = &JSON_BUF;
+    b->len = 0;
+    int rc = json_put(b, o, 0);
+    PyObject *r = NULL;
+    if (rc == 0) {
+        r = PyUnicode_New((Py_ssize_t)b->len, 127);  /* ASCII text, as the Python encoder's */
+        if (r != NULL)
+            memcpy(PyUnicode_1BYTE_DATA(r), b->p, b->len);
+    } else if (rc == UNSUPPORTED) {
+        r = Py_NewRef(Py_None);
+    }
+    if (b->cap > 65536) {  /* a rare large detail: not kept */
+        free(b->p);
+        b->p = NULL;
+        b->cap = 0;
+    }
+    return r;
+}
+
+static PyObject *json_text(PyObject *self, PyObject *o) { return json_fast(o); }
+
+/* encode(o) unless json_fast does it */
+static PyObject *detail_text(PyObject *o, PyObject *encode) {
+    PyObject *r = json_fast(o);
+    if (r == Py_None) {
+        Py_DECREF(r);
+        r = PyObject_CallOneArg(encode, o);
+    }
+    return r;
+}
+
+/* ---------------------------------------------------------------- the engine-side appender
+ *
+ * appender(rec, events, seq, threads, request_var, kinds, encode, shared, reason_detail, fallbacks)
+ *   An object whose methods event, nixl_event, layers, allocs and frees append exactly the row
+ *   tuples Recorder's Python methods of those names append (tracer/recorder.py, which installs them
+ *   on the instance), with no Python frame: the seq from the recorder's own itertools.count, the
+ *   thread number from its thread map (a new thread through rec._thread_id()), the monotonic
+ *   clock (CLOCK_MONOTONIC, what time.monotonic_ns reads on Linux), the request from the
+ *   contextvar when none is given, an EventKind through ``kinds``, a detail that is not a str
+ *   as JSON text (json_text above, else ``encode``: the recorder's JSON encoder), and the flush wake-up
+ *   (seq - rec._flushed_seq >= rec.flush_rows and not rec._wake.is_set(): rec._wake.set()).
+ *   The event path takes no lock, as in Python: the clock, the seq and the append run with no
+ *   Python code between them (so no thread switch), the rest of the row is built before.
+ *   layers / allocs / frees while the recorder has a hashing thread (rec._hasher not None, which
+ *   those methods consult) go to the Python methods in ``fallbacks`` (layers, allocs, frees).
+ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *rec, *dict, *events, *seq, *threads, *reqvar, *kinds, *encode, *shared, *reason_detail, *fallbacks;
+} AppenderObject;
+
+static PyObject *S_flushed_seq, *S_flush_rows, *S_wake, *S_is_set, *S_set, *S_thread_id, *S_hasher, *S_alloc,
+    *S_free;
+#define N_EVENT_ARGS 18
+static PyObject *EVENT_ARGS[N_EVENT_ARGS], *NIXL_ARGS[9], *LAYERS_ARGS[8], *ALLOCS_ARGS[4], *FREES_ARGS[4];
+
+static int intern_all(PyObject **out, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) {
+        out[i] = PyUnicode_InternFromString(names[i]);
+        if (out[i] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static int appender_names(void) {
+    static const char *const ev[N_EVENT_ARGS] = {"kind", "agent", "request", "pool", "layer", "slots",
+                                                 "pages", "checksums", "xfer", "peer", "addr", "nbytes",
+                                                 "mem_type", "device", "msg", "status", "detail", "t_ns"};
+    static const char *const nx[9] = {"kind", "agent", "request", "xfer", "peer", "nbytes", "msg", "status",
+                                      "detail"};
+    static const char *const ly[8] = {"kind", "agent", "request", "pool", "layers", "slots", "pages", "checksums"};
+    static const char *const al[4] = {"agent", "request", "items", "shared"};
+    static const char *const fr[4] = {"agent", "request", "items", "reason"};
+    static const char *const misc[9] = {"_flushed_seq", "flush_rows", "_wake", "is_set", "set", "_thread_id",
+                                        "_hasher", "alloc", "free"};
+    PyObject *m[9];
+    if (intern_all(EVENT_ARGS, ev, N_EVENT_ARGS) < 0 || intern_all(NIXL_ARGS, nx, 9) < 0 ||
+        intern_all(LAYERS_ARGS, ly, 8) < 0 || intern_all(ALLOCS_ARGS, al, 4) < 0 ||
+        intern_all(FREES_ARGS, fr, 4) < 0 || intern_all(m, misc, 9) < 0)
+        return -1;
+    S_flushed_seq = m[0], S_flush_rows = m[1], S_wake = m[2], S_is_set = m[3], S_set = m[4];
+    S_thread_id = m[5], S_hasher = m[6], S_alloc = m[7], S_free = m[8];
+    return 0;
+}
+
+/* Python's binding of arguments to parameters: the first npos of names positional-or-keyword,
+   the rest keyword-only, the first nreq required; out[i]: borrowed, NULL when not given. */
+static int bind(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *const *names,
+                int nnames, int npos, int nreq, PyObject **out) {
+    for (int i = 0; i < nnames; i++)
+        out[i] = NULL;
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "Recorder.%s() takes at most %d positional arguments (%zd given)", fn, npos,
+                     nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        out[i] = args[i];
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int j = -1;
+        for (int i = 0; i < nnames && j < 0; i++)
+            if (names[i] == key)
+                j = i;
+        for (int i = 0; i < nnames && j < 0; i++)
+            if (PyUnicode_Compare(key, names[i]) == 0)
+                j = i;
+        if (PyErr_Occurred())
+            return -1;
+        if (j < 0) {
+            PyErr_Format(PyExc_TypeError, "Recorder.%s() got an unexpected keyword argument '%S'", fn, key);
+            return -1;
+        }
+        if (out[j] != NULL) {
+            PyErr_Format(PyExc_TypeError, "Recorder.%s() got multiple values for argument '%S'", fn, key);
+            return -1;
+        }
+        out[j] = args[nargs + k];
+    }
+    for (int i = 0; i < nreq; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "Recorder.%s() missing required argument: '%S'", fn, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* rec.<name> (new reference): from the instance dict, else the usual lookup */
+static PyObject *rec_attr(AppenderObject *a, PyObject *name) {
+    PyObject *v = PyDict_GetItemWithError(a->dict, name);
+    if (v != NULL) {
+        Py_INCREF(v);
+        return v;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_GetAttr(a->rec, name);
+}
+
+static PyObject *now_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec);
+}
+
+/* request if not None, else current_request.get() */
+static PyObject *request_of(AppenderObject *a, PyObject *req) {
+    if (req != NULL && req != Py_None) {
+        Py_INCREF(req);
+        return req;
+    }
+    PyObject *v = NULL;
+    if (PyContextVar_Get(a->reqvar, NULL, &v) < 0)
+        return NULL;
+    if (v == NULL)
+        PyErr_SetObject(PyExc_LookupError, a->reqvar);
+    return v;
+}
+
+/* self._threads.get(get_ident()), else self._thread_id() */
+static PyObject *thread_no(AppenderObject *a) {
+    PyObject *key = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (key == NULL)
+        return NULL;
+    PyObject *th = PyDict_GetItemWithError(a->threads, key);
+    Py_DECREF(key);
+    if (th != NULL) {
+        Py_INCREF(th);
+        return th;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallMethodNoArgs(a->rec, S_thread_id);
+}
+
+/* kind if a str, else kinds[kind] */
+static PyObject *kind_of(AppenderObject *a, PyObject *kind) {
+    if (PyUnicode_CheckExact(kind)) {
+        Py_INCREF(kind);
+        return kind;
+    }
+    return PyObject_GetItem(a->kinds, kind);
+}
+
+static inline int small(long long v) { return v > -(1LL << 62) && v < (1LL << 62); }
+
+/* if seq - rec._flushed_seq >= rec.flush_rows and not rec._wake.is_set(): rec._wake.set() */
+static int wake_check(AppenderObject *a, PyObject *seq) {
+    PyObject *flushed = rec_attr(a, S_flushed_seq);
+    if (flushed == NULL)
+        return -1;
+    PyObject *rows = rec_attr(a, S_flush_rows);
+    if (rows == NULL) {
+        Py_DECREF(flushed);
+        return -1;
+    }
+    int due = -1;
+    if (PyLong_CheckExact(seq) && PyLong_CheckExact(flushed) && PyLong_CheckExact(rows)) {
+        int o1 = 0, o2 = 0, o3 = 0;
+        long long s = PyLong_AsLongLongAndOverflow(seq, &o1), f = PyLong_AsLongLongAndOverflow(flushed, &o2),
+                  r = PyLong_AsLongLongAndOverflow(rows, &o3);
+        if (!o1 && !o2 && !o3 && small(s) && small(f))
+            due = s - f >= r;
+    }
+    if (due < 0) {
+        PyObject *d = PyNumber_Subtract(seq, flushed);
+        due = d == NULL ? -1 : PyObject_RichCompareBool(d, rows, Py_GE);
+        Py_XDECREF(d);
+    }
+    Py_DECREF(flushed);
+    Py_DECREF(rows);
+    if (due <= 0)
+        return due;
+    PyObject *wake = rec_attr(a, S_wake);
+    if (wake == NULL)
+        return -1;
+    PyObject *is = PyObject_CallMethodNoArgs(wake, S_is_set);
+    int set = is == NULL ? -1 : PyObject_IsTrue(is);
+    Py_XDECREF(is);
+    if (set == 0) {
+        PyObject *r = PyObject_CallMethodNoArgs(wake, S_set);
+        set = r == NULL ? -1 : 1;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(wake);
+    return set < 0 ? -1 : 0;
+}
+
+/* whether the garbage collector tracks v, after untracking it when it is a tuple of untracked
+   items (what a collection does to every tuple: _PyTuple_MaybeUntrack) */
+static int tracked(PyObject *v) {
+    if (!PyObject_IS_GC(v) || !PyObject_GC_IsTracked(v))
+        return 0;
+    if (!PyTuple_CheckExact(v))
+        return 1;
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(v); i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(v, i);
+        if (x == NULL || (PyObject_IS_GC(x) && PyObject_GC_IsTracked(x)))
+            return 1;
+    }
+    PyObject_GC_UnTrack(v);
+    return 0;
+}
+
+/* a 20-item row, items 1.. from vals (borrowed; NULL: None), item 0 (the seq) left NULL (an int
+   comes there, and in item 1 when it is NULL). A row that holds no object the garbage collector
+   tracks (its slot, page and checksum tuples untracked first when they hold only ints) is
+   untracked at once, as its first collection would do: buffered rows are then never traversed
+   by a collection (measured: ~0.2 us per row in collections). */
+static PyObject *new_row(PyObject *const *vals) {
+    PyObject *row = PyTuple_New(20);
+    if (row == NULL)
+        return NULL;
+    int any = 0;
+    for (int i = 1; i < 20; i++) {
+        PyObject *v = vals[i] != NULL ? vals[i] : Py_None;
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(row, i, v);
+        any |= tracked(v);
+    }
+    if (!any)
+        PyObject_GC_UnTrack(row);
+    return row;
+}
+
+/* the clock (unless t is given), the seq, the append: no Python code runs between them */
+static PyObject *stamp_append(AppenderObject *a, PyObject *row, int with_time) {
+    if (with_time) {
+        PyObject *t = now_ns();
+        if (t == NULL)
+            return NULL;
+        Py_SETREF(PyTuple_GET_ITEM(row, 1), t);  /* replaces the placeholder None */
+    }
+    PyObject *seq = Py_TYPE(a->seq)->tp_iternext(a->seq);
+    if (seq == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "the recorder's seq counter ended");
+        return NULL;
+    }
+    Py_INCREF(seq);
+    PyTuple_SET_ITEM(row, 0, seq);
+    if (PyList_Append(a->events, row) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    if (wake_check(a, seq) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+static PyObject *ap_event(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *v[N_EVENT_ARGS];
+    if (bind("event", args, nargs, kwnames, EVENT_ARGS, N_EVENT_ARGS, 3, 1, v) < 0)
+        return NULL;
+    PyObject *request = NULL, *detail = NULL, *kind = NULL, *th = NULL, *t = NULL, *row = NULL, *seq = NULL;
+    if ((request = request_of(a, v[2])) == NULL)
+        goto done;
+    PyObject *d = v[16];
+    if (d != NULL && d != Py_None && !PyUnicode_CheckExact(d)) {
+        if ((detail = detail_text(d, a->encode)) == NULL)
+            goto done;
+    } else {
+        detail = d != NULL ? d : Py_None;
+        Py_INCREF(detail);
+    }
+    if ((kind = kind_of(a, v[0])) == NULL || (th = thread_no(a)) == NULL)
+        goto done;
+    int given = 0;
+    if (v[17] != NULL && v[17] != Py_None && (given = PyObject_IsTrue(v[17])) < 0)  /* t_ns or monotonic_ns() */
+        goto done;
+    if (given)
+        t = v[17];
+    PyObject *vals[20] = {NULL, t, th, v[1], kind, request, v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
+                          v[11], v[12], v[13], v[14], v[15], detail};
+    if ((row = new_row(vals)) != NULL)
+        seq = stamp_append(a, row, !given);
+done:
+    Py_XDECREF(request);
+    Py_XDECREF(detail);
+    Py_XDECREF(kind);
+    Py_XDECREF(th);
+    Py_XDECREF(row);
+    return seq;
+}
+
+static PyObject *ap_nixl_event(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *v[9];
+    if (bind("nixl_event", args, nargs, kwnames, NIXL_ARGS, 9, 9, 3, v) < 0)
+        return NULL;
+    PyObject *request = NULL, *th = NULL, *row = NULL, *seq = NULL;
+    if ((request = request_of(a, v[2])) == NULL || (th = thread_no(a)) == NULL)
+        goto done;
+    PyObject *vals[20] = {NULL, NULL, th, v[1], v[0], request, NULL, NULL, NULL, NULL, NULL, v[3], v[4], NULL,
+                          v[5], NULL, NULL, v[6], v[7], v[8]};
+    if ((row = new_row(vals)) != NULL)
+        seq = stamp_append(a, row, 1);
+done:
+    Py_XDECREF(request);
+    Py_XDECREF(th);
+    Py_XDECREF(row);
+    return seq;
+}
+
+/* rec._hasher is not None: the Python method (fallbacks[which]) does the call */
+static int hashing(AppenderObject *a) {
+    PyObject *h = rec_attr(a, S_hasher);
+    if (h == NULL)
+        return -1;
+    int busy = h != Py_None;
+    Py_DECREF(h);
+    return busy;
+}
+
+static PyObject *to_python(AppenderObject *a, int which, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames) {
+    Py_ssize_t n = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject **all = PyMem_Malloc((size_t)(n + 1) * sizeof(PyObject *));
+    if (all == NULL)
+        return PyErr_NoMemory();
+    all[0] = a->rec;
+    for (Py_ssize_t i = 0; i < n; i++)
+        all[i + 1] = args[i];
+    PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(a->fallbacks, which), all, (size_t)nargs + 1, kwnames);
+    PyMem_Free(all);
+    return r;
+}
+
+/* rows (a list of rows from new_row) into the buffer, numbered, with one clock reading t;
+   the first seq, or -1 when there are none */
+static PyObject *append_batch(AppenderObject *a, PyObject *rows) {
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    if (n == 0)
+        return PyLong_FromLong(-1);
+    PyObject *first = NULL, *last = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *seq = Py_TYPE(a->seq)->tp_iternext(a->seq);
+        if (seq == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "the recorder's seq counter ended");
+            return NULL;
+        }
+        PyTuple_SET_ITEM(PyList_GET_ITEM(rows, i), 0, seq);
+        if (i == 0)
+            first = seq;
+        last = seq;
+    }
+    Py_ssize_t at = PyList_GET_SIZE(a->events);  /* one extend, atomic like Python's */
+    if (PyList_SetSlice(a->events, at, at, rows) < 0)
+        return NULL;
+    Py_INCREF(first);
+    Py_INCREF(last);
+    int rc = wake_check(a, last);
+    Py_DECREF(last);
+    if (rc < 0) {
+        Py_DECREF(first);
+        return NULL;
+    }
+    return first;
+}
+
+/* request, th, t as Recorder._batch_head */
+static int batch_head(AppenderObject *a, PyObject *req, PyObject **request, PyObject **th, PyObject **t) {
+    *request = request_of(a, req);
+    *th = *request == NULL ? NULL : thread_no(a);
+    *t = *th == NULL ? NULL : now_ns();
+    return *t == NULL ? -1 : 0;
+}
+
+static PyObject *tuple_or_none(PyObject *o) {
+    if (o == NULL || o == Py_None) {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    return PySequence_Tuple(o);
+}
+
+static PyObject *ap_layers(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *v[8];
+    if (bind("layers", args, nargs, kwnames, LAYERS_ARGS, 8, 8, 6, v) < 0)
+        return NULL;
+    int h = hashing(a);
+    if (h)
+        return h < 0 ? NULL : to_python(a, 0, args, nargs, kwnames);
+    PyObject *kind = NULL, *request = NULL, *th = NULL, *t = NULL, *slots = NULL, *pages = NULL, *rows = NULL,
+             *out = NULL;
+    if ((kind = kind_of(a, v[0])) == NULL || batch_head(a, v[2], &request, &th, &t) < 0)
+        goto done;
+    if ((slots = PySequence_Tuple(v[5])) == NULL || (pages = tuple_or_none(v[6])) == NULL)
+        goto done;
+    PyObject *nl = PyNumber_Index(v[4]);  /* range(layers) */
+    if (nl == NULL)
+        goto done;
+    Py_ssize_t n = PyLong_AsSsize_t(nl);
+    Py_DECREF(nl);
+    if (n == -1 && PyErr_Occurred())
+        goto done;
+    if ((rows = PyList_New(0)) == NULL)
+        goto done;
+    PyObject *cs_all = v[7] != NULL && v[7] != Py_None ? v[7] : NULL;
+    for (Py_ssize_t layer = 0; layer < n; layer++) {
+        PyObject *l = PyLong_FromSsize_t(layer), *cs = NULL;
+        if (l == NULL)
+            goto done;
+        if (cs_all != NULL) {
+            PyObject *c = PyObject_GetItem(cs_all, l);
+            cs = c == NULL ? NULL : PySequence_Tuple(c);
+            Py_XDECREF(c);
+            if (cs == NULL) {
+                Py_DECREF(l);
+                goto done;
+            }
+        }
+        PyObject *vals[20] = {NULL, t, th, v[1], kind, request, v[3], l, slots, pages, cs};
+        PyObject *row = new_row(vals);
+        Py_DECREF(l);
+        Py_XDECREF(cs);
+        if (row == NULL || PyList_Append(rows, row) < 0) {
+            Py_XDECREF(row);
+            goto done;
+        }
+        Py_DECREF(row);
+    }
+    out = append_batch(a, rows);
+done:
+    Py_XDECREF(kind);
+    Py_XDECREF(request);
+    Py_XDECREF(th);
+    Py_XDECREF(t);
+    Py_XDECREF(slots);
+    Py_XDECREF(pages);
+    Py_XDECREF(rows);
+    return out;
+}
+
+/* it[i] */
+static PyObject *item(PyObject *it, Py_ssize_t i) {
+    if (PyTuple_CheckExact(it) || PyList_CheckExact(it))
+        return PySequence_GetItem(it, i);
+    PyObject *k = PyLong_FromSsize_t(i);
+    if (k == NULL)
+        return NULL;
+    PyObject *r = PyObject_GetItem(it, k);
+    Py_DECREF(k);
+    return r;
+}
+
+static PyObject *range_tuple(Py_ssize_t n) {
+    PyObject *r = PyTuple_New(n);
+    for (Py_ssize_t i = 0; r != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromSsize_t(i);
+        if (x == NULL)
+            Py_CLEAR(r);
+        else
+            PyTuple_SET_ITEM(r, i, x);
+    }
+    return r;
+}
+
+static PyObject *ap_allocs(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *v[4];
+    if (bind("allocs", args, nargs, kwnames, ALLOCS_ARGS, 4, 3, 3, v) < 0)
+        return NULL;
+    int h = hashing(a);
+    if (h)
+        return h < 0 ? NULL : to_python(a, 1, args, nargs, kwnames);
+    PyObject *request = NULL, *th = NULL, *t = NULL, *rows = NULL, *iter = NULL, *it = NULL, *out = NULL;
+    if (batch_head(a, v[1], &request, &th, &t) < 0 || (rows = PyList_New(0)) == NULL ||
+        (iter = PyObject_GetIter(v[2])) == NULL)
+        goto done;
+    while ((it = PyIter_Next(iter)) != NULL) {
+        PyObject *pool = NULL, *s = NULL, *slots = NULL, *p = NULL, *pages = NULL, *flag = NULL, *row = NULL;
+        int ok = 0;
+        if ((pool = item(it, 0)) == NULL || (s = item(it, 1)) == NULL || (slots = PySequence_Tuple(s)) == NULL ||
+            (p = item(it, 2)) == NULL)
+            goto next;
+        if (p != Py_None) {
+            pages = PySequence_Tuple(p);
+        } else {
+            Py_ssize_t ns = PyObject_Size(s);
+            pages = ns < 0 ? NULL : range_tuple(ns);
+        }
+        if (pages == NULL)
+            goto next;
+        Py_ssize_t len = PyObject_Size(it);
+        if (len < 0)
+            goto next;
+        if (len > 3) {
+            if ((flag = item(it, 3)) == NULL)
+                goto next;
+        } else {
+            flag = v[3] != NULL ? v[3] : Py_False;
+            Py_INCREF(flag);
+        }
+        int sh = PyObject_IsTrue(flag);
+        if (sh < 0)
+            goto next;
+        PyObject *vals[20] = {NULL, t, th, v[0], S_alloc, request, pool, NULL, slots, pages, NULL, NULL, NULL,
+                              NULL, NULL, NULL, NULL, NULL, NULL, sh ? a->shared : NULL};
+        row = new_row(vals);
+        ok = row != NULL && PyList_Append(rows, row) == 0;
+    next:
+        Py_XDECREF(pool);
+        Py_XDECREF(s);
+        Py_XDECREF(slots);
+        Py_XDECREF(p);
+        Py_XDECREF(pages);
+        Py_XDECREF(flag);
+        Py_XDECREF(row);
+        Py_CLEAR(it);
+        if (!ok)
+            goto done;
+    }
+    if (!PyErr_Occurred())
+        out = append_batch(a, rows);
+done:
+    Py_XDECREF(request);
+    Py_XDECREF(th);
+    Py_XDECREF(t);
+    Py_XDECREF(rows);
+    Py_XDECREF(iter);
+    return out;
+}
+
+/* p, s = it */
+static int unpack2(PyObject *it, PyObject **p, PyObject **s) {
+    if (PyTuple_CheckExact(it) && PyTuple_GET_SIZE(it) == 2) {
+        *p = PyTuple_GET_ITEM(it, 0);
+        *s = PyTuple_GET_ITEM(it, 1);
+        Py_INCREF(*p);
+        Py_INCREF(*s);
+        return 0;
+    }
+    *p = *s = NULL;
+    PyObject *i = PyObject_GetIter(it);
+    if (i == NULL)
+        return -1;
+    PyObject *x[3] = {NULL, NULL, NULL};
+    int k = 0;
+    for (; k < 3; k++) {
+        x[k] = PyIter_Next(i);
+        if (x[k] == NULL)
+            break;
+    }
+    Py_DECREF(i);
+    if (PyErr_Occurred() || k != 2) {
+        if (!PyErr_Occurred()) {
+            if (k < 2)
+                PyErr_Format(PyExc_ValueError, "not enough values to unpack (expected 2, got %d)", k);
+            else
+                PyErr_SetString(PyExc_ValueError, "too many values to unpack (expected 2)");
+        }
+        for (int j = 0; j < 3; j++)
+            Py_XDECREF(x[j]);
+        return -1;
+    }
+    *p = x[0];
+    *s = x[1];
+    return 0;
+}
+
+static PyObject *ap_frees(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *v[4];
+    if (bind("frees", args, nargs, kwnames, FREES_ARGS, 4, 3, 3, v) < 0)
+        return NULL;
+    int h = hashing(a);
+    if (h)
+        return h < 0 ? NULL : to_python(a, 2, args, nargs, kwnames);
+    PyObject *request = NULL, *th = NULL, *t = NULL, *items = NULL, *iter = NULL, *it = NULL, *text = NULL,
+             *rows = NULL, *out = NULL;
+    if (batch_head(a, v[1], &request, &th, &t) < 0 || (items = PyList_New(0)) == NULL ||
+        (iter = PyObject_GetIter(v[2])) == NULL)
+        goto done;
+    while ((it = PyIter_Next(iter)) != NULL) {  /* items = [(p, tuple(s)) for p, s in items] */
+        PyObject *p, *s, *st = NULL, *pair = NULL;
+        int rc = unpack2(it, &p, &s);
+        Py_CLEAR(it);
+        if (rc < 0)
+            goto done;
+        st = PySequence_Tuple(s);
+        pair = st == NULL ? NULL : PyTuple_Pack(2, p, st);
+        Py_DECREF(p);
+        Py_DECREF(s);
+        Py_XDECREF(st);
+        if (pair == NULL || PyList_Append(items, pair) < 0) {
+            Py_XDECREF(pair);
+            goto done;
+        }
+        Py_DECREF(pair);
+    }
+    if (PyErr_Occurred())
+        goto done;
+    int r = v[3] == NULL ? 0 : PyObject_IsTrue(v[3]);  /* _reason_detail(reason) if reason else None */
+    if (r < 0 || (r && (text = PyObject_CallOneArg(a->reason_detail, v[3])) == NULL))
+        goto done;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if ((rows = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(items, i);
+        PyObject *vals[20] = {NULL, t, th, v[0], S_free, request, PyTuple_GET_ITEM(pair, 0), NULL,
+                              PyTuple_GET_ITEM(pair, 1), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                              NULL, text};
+        PyObject *row = new_row(vals);
+        if (row == NULL)
+            goto done;  /* a list freed with NULL items is fine */
+        PyList_SET_ITEM(rows, i, row);
+    }
+    out = append_batch(a, rows);
+done:
+    Py_XDECREF(request);
+    Py_XDECREF(th);
+    Py_XDECREF(t);
+    Py_XDECREF(items);
+    Py_XDECREF(iter);
+    Py_XDECREF(text);
+    Py_XDECREF(rows);
+    return out;
+}
+
+static int ap_traverse(AppenderObject *a, visitproc visit, void *arg) {
+    Py_VISIT(a->rec);
+    Py_VISIT(a->dict);
+    Py_VISIT(a->events);
+    Py_VISIT(a->seq);
+    Py_VISIT(a->threads);
+    Py_VISIT(a->reqvar);
+    Py_VISIT(a->kinds);
+    Py_VISIT(a->encode);
+    Py_VISIT(a->shared);
+    Py_VISIT(a->reason_detail);
+    Py_VISIT(a->fallbacks);
+    return 0;
+}
+
+static int ap_clear(AppenderObject *a) {
+    Py_CLEAR(a->rec);
+    Py_CLEAR(a->dict);
+    Py_CLEAR(a->events);
+    Py_CLEAR(a->seq);
+    Py_CLEAR(a->threads);
+    Py_CLEAR(a->reqvar);
+    Py_CLEAR(a->kinds);
+    Py_CLEAR(a->encode);
+    Py_CLEAR(a->shared);
+    Py_CLEAR(a->reason_detail);
+    Py_CLEAR(a->fallbacks);
+    return 0;
+}
+
+static void ap_dealloc(AppenderObject *a) {
+    PyObject_GC_UnTrack(a);
+    ap_clear(a);
+    Py_TYPE(a)->tp_free((PyObject *)a);
+}
+
+static PyMethodDef ap_methods[] = {
+    {"event", (PyCFunction)(void (*)(void))ap_event, METH_FASTCALL | METH_KEYWORDS, "Recorder.event"},
+    {"nixl_event", (PyCFunction)(void (*)(void))ap_nixl_event, METH_FASTCALL | METH_KEYWORDS,
+     "Recorder.nixl_event"},
+    {"layers", (PyCFunction)(void (*)(void))ap_layers, METH_FASTCALL | METH_KEYWORDS, "Recorder.layers"},
+    {"allocs", (PyCFunction)(void (*)(void))ap_allocs, METH_FASTCALL | METH_KEYWORDS, "Recorder.allocs"},
+    {"frees", (PyCFunction)(void (*)(void))ap_frees, METH_FASTCALL | METH_KEYWORDS, "Recorder.frees"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvtrace.tracer._rows.Appender",
+    .tp_basicsize = sizeof(AppenderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "the recorder's per-event methods in C (see appender())",
+    .tp_traverse = (traverseproc)ap_traverse,
+    .tp_clear = (inquiry)ap_clear,
+    .tp_dealloc = (destructor)ap_dealloc,
+    .tp_methods = ap_methods,
+};
+
+static PyObject *appender(PyObject *self, PyObject *args) {
+    PyObject *rec, *events, *seq, *threads, *reqvar, *kinds, *encode, *shared, *reason_detail, *fallbacks;
+    if (!PyArg_ParseTuple(args, "OO!OO!OO!OOOO!", &rec, &PyList_Type, &events, &seq, &PyDict_Type, &threads,
+                          &reqvar, &PyDict_Type, &kinds, &encode, &shared, &reason_detail, &PyTuple_Type,
+                          &fallbacks))
+        return NULL;
+    if (!PyContextVar_CheckExact(reqvar) || Py_TYPE(seq)->tp_iternext == NULL || PyTuple_GET_SIZE(fallbacks) != 3) {
+        PyErr_SetString(PyExc_TypeError, "appender: a ContextVar, an iterator and 3 fallbacks expected");
+        return NULL;
+    }
+    PyObject *dict = PyObject_GenericGetDict(rec, NULL);
+    if (dict == NULL)
+        return NULL;
+    AppenderObject *a = PyObject_GC_New(AppenderObject, &AppenderType);
+    if (a == NULL) {
+        Py_DECREF(dict);
+        return NULL;
+    }
+    PyObject *all[] = {rec, events, seq, threads, reqvar, kinds, encode, shared, reason_detail, fallbacks};
+    for (int i = 0; i < 10; i++)
+        Py_INCREF(all[i]);
+    a->rec = rec, a->dict = dict, a->events = events, a->seq = seq, a->threads = threads, a->reqvar = reqvar;
+    a->kinds = kinds, a->encode = encode, a->shared = shared, a->reason_detail = reason_detail;
+    a->fallbacks = fallbacks;
+    PyObject_GC_Track(a);
+    return (PyObject *)a;
+}
+
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS, "rows -> an Arrow C struct array (address, capsule), or None"},
     {"pick", pick, METH_VARARGS, "the ring bookkeeping's rows and columns"},
     {"book", book, METH_VARARGS, "the ring bookkeeping's loop over its rows"},
+    {"json_text", json_text, METH_O, "plain detail values as the recorder's JSON text, or None"},
+    {"appender", appender, METH_VARARGS, "the recorder's per-event methods in C, on its own buffers"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
@@ -911,7 +1791,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
 PyMODINIT_FUNC PyInit__rows(void) {
     MINUS_ONE = PyLong_FromLong(-1);
     ONE = PyLong_FromLong(1);
-    if (MINUS_ONE == NULL || ONE == NULL)
+    if (MINUS_ONE == NULL || ONE == NULL || appender_names() < 0 || PyType_Ready(&AppenderType) < 0)
         return NULL;
     return PyModule_Create(&module);
 }

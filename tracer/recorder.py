@@ -1,6 +1,6 @@
 """Recorder: one per process ("shard"), columnar buffers flushed to Arrow IPC streams.
 
-Hot path: ``event()`` appends one tuple under a lock; ``descs_array()``/``dlist_array()``
+Hot path: ``event()`` appends one tuple, no lock (in C when tracer/_rows.c is built); ``descs_array()``/``dlist_array()``
 take whole numpy arrays. A background thread turns buffers into complete record
 batches every ``flush_interval`` seconds or ``flush_rows`` rows, writing descs, dlists
 and layouts *before* the events that reference them. A kill -9 therefore loses at most
@@ -161,7 +161,9 @@ class Recorder:
         # The event path takes no lock: next() on a count and list.append are each atomic
         # under the GIL, so every seq lands in the buffer exactly once, possibly out of
         # order across threads; flush() sorts and holds back rows after a gap (a thread
-        # between next() and append) so each stream stays strictly increasing.
+        # between next() and append) so each stream stays strictly increasing. The C
+        # methods (_native_methods) use the same count, list and thread map; they read the
+        # clock, take the seq and append with no Python code between (no thread switch).
         self._seq = itertools.count()
         self._written_seq = 0                  # the next seq the events stream expects
         self._flushed_seq = 0
@@ -176,6 +178,8 @@ class Recorder:
         self._append = self._events.append        # bound once: the buffer list is never replaced
         self._thread_of = self._threads.get
         self._next_seq = self._seq.__next__
+        if NATIVE_ROWS is not None and hasattr(NATIVE_ROWS, "appender"):   # an older build has none
+            self._native_methods()
         self.closed = False
         self.max_backlog_rows = max_backlog_rows
         self.lost = LostRows()
@@ -201,6 +205,18 @@ class Recorder:
         return {name: _Stream(os.path.join(self.dir, name + ".arrows"), schema)
                 for name, schema in (("descs", _DESCS_WIRE), ("dlists", _DLISTS_WIRE),
                                      ("layouts", LAYOUTS), ("events", EVENTS))}
+
+    def _native_methods(self) -> None:
+        """The per-event methods in C (tracer/_rows.c ``appender``): the same rows on this
+        recorder's own buffer, seq counter and thread map, with no Python frame per call
+        (tests/tracer/test_appender.py). A subclass's own version of a method is kept."""
+        ap = NATIVE_ROWS.appender(self, self._events, self._seq, self._threads, current_request, _KIND, _JSON,
+                                  _SHARED, _reason_detail, (_PY_METHODS["layers"], _PY_METHODS["allocs"],
+                                                            _PY_METHODS["frees"]))
+        cls = type(self)
+        for name, fn in _PY_METHODS.items():
+            if getattr(cls, name) is fn:
+                setattr(self, name, getattr(ap, name))
 
     def _thread_id(self) -> int:
         with self._lock:
@@ -705,6 +721,10 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+#: the methods tracer/_rows.c's appender stands in for (and, while hashing, hands batches back to)
+_PY_METHODS = {name: getattr(Recorder, name) for name in ("event", "nixl_event", "layers", "allocs", "frees")}
 
 
 class LostRows:

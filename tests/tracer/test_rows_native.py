@@ -144,6 +144,7 @@ def test_extension_is_built_where_a_compiler_is():
     if not (shutil.which(cc) and headers):
         pytest.skip("no C compiler or Python headers here: the pyarrow fallback is expected")
     assert C is not None, "kvtrace.tracer._rows is not built: run `pip install -e .` (it needs a C compiler)"
+    assert hasattr(C, "appender"), "kvtrace.tracer._rows is older than tracer/_rows.c: run `pip install -e .`"
     if os.environ.get("KVTRACE_ROWS", "").lower() == "python":
         assert R.NATIVE_ROWS is None and S._PICK is None
     else:
