@@ -25,10 +25,11 @@ from .schema import EventKind as K
 
 
 class _Dlist:
-    __slots__ = ("id", "agent", "descs", "uniform", "size", "dev")
+    __slots__ = ("id", "agent", "text", "descs", "uniform", "size", "dev")
 
     def __init__(self, id_: int, agent: str, descs: Descs):
         self.id, self.agent, self.descs = id_, agent, descs
+        self.text = _text(agent)  # the agent as its descriptor rows record it (once, not per posting)
         nb, dv = descs.nbytes, descs.device
         # every entry the same size (a pool's pages): a posting's bytes are count x size
         self.uniform = int(nb[0]) if len(nb) and bool((nb == nb[0]).all()) else None
@@ -37,38 +38,34 @@ class _Dlist:
         self.size = None if self.uniform is None else np.asarray(nb[0], np.uint64)
         self.dev = np.asarray(dv[0], np.int32) if len(dv) and bool((dv == dv[0]).all()) else None
 
-    def side(self, idx: np.ndarray) -> tuple:
-        """(addresses, sizes, devices) of the entries at ``idx`` (sizes and devices as one
-        0-d value when every entry shares it)."""
-        d = self.descs
-        return (d.addr[idx], d.nbytes[idx] if self.size is None else self.size,
-                d.device[idx] if self.dev is None else self.dev)
-
 
 class _Handle:
     """One transfer handle: descriptors resolved once, state of its latest posting."""
     __slots__ = ("op", "remote", "notif", "total", "detail", "xfer", "request", "terminal", "tagged",
                  "hashes", "descs")
 
-    def __init__(self, op: str, local_name: str, remote: str, local: tuple, remote_d: tuple,
-                 notif: bytes, ldl=None, lidx=None, rdl=None, ridx=None, detail: str = "", total: int = 0):
-        """``local``/``remote_d``: (addresses, sizes, devices) of each side (sizes and
-        devices: arrays or one 0-d value for all); ``total``: the posting's bytes."""
-        self.op, self.remote, self.notif, self.detail, self.total = op, remote, notif, detail, total
-        write = op == "WRITE"  # src/dst is the direction the bytes move, whoever initiated
-        src_agent, dst_agent = (local_name, remote) if write else (remote, local_name)
-        src, dst = (local, remote_d) if write else (remote_d, local)
-        src_dlist, src_idx = (ldl, lidx) if write else (rdl, ridx)
-        dst_dlist, dst_idx = (rdl, ridx) if write else (ldl, lidx)
-        # its descriptors' rows less the xfer id, in Recorder.descs_prepared's form (the
-        # columns here are already of its types): every posting of this handle records them
-        self.descs = (op, _text(src_agent), _text(dst_agent), src[0], dst[0], src[1], src[2], dst[2],
-                      src_dlist, src_idx, dst_dlist, dst_idx, len(src[0]))
+    def __init__(self, op: str, remote: str, notif: bytes, descs: tuple, detail: str, total: int):
+        """``descs``: its descriptors' rows less the xfer id, in Recorder.descs_prepared's form
+        (:func:`_handle_descs`): every posting of this handle records them; ``total``: the
+        posting's bytes."""
+        self.op, self.remote, self.notif, self.descs, self.detail, self.total = op, remote, notif, descs, detail, total
         self.xfer = None
         self.request = None
         self.terminal = False
         self.tagged = (None, None)  # (msg, request its tag names): reposts skip the regex
         self.hashes = 0             # the recorder's hash mark at the latest posting (WRITE: our pages are read)
+
+
+def _handle_descs(op: str, local_text: str, remote_text: str, local: tuple, remote_d: tuple,
+                  ldl=None, lidx=None, rdl=None, ridx=None) -> tuple:
+    """A handle's descriptor rows less the xfer id (the columns already of their types).
+    ``local``/``remote_d``: (addresses, sizes, devices) of each side (sizes and devices:
+    arrays or one 0-d value for all); the agents as text."""
+    if op == "WRITE":  # src/dst is the direction the bytes move, whoever initiated
+        return (op, local_text, remote_text, local[0], remote_d[0], local[1], local[2], remote_d[2],
+                ldl, lidx, rdl, ridx, len(local[0]))
+    return (op, remote_text, local_text, remote_d[0], local[0], remote_d[1], remote_d[2], local[2],
+            rdl, ridx, ldl, lidx, len(remote_d[0]))
 
 
 class BindingTap:
@@ -77,6 +74,7 @@ class BindingTap:
     def __init__(self, inner, name: str, recorder: Recorder, parse=None, telemetry: bool = False):
         self._inner = inner
         self._name = _name(name)
+        self._text = _text(self._name)
         self._rec = recorder
         self._parse = parse
         self._telemetry = telemetry
@@ -146,16 +144,24 @@ class BindingTap:
 
     def makeXferReq(self, op, local_h, local_idx, remote_h, remote_idx, notif=b"", *args):
         handle = self._inner.makeXferReq(op, local_h, local_idx, remote_h, remote_idx, notif, *args)
-        L, R = self._dlists.get(local_h), self._dlists.get(remote_h)
+        dlists = self._dlists
+        L, R = dlists.get(local_h), dlists.get(remote_h)
         if L is not None and R is not None:
             li = np.asarray(local_idx, dtype=np.int64)
             ri = np.asarray(remote_idx, dtype=np.int64)
-            local = L.side(li)
-            total = L.uniform * len(li) if L.uniform is not None else \
-                (int(local[1].sum()) if len(local[1]) else 0)
+            ld, rd = L.descs, R.descs
+            # each side's (addresses, sizes, devices): sizes and devices as one 0-d value when every
+            # entry of its list shares it
+            lsz = ld.nbytes[li] if L.size is None else L.size
+            local = (ld.addr[li], lsz, ld.device[li] if L.dev is None else L.dev)
+            remote = (rd.addr[ri], rd.nbytes[ri] if R.size is None else R.size,
+                      rd.device[ri] if R.dev is None else R.dev)
+            total = L.uniform * len(li) if L.uniform is not None else (int(lsz.sum()) if len(lsz) else 0)
+            op_ = "WRITE" if op == self._WRITE else "READ"
             detail = f'{{"handle": "{hex(handle)}", "prepped": true}}'  # = json.dumps of that dict
-            self._handles[handle] = _Handle(self._op(op), self._name, R.agent, local, R.side(ri), _bytes(notif),
-                                            L.id, li, R.id, ri, detail, total)
+            self._handles[handle] = _Handle(
+                op_, R.agent, _bytes(notif),
+                _handle_descs(op_, self._text, R.text, local, remote, L.id, li, R.id, ri), detail, total)
         else:
             self._untraced[handle] = "descriptor list prepared before tracing started"
         return handle
@@ -164,9 +170,10 @@ class BindingTap:
         handle = self._inner.createXferReq(op, local_descs, remote_descs, remote_agent, notif, *args)
         detail = f'{{"handle": "{hex(handle)}", "prepped": false}}'  # = json.dumps of that dict
         L, R = xfer_descs(local_descs), xfer_descs(remote_descs)
-        self._handles[handle] = _Handle(self._op(op), self._name, _name(remote_agent), L[:3], R[:3],
-                                        _bytes(notif), detail=detail,
-                                        total=int(L.nbytes.sum()) if len(L.nbytes) else 0)
+        op_, remote = self._op(op), _name(remote_agent)
+        self._handles[handle] = _Handle(op_, remote, _bytes(notif),
+                                        _handle_descs(op_, self._text, _text(remote), L[:3], R[:3]), detail,
+                                        int(L.nbytes.sum()) if len(L.nbytes) else 0)
         return handle
 
     def postXferReq(self, handle, notif=b"", *args):
@@ -176,7 +183,7 @@ class BindingTap:
             self._rec.untraced("posted after the recording ended" if self._rec.closed else
                                self._untraced.get(handle, "transfer handle created before tracing started"))
             return self._inner.postXferReq(handle, notif, *args)
-        msg = _bytes(notif) or H.notif  # an empty message keeps the one given at creation
+        msg = _bytes(notif) if notif else H.notif  # an empty message keeps the one given at creation
         req = current_request.get()
         if req is None and msg:
             if H.tagged[0] != msg:
