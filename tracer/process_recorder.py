@@ -22,7 +22,7 @@ ENV_PROG = "KVTRACE_PROG"
 #: a ring's flush interval (s) under ``record -- CMD``: a file recording flushes every 0.1 s so
 #: ``kvtrace watch`` sees it soon; a ring is read only at a trigger, and each flush costs a fixed
 #: ~1 ms of the engine's CPU (Arrow conversion and packing, trigger poll) even when idle
-RING_FLUSH_S = 0.5
+RING_FLUSH_S = 0.5      # ring.FLUSH_S (not imported here: this module stays light until a recorder starts)
 
 _lock = threading.Lock()
 _recorder = None

@@ -33,6 +33,12 @@ from .ring_store import RingStore
 ENV_RING = "KVTRACE_RING"
 ENV_RING_TAIL = "KVTRACE_RING_TAIL"   # seconds each shard keeps recording after a trigger
 DEFAULT_TAIL_S = 1.5
+#: a ring's flush interval (s) unless given, at most a quarter of its slack: a ring is read
+#: only at a trigger, and each flush costs its thread a fixed share of CPU (packing, the
+#: trigger poll, the live-request exchange) whatever it holds; measured on the reference
+#: engine (small x200, bench/results/ring.txt), 0.5 s instead of the Recorder's 0.2 s took
+#: ~10 ms (~30%) off the flush threads' CPU a run. process_recorder.RING_FLUSH_S is the same.
+FLUSH_S = 0.5
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
 _SECONDS = {"ms": 1e-3, "s": 1, "sec": 1, "min": 60, "h": 3600}
@@ -123,6 +129,8 @@ class RingRecorder(Recorder):
             1.5 s): what the trigger's incident still has in flight (a transfer's completion,
             the other shard's frees) lands in the dump; a recorder closed sooner dumps at close.
         signals: install a SIGUSR1 handler (main thread, default handler only).
+        flush_interval: (a Recorder argument) by default :data:`FLUSH_S`, at most a quarter
+            of the slack (the live-request exchange happens at flushes).
     """
 
     def __init__(self, session_dir: str, shard: str = "main", *, ring: str = "30s", slack_s: float | None = None,
@@ -143,6 +151,7 @@ class RingRecorder(Recorder):
         self.ring_spec = str(ring)
         if slack_s is None:  # long enough for the shards' clocks and ends of a request to meet
             slack_s = 5.0 if seconds is None else min(5.0, max(1.0, seconds / 4))
+        kw.setdefault("flush_interval", min(FLUSH_S, slack_s / 4))
         self.store = RingStore(None, None if seconds is None else int(seconds * 1e9), int(slack_s * 1e9),
                                budget=budget)
         # a flush must fit the room the budget leaves the batches, with room to spare: a busy

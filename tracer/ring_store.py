@@ -217,7 +217,8 @@ class RingStore:
         waiting, descs, self._descs = self._descs, [], []
         carried = {id(b) for b in self._carried}
         for b in waiting:
-            if id(b) in carried or all(x in self._xfer_owner for x in pc.unique(b.column("xfer"), memory_pool=_POOL).to_pylist()):
+            if id(b) in carried or all(map(self._xfer_owner.__contains__,
+                                           pc.unique(b.column("xfer"), memory_pool=_POOL).to_pylist())):
                 descs.append(b)
             else:
                 self._descs.append(b)
@@ -433,8 +434,16 @@ class RingStore:
         live now, and for the other requests it still holds, when they stopped being live
         (both per group of requests that shared slot generations)."""
         live, last, done = [], {}, set()
-        for o in list(self._last_t):
+        partners, refs, open_, last_t = self._partners, self._refs, self._open, self._last_t
+        for o in list(last_t):
             if o in done or not isinstance(o, str):
+                continue
+            if o not in partners:   # a request that shared no slot generation: a group of one
+                done.add(o)         # (most of them; _component and _group_state inlined)
+                if o in refs or o in open_:
+                    live.append(o)
+                else:
+                    last[o] = last_t[o]
                 continue
             comp = self._component(o)
             done.update(comp)

@@ -245,3 +245,16 @@ def test_dump_session_reaches_both_processes(tmp_path, validate_trace):
     starts = {json.load(open(os.path.join(dump, s, "shard.json")))["ring"]["window"]["from_unix"] for s in man["shards"]}
     assert len(starts) == 1
     assert _findings(dump) == set()
+
+
+def test_ring_flush_interval_default(tmp_path):
+    """A ring flushes every ring.FLUSH_S unless told (at most a quarter of its slack); a given
+    interval is kept; `record -- CMD` uses the same interval."""
+    from kvtrace.tracer import process_recorder
+    assert process_recorder.RING_FLUSH_S == ring_mod.FLUSH_S
+    for ring, kw, want in (("30s", {}, ring_mod.FLUSH_S), ("2s", {}, 0.25), ("30s", {"flush_interval": 0.05}, 0.05)):
+        rec = RingRecorder(str(tmp_path / f"s{ring}{len(kw)}.kvtrace"), "a", ring=ring, signals=False, **kw)
+        try:
+            assert rec.flush_interval == want
+        finally:
+            rec.close()
