@@ -16,11 +16,11 @@
 --   what VARCHAR       -- slots | transfers
 --   message VARCHAR
 WITH last AS (   -- per holding key (hk: shard, agent, pool, slot, request) its last event; integers only
-    SELECT hk, arg_max(req_cnt_after, seq) AS held, max(seq) AS seq FROM slot_life GROUP BY hk
-), held AS (   -- the names of the few still held
-    SELECT any_value(l.shard) AS shard, any_value(l.agent) AS agent, any_value(l.pool) AS pool,
+    SELECT hk, arg_max(req_cnt_after, seq) AS held, max(seq) AS seq FROM slot_life_ids GROUP BY hk
+), held AS (   -- the names of the few still held (slot_life_ids' ids named here, for those alone)
+    SELECT any_value(n.shards[l.sidx + 1]) AS shard, any_value(n.agents[l.aid]) AS agent, any_value(l.pool) AS pool,
            any_value(l.slot) AS slot, any_value(l.request) AS request, any_value(h.held) AS held, h.seq
-    FROM (SELECT * FROM last WHERE held > 0) h JOIN slot_life l ON l.hk = h.hk AND l.seq = h.seq
+    FROM (SELECT * FROM last WHERE held > 0) h JOIN slot_life_ids l ON l.hk = h.hk AND l.seq = h.seq, id_names n
     GROUP BY h.hk, h.seq
 ),
 open_x AS (SELECT * FROM xfers WHERE done_seq IS NULL AND err_seq IS NULL AND release_seq IS NULL)

@@ -51,8 +51,10 @@ WITH deliv AS NOT MATERIALIZED (   -- slot layers transfers deliver into, with t
     WHERE (agent, pool, request) IN (SELECT (agent, pool, request) FROM cand)   -- hashes the few candidates
     GROUP BY ALL
 ), one_state AS (  -- pools holding one state per request: no page above 0 on that agent
-    -- (slot_life's alloc rows: slot_ev's, without re-reading the events: 0.85 -> 0.28 cpu-s at 10M)
-    SELECT agent, pool FROM slot_life WHERE kind = 'alloc' GROUP BY ALL HAVING max(coalesce(page, 0)) = 0
+    -- (slot_life_ids' alloc rows: slot_ev's, without re-reading the events: 0.85 -> 0.28 cpu-s at 10M;
+    -- grouped by the agent's integer id, named after for the few (agent, pool)s)
+    SELECT n.agents[o.aid] AS agent, o.pool
+    FROM (SELECT aid, pool FROM slot_life_ids WHERE alloc GROUP BY ALL HAVING max(coalesce(page, 0)) = 0) o, id_names n
 ), over AS (
     SELECT d.* EXCLUDE (w_page0), coalesce(d.w_page0, d.page) AS w_page,
            CASE WHEN o.pool IS NOT NULL THEN 'state' ELSE 'page' END AS how

@@ -32,13 +32,15 @@
 -- Grouped by the integer key of (shard, agent, pool, slot, request) (slot_ev's hk), and
 -- every lookup below is a join on the few requests still holding pages, not a per-row
 -- subquery over all events.
-WITH last AS (
-    SELECT hk, arg_max(req_cnt_after, seq) AS held FROM slot_life GROUP BY hk
+WITH last AS (   -- integers only: slot_life_ids, not the slot_life view naming every row
+    SELECT hk, arg_max(req_cnt_after, seq) AS held FROM slot_life_ids GROUP BY hk
 ), held AS (   -- what each (agent, request) holds at trace end, since its first alloc of it
     SELECT a.agent, a.request, any_value(a.shard) AS shard, list(DISTINCT a.pool ORDER BY a.pool) AS pools,
            list(DISTINCT a.slot ORDER BY a.slot) AS slots, count(*) AS n,
            min(a.seq) AS since_seq
-    FROM last l JOIN slot_life a ON a.hk = l.hk AND a.kind = 'alloc'
+    FROM last l JOIN (SELECT s.hk, n.shards[s.sidx + 1] AS shard, s.seq, n.agents[s.aid] AS agent, s.request,
+                             s.pool, s.slot
+                      FROM slot_life_ids s, id_names n WHERE s.alloc) a ON a.hk = l.hk
     WHERE l.held > 0   -- a holding is named by all five (an alloc with no request names none)
       AND a.agent IS NOT NULL AND a.pool IS NOT NULL AND a.slot IS NOT NULL AND a.request IS NOT NULL
     GROUP BY a.agent, a.request

@@ -24,11 +24,11 @@
 -- latest write of the layer is another request's, or the slot's next alloc (anyone's)
 -- comes before the read. Those few candidates alone take the ASOF join to the
 -- latest alloc; on a clean trace that is none, so no sort of every read. The allocs come
--- from slot_life (its alloc rows are slot_ev's), not slot_ev: the view re-reads and unnests
--- the events (10M events under a 300 MB cap: 3.1 -> 2.5 cpu-s)
+-- from slot_life_ids (its alloc rows are slot_ev's; integers, not the slot_life view's names),
+-- not slot_ev: the view re-reads and unnests the events (10M events under a 300 MB cap: 3.1 -> 2.5 cpu-s)
 WITH nxt AS (   -- each alloc of a slot with the slot's next alloc (by any request)
     SELECT sk, seq AS a_seq, lead(seq) OVER (PARTITION BY sk ORDER BY seq) AS next_a
-    FROM (SELECT DISTINCT sk, seq FROM slot_life WHERE kind = 'alloc')
+    FROM (SELECT DISTINCT sk, seq FROM slot_life_ids WHERE alloc)
 ), cand AS (
     SELECT r.shard, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, r.sk, r.lk, r.alloc_seq, r.free_seq,
            r.lw_seq AS w_seq, r.lw_req AS w_req  -- latest local write before the read (precomputed in reads)
@@ -39,7 +39,7 @@ WITH nxt AS (   -- each alloc of a slot with the slot's next alloc (by any reque
             -- holding's alloc identifies R: one alloc event, one request)
     SELECT * FROM cand c
     WHERE EXISTS (SELECT 1 FROM end_hold e WHERE e.side = 'dst' AND e.managed AND e.lk = c.lk AND e.alloc_seq = c.alloc_seq)
-), la AS (SELECT sk, seq AS a_seq, request AS a_req, shared FROM slot_life WHERE kind = 'alloc'),
+), la AS (SELECT sk, seq AS a_seq, request AS a_req, shared FROM slot_life_ids WHERE alloc),
 j AS (
     SELECT r.*, la.a_seq, la.a_req, la.shared
     FROM r ASOF LEFT JOIN (SELECT * FROM la WHERE sk IN (SELECT sk FROM r)) la ON la.sk = r.sk AND r.seq > la.a_seq
