@@ -99,17 +99,19 @@ class Names:
         i = pc.if_else(pc.and_(pc.greater_equal(i, 0), pc.less(i, len(names))), i, pa.scalar(None, pa.int64()))
         return names.take(i)
 
-    def requests(self, psidx: pa.Array, xfer: pa.Array) -> pa.Array:
-        """The request of each (initiator shard index, transfer id); null: none."""
+    def requests(self, psidx: pa.Array, xfer: pa.Array, post: pa.Array) -> pa.Array:
+        """The request of each posting (initiator shard index, transfer id, post seq: unique,
+        even where a trace posts one transfer id twice); null: none."""
         if not len(xfer):
             return pa.array([], pa.string())
+        key = ["sidx", "xfer", "post_seq"]
         q = pa.table({"sidx": psidx.cast(pa.int32()), "xfer": xfer.cast(pa.int64()),
-                      "i": pa.array(np.arange(len(xfer)), pa.int64())})
-        keys = q.select(["sidx", "xfer"]).group_by(["sidx", "xfer"]).aggregate([])
-        got = self.ask("inflight_requests", [keys.column("sidx").to_pylist(), keys.column("xfer").to_pylist()])
-        got = got.select(["sidx", "xfer", "request"]).cast(pa.schema([("sidx", pa.int32()), ("xfer", pa.int64()),
-                                                                        ("request", pa.string())]))
-        return q.join(got, ["sidx", "xfer"], join_type="left outer").sort_by("i").column("request").combine_chunks()
+                      "post_seq": post.cast(pa.int64()), "i": pa.array(np.arange(len(xfer)), pa.int64())})
+        keys = q.select(key).group_by(key).aggregate([])
+        got = self.ask("inflight_requests", [keys.column(k).to_pylist() for k in key])
+        got = got.select(key + ["request"]).cast(pa.schema([("sidx", pa.int32()), ("xfer", pa.int64()),
+                                                            ("post_seq", pa.int64()), ("request", pa.string())]))
+        return q.join(got, key, join_type="left outer").sort_by("i").column("request").combine_chunks()
 
 
 def empty_pairs(ends: pa.Table, names: Names) -> pa.Table:
@@ -123,16 +125,18 @@ def pairs_table(ends: pa.Table, a: np.ndarray, b: np.ndarray, names: Names) -> p
     a_n, b_n = _np(c("nbytes", ta), 0, np.uint64), _np(c("nbytes", tb), 0, np.uint64)
     side = pa.array(["dst", "src"], pa.string())
     a_sidx, b_sidx, a_x, b_x = c("psidx", ta), c("psidx", tb), c("xfer", ta), c("xfer", tb)
+    a_post, b_post = c("post_seq", ta), c("post_seq", tb)
     req = names.requests(pa.concat_arrays([a_sidx.cast(pa.int32()), b_sidx.cast(pa.int32())]),
-                         pa.concat_arrays([a_x.cast(pa.int64()), b_x.cast(pa.int64())]))
+                         pa.concat_arrays([a_x.cast(pa.int64()), b_x.cast(pa.int64())]),
+                         pa.concat_arrays([a_post.cast(pa.int64()), b_post.cast(pa.int64())]))
     return pa.table({
         "agent": Names._take(names.agents, c("agent_code", ta), 1),
         "a_shard": Names._take(names.shards, a_sidx, 0), "a_xfer": a_x,
         "a_side": Names._take(side, c("side_code", ta), 0),
-        "a_request": req.slice(0, len(a)), "a_post": c("post_seq", ta),
+        "a_request": req.slice(0, len(a)), "a_post": a_post,
         "b_shard": Names._take(names.shards, b_sidx, 0), "b_xfer": b_x,
         "b_side": Names._take(side, c("side_code", tb), 0),
-        "b_request": req.slice(len(a)), "b_post": c("post_seq", tb),
+        "b_request": req.slice(len(a)), "b_post": b_post,
         "pool": Names._take(names.pools, c("pid", ta), 1), "layer": c("layer", ta), "slot": c("slot", ta),
         "lo": pa.array(np.maximum(a_addr, b_addr), pa.uint64()),
         "hi": pa.array(np.minimum(a_addr + a_n, b_addr + b_n), pa.uint64()),

@@ -87,7 +87,7 @@ def test_numpy_sweep_matches_the_sql_rule(seed, tmp_path):
                e.nbytes, list_position(n.pools, e.pool)::INTEGER AS pid, e.layer, e.slot, e.request, e.post_seq,
                e.psidx, e.t_ns
         FROM end_hold e, id_names n""")
-    con.execute("CREATE TABLE xfers AS SELECT DISTINCT psidx AS sidx, xfer, request FROM end_hold")
+    con.execute("CREATE TABLE xfers AS SELECT DISTINCT psidx AS sidx, xfer, post_seq, request FROM end_hold")
     assert con.execute("SELECT count(*) FROM (SELECT DISTINCT sidx, xfer FROM xfers)").fetchall() == \
         con.execute("SELECT count(*) FROM xfers").fetchall()
     with open(os.path.join(HERE, "inflight_pairs_reference.sql")) as f:
