@@ -11,12 +11,10 @@ trace gets its index in a temp folder.
 """
 from __future__ import annotations
 
-import collections
 import hashlib
 import json
 import os
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -118,8 +116,6 @@ CODEC = "lz4"
 FREE_TEXT = frozenset({"request", "detail"})
 #: files written at once (threads)
 WRITERS = 2
-#: a table of at least this many row groups is written in two runs at once (_write_shards)
-SPLIT_GROUPS = 4
 
 
 def write_options(schema: pa.Schema) -> dict:
@@ -131,22 +127,21 @@ def write_options(schema: pa.Schema) -> dict:
     return {"compression": CODEC, "use_dictionary": [n for n in strings if n not in FREE_TEXT]}
 
 
-def raw_batches(shard, table: str, with_shard: bool = True, start: int = 0):
+def raw_batches(shard, table: str, with_shard: bool = True):
     """The stream's rows as the reader kept them (conformed, a truncated stream's
     complete prefix), read again from the file batch by batch into ordinary memory: the
     reader's table is memory-mapped, and touching all of it would keep the whole stream
-    file resident (~2 GB at 10M events) while one batch at a time is written out.
-    ``start``: from that row on (the batches before it read past, not converted)."""
+    file resident (~2 GB at 10M events) while one batch at a time is written out."""
     kept = shard.streams[table]   # its rows only touched if the file changed since it was read
     want = kept.num_rows
     path = os.path.join(shard.path, table + ".arrows")
-    if want <= start:
+    if want == 0:
         return
     with pa.OSFile(path) as f:
         try:
             reader = ipc.open_stream(f)
         except (pa.ArrowInvalid, OSError):   # replaced since it was read: the reader's rows
-            yield _indexed(kept.table.slice(start), shard.name, table, with_shard)
+            yield _indexed(kept.table, shard.name, table, with_shard)
             return
         while want > 0:
             try:
@@ -156,14 +151,9 @@ def raw_batches(shard, table: str, with_shard: bool = True, start: int = 0):
             if b.num_rows > want:        # the file grew past what was read (a live shard)
                 b = b.slice(0, want)
             want -= b.num_rows
-            if start >= b.num_rows:
-                start -= b.num_rows
-                continue
-            if start:
-                b, start = b.slice(start), 0
             yield _indexed(conform(pa.Table.from_batches([b]), SCHEMAS[table]), shard.name, table, with_shard)
-    if want > start:   # the file changed under us: fall back to the reader's rows
-        yield _indexed(kept.table.slice(kept.num_rows - want + start), shard.name, table, with_shard)
+    if want > 0:   # the file changed under us: fall back to the reader's rows
+        yield _indexed(kept.table.slice(kept.num_rows - want), shard.name, table, with_shard)
 
 
 def _indexed(t: pa.Table, shard: str, table: str, with_shard: bool) -> pa.Table:
@@ -175,12 +165,13 @@ def _indexed(t: pa.Table, shard: str, table: str, with_shard: bool) -> pa.Table:
                                 schema=pa.schema([pa.field("shard", pa.string())] + list(t.schema)))
 
 
-def _write_rows(path: str, shard, table: str, start: int = 0, stop: int | None = None) -> None:
-    """Rows [start, stop) of one table of one shard to a Parquet file, ROWS_PER_GROUP
-    rows at a time (``start`` a multiple of it: the row groups of the whole file's)."""
+def _write_table(d: str, shard, table: str) -> None:
+    """One table of one shard to its Parquet file, ROWS_PER_GROUP rows at a time."""
     schema = pa.schema([pa.field("shard", pa.string())] + [pa.field(f.name, f.type) for f in SCHEMAS[table]])
-    left = None if stop is None else stop - start
-    with pq.ParquetWriter(path, schema, **write_options(schema)) as w:
+    os.makedirs(os.path.join(d, table), exist_ok=True)
+    out = _file(d, table, shard.name)
+    tmp = out + ".tmp"
+    with pq.ParquetWriter(tmp, schema, **write_options(schema)) as w:
         pending: list[pa.Table] = []
         rows = 0
 
@@ -194,70 +185,28 @@ def _write_rows(path: str, shard, table: str, start: int = 0, stop: int | None =
                               row_group_size=ROWS_PER_GROUP)
             rest = part.slice(n)
             pending, rows = ([rest] if rest.num_rows else []), rest.num_rows
-        for t in raw_batches(shard, table, with_shard=False, start=start):
-            if left is not None:
-                t = t.slice(0, left)
-                left -= t.num_rows
+        for t in raw_batches(shard, table, with_shard=False):
             pending.append(t)
             rows += t.num_rows
             if rows >= ROWS_PER_GROUP:
                 write(False)
-            if left == 0:
-                break
         write(True)
+    os.replace(tmp, out)
 
 
 def _write_shards(d: str, shards: list) -> None:
     """Every table of the given shards, WRITERS files at a time: Arrow reads and Parquet
-    encodes outside the GIL, so the files are written on both cores of a 2-core machine.
-    A table of SPLIT_GROUPS row groups or more is written as two runs of row groups at
-    once, joined after (pqconcat: the bytes one writer writes), so the few big files
-    (a 10M-event trace: two events files and one descriptor file) keep both cores busy
-    to the end instead of leaving the last one to one core."""
-    from . import pqconcat
-
-    jobs = []
-    for s in shards:
-        for t in TABLES:
-            os.makedirs(os.path.join(d, t), exist_ok=True)
-            out = _file(d, t, s.name)
-            n = s.streams[t].num_rows
-            groups = -(-n // ROWS_PER_GROUP)
-            if groups < SPLIT_GROUPS or WRITERS < 2:
-                jobs.append((out, [out + ".tmp"], s, t, 0, None, n))
-                continue
-            cut = groups // 2 * ROWS_PER_GROUP
-            parts = [out + ".tmp", out + ".tmp.part1"]
-            jobs.append((out, parts, s, t, 0, cut, cut))
-            jobs.append((out, parts, s, t, cut, None, n - cut))
-    # the big runs first so the two workers finish together
-    jobs.sort(key=lambda j: -j[6])
-    remaining = collections.Counter(j[0] for j in jobs)
-    lock = threading.Lock()
-
-    def run(out: str, parts: list[str], shard, table: str, start: int, stop: int | None, _rows: int) -> None:
-        _write_rows(parts[0] if start == 0 else parts[1], shard, table, start, stop)
-        with lock:
-            remaining[out] -= 1
-            last = remaining[out] == 0
-        if last:       # this file's runs all written
-            if len(parts) > 1:
-                pqconcat.concat(parts)
-            os.replace(parts[0], out)
-
+    encodes outside the GIL, so the files are written on both cores of a 2-core machine."""
+    jobs = [(s, t) for s in shards for t in TABLES]
+    # the big tables first so the two workers finish together
+    jobs.sort(key=lambda j: -j[0].streams[j[1]].num_rows)
     if len(jobs) <= 1:
-        for j in jobs:
-            run(*j)
+        for s, t in jobs:
+            _write_table(d, s, t)
         return
-    try:
-        with ThreadPoolExecutor(max_workers=WRITERS) as ex:
-            for f in [ex.submit(run, *j) for j in jobs]:
-                f.result()
-    finally:
-        for j in jobs:
-            for p in j[1][1:]:
-                if os.path.exists(p):
-                    os.remove(p)
+    with ThreadPoolExecutor(max_workers=WRITERS) as ex:
+        for f in [ex.submit(_write_table, d, s, t) for s, t in jobs]:
+            f.result()
 
 
 def ensure_index(trace: Trace | str) -> tuple[Trace, str]:

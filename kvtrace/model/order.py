@@ -209,8 +209,7 @@ def build(model, path: str) -> None:
 def _stream_batches(model, events_path: list[str]):
     """The index's event rows read from the trace's stream files (index.py wrote them
     from those, in the same order), when the model still holds the streams and each
-    holds exactly its index file's rows: ``batches(file, start)`` of merge.write_in_order;
-    None to decode the index instead."""
+    holds exactly its index file's rows; None to decode the index instead."""
     from .index import raw_batches
     shards = model.trace.shards
     try:
@@ -220,7 +219,7 @@ def _stream_batches(model, events_path: list[str]):
         return None
     if not same or len(shards) != len(events_path) or not all(s.streams["events"].num_rows for s in shards):
         return None
-    return lambda f, start: raw_batches(shards[f], "events", start=start)
+    return [raw_batches(s, "events") for s in shards]
 
 
 def _read_seq_t(paths: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:

@@ -1,8 +1,5 @@
 """The timeline's happens-before order (kvtrace/model/order.py) as the TUI pages it."""
-import pathlib
-
 import numpy as np
-import pyarrow.parquet as pq
 
 from kvtrace.analysis.session import TraceSession
 from kvtrace.model.order import hb_keys
@@ -71,30 +68,6 @@ def test_merge_writer_matches_the_sort_path(early_free_trace, tmp_path, monkeypa
     assert any(r[-3] is not None for r in merged)     # pairing columns carried
 
 
-def test_merge_in_parts_writes_the_one_writers_bytes(early_free_trace, tmp_path, monkeypatch):
-    """The timeline encoded in runs at once (merge.PARTS) and joined (pqconcat) is the
-    file one writer writes, byte for byte, from the stream files and from the index."""
-    import shutil
-
-    from kvtrace.model import merge, order
-
-    shutil.copytree(early_free_trace, tmp_path / "t", ignore=shutil.ignore_patterns("_index"))
-    s = TraceSession(str(tmp_path / "t"))
-    monkeypatch.setattr(merge, "ROWS_PER_GROUP", 2)      # several row groups and blocks at this size
-    monkeypatch.setattr(merge, "BLOCK", 4)
-    path = str(tmp_path / "tl.parquet")
-    seen = {}
-    for released in (False, True):
-        if released:
-            s.release_streams()
-        for parts in (1, 2, 3):
-            monkeypatch.setattr(merge, "PARTS", parts)
-            order.build(s, path)
-            seen[released, parts] = open(path, "rb").read()
-    assert len(set(seen.values())) == 1
-    assert pq.ParquetFile(path).metadata.num_row_groups > 3
-
-
 def test_grouped_detects_interleaved_shards():
     from kvtrace.model.merge import grouped
     assert grouped(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
@@ -102,21 +75,19 @@ def test_grouped_detects_interleaved_shards():
     assert not grouped(np.array([0, 0]), np.array([1, 0]))
 
 
-def test_index_tables_written_in_two_runs_are_the_one_writers_bytes(early_free_trace, tmp_path, monkeypatch):
-    """The first open's index (kvtrace/model/index.py) writes a big table as two runs of
-    row groups at once, joined: the same files as one writer per table."""
-    import shutil
+def test_read_seq_t_says_whether_each_file_keeps_seq_order(tmp_path):
+    """order._read_seq_t's flag is merge.grouped of the rows it reads (files read apart)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    from kvtrace.model import index
+    from kvtrace.model import merge, order
 
-    monkeypatch.setattr(index, "ROWS_PER_GROUP", 2)     # several row groups at this size
-    files = {}
-    for split in (10**9, 2):
-        monkeypatch.setattr(index, "SPLIT_GROUPS", split)
-        d = tmp_path / f"t{split}"
-        shutil.copytree(early_free_trace, d, ignore=shutil.ignore_patterns("_index"))
-        _trace, idx = index.ensure_index(str(d))
-        files[split] = {p.relative_to(idx): p.read_bytes() for p in sorted(pathlib.Path(idx).glob("*/*.parquet"))}
-    assert files[2] == files[10**9] and len(files[2]) > 4
-    assert any(pq.ParquetFile(tmp_path / "t2" / "_index" / name).metadata.num_row_groups >= 4 for name in files[2])
-    assert not list((tmp_path / "t2" / "_index").glob("*/*.tmp*"))
+    for seqs, want in (([[0, 1, 5], [2, 3]], True), ([[0, 1, 1], [2, 3]], False), ([[0, 2], [4, 3]], False)):
+        paths = []
+        for k, s in enumerate(seqs):
+            paths.append(str(tmp_path / f"{k}.parquet"))
+            pq.write_table(pa.table({"seq": pa.array(s, pa.int64()), "t_ns": pa.array([None] * len(s), pa.int64())}),
+                           paths[-1], row_group_size=2)
+        seq, t, shard_of, flag = order._read_seq_t(paths)
+        assert flag is want and merge.grouped(shard_of, seq) is want
+        assert list(seq) == sum(seqs, []) and not t.any()
