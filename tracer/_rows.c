@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <structmember.h>
 
 struct ArrowArray {
     int64_t length;
@@ -1359,10 +1360,18 @@ done:
     return seq;
 }
 
+static PyObject *nixl_row(AppenderObject *a, PyObject *const *v);
+
 static PyObject *ap_nixl_event(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *v[9];
     if (bind("nixl_event", args, nargs, kwnames, NIXL_ARGS, 9, 9, 3, v) < 0)
         return NULL;
+    return nixl_row(a, v);
+}
+
+/* nixl_event's row from its 9 values (kind, agent, request, xfer, peer, nbytes, msg, status,
+   detail; borrowed, NULL: None): the new seq */
+static PyObject *nixl_row(AppenderObject *a, PyObject *const *v) {
     PyObject *request = NULL, *th = NULL, *row = NULL, *seq = NULL;
     if ((request = request_of(a, v[2])) == NULL || (th = thread_no(a)) == NULL)
         goto done;
@@ -1777,12 +1786,719 @@ static PyObject *appender(PyObject *self, PyObject *args) {
     return (PyObject *)a;
 }
 
+/* ---------------------------------------------------------------- the NIXL tap's hot calls
+ *
+ * TapHandle(op, remote, notif, descs, detail, total): tracer/agent_tap.py's _Handle (same
+ *   attributes, same defaults: xfer None, request None, terminal False, tagged (None, None),
+ *   hashes 0), its fields read here without attribute lookups.
+ *
+ * tap(pytap, inner, name, appender, xfer_ids, handles, untraced, parse, telemetry, in_prog, success,
+ *     consts, fallbacks, plain_hashes) -> an object whose postXferReq / getXferStatus /
+ *   releaseXferReq / getNotifs do what BindingTap's Python methods of those names do (the same
+ *   calls into ``inner``, the same rows through the appender's nixl_event, in the same order),
+ *   with no Python frame: agent_tap.py installs them on the tap when the recorder's nixl_event is
+ *   this module's appender. ``xfer_ids``: the recorder's transfer id count (None: call
+ *   rec.new_xfer_id()); ``consts``: (post, done, release, recv kinds, "DONE", "WRITE", the untraced
+ *   reasons after close and before tracing); ``fallbacks``: BindingTap's Python methods of those
+ *   four names, for calls with keyword arguments; ``plain_hashes``: the recorder's hash_mark and
+ *   wait_hashes are Recorder's own (so with no hashing thread, rec._hasher None, they are 0 and
+ *   a no-op: not called). A completion that is not a plain success (an error, or telemetry asked
+ *   for) is claimed here and recorded by pytap._terminal_detail (Python: its detail, the
+ *   xfer_error row the ring's trigger watches for). The claim (terminal check and set) and a
+ *   posting's state update run with no Python code in between, so under the GIL a completion
+ *   is recorded once even when two threads poll.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *op, *remote, *notif, *descs, *detail, *total, *xfer, *request, *terminal, *tagged, *hashes;
+} TapHandleObject;
+
+static PyObject *ZERO, *EMPTY_BYTES, *NONE_PAIR, *S_closed, *S_untraced, *S_new_xfer_id, *S_descs_posted,
+    *S_hash_mark, *S_wait_hashes, *S_terminal_detail, *S_postXferReq, *S_getXferStatus, *S_releaseXferReq,
+    *S_getNotifs;
+
+#define OR_NONE(x) ((x) != NULL ? (x) : Py_None)
+
+static PyObject *th_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"op", "remote", "notif", "descs", "detail", "total", NULL};
+    PyObject *v[6];
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO:TapHandle", names, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]))
+        return NULL;
+    TapHandleObject *h = (TapHandleObject *)type->tp_alloc(type, 0);
+    if (h == NULL)
+        return NULL;
+    h->op = Py_NewRef(v[0]), h->remote = Py_NewRef(v[1]), h->notif = Py_NewRef(v[2]), h->descs = Py_NewRef(v[3]);
+    h->detail = Py_NewRef(v[4]), h->total = Py_NewRef(v[5]);
+    h->xfer = Py_NewRef(Py_None), h->request = Py_NewRef(Py_None), h->terminal = Py_NewRef(Py_False);
+    h->tagged = Py_NewRef(NONE_PAIR), h->hashes = Py_NewRef(ZERO);
+    return (PyObject *)h;
+}
+
+static int th_traverse(TapHandleObject *h, visitproc visit, void *arg) {
+    Py_VISIT(h->op);
+    Py_VISIT(h->remote);
+    Py_VISIT(h->notif);
+    Py_VISIT(h->descs);
+    Py_VISIT(h->detail);
+    Py_VISIT(h->total);
+    Py_VISIT(h->xfer);
+    Py_VISIT(h->request);
+    Py_VISIT(h->terminal);
+    Py_VISIT(h->tagged);
+    Py_VISIT(h->hashes);
+    return 0;
+}
+
+static int th_clear(TapHandleObject *h) {
+    Py_CLEAR(h->op);
+    Py_CLEAR(h->remote);
+    Py_CLEAR(h->notif);
+    Py_CLEAR(h->descs);
+    Py_CLEAR(h->detail);
+    Py_CLEAR(h->total);
+    Py_CLEAR(h->xfer);
+    Py_CLEAR(h->request);
+    Py_CLEAR(h->terminal);
+    Py_CLEAR(h->tagged);
+    Py_CLEAR(h->hashes);
+    return 0;
+}
+
+static void th_dealloc(TapHandleObject *h) {
+    PyObject_GC_UnTrack(h);
+    th_clear(h);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+#define TH_MEMBER(n) {#n, T_OBJECT, offsetof(TapHandleObject, n), 0, NULL}
+static PyMemberDef th_members[] = {TH_MEMBER(op),      TH_MEMBER(remote),  TH_MEMBER(notif),    TH_MEMBER(descs),
+                                   TH_MEMBER(detail),  TH_MEMBER(total),   TH_MEMBER(xfer),     TH_MEMBER(request),
+                                   TH_MEMBER(terminal), TH_MEMBER(tagged), TH_MEMBER(hashes),   {NULL}};
+
+static PyTypeObject TapHandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvtrace.tracer._rows.TapHandle",
+    .tp_basicsize = sizeof(TapHandleObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "one transfer handle of the NIXL tap (agent_tap._Handle's fields)",
+    .tp_traverse = (traverseproc)th_traverse,
+    .tp_clear = (inquiry)th_clear,
+    .tp_dealloc = (destructor)th_dealloc,
+    .tp_members = th_members,
+    .tp_new = th_new,
+};
+
+enum { C_POST, C_DONE, C_RELEASE, C_RECV, C_DONE_TEXT, C_WRITE, C_CLOSED, C_UNTRACED, N_CONSTS };
+
+typedef struct {
+    PyObject_HEAD
+    AppenderObject *ap;
+    PyObject *pytap, *inner, *name, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts, *fallbacks;
+    int telemetry, plain_hashes;
+} TapObject;
+
+#define CONST(t, i) PyTuple_GET_ITEM((t)->consts, i)
+
+/* inner.<meth>(*args) */
+static PyObject *inner_call(TapObject *t, PyObject *meth, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *small_[8], **all = small_;
+    if (nargs + 1 > 8 && (all = PyMem_Malloc((size_t)(nargs + 1) * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    all[0] = t->inner;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        all[i + 1] = args[i];
+    PyObject *r = PyObject_VectorcallMethod(meth, all, (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (all != small_)
+        PyMem_Free(all);
+    return r;
+}
+
+/* BindingTap's Python method fallbacks[which](pytap, *args, **kw) */
+static PyObject *py_method(TapObject *t, int which, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t n = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject **all = PyMem_Malloc((size_t)(n + 1) * sizeof(PyObject *));
+    if (all == NULL)
+        return PyErr_NoMemory();
+    all[0] = t->pytap;
+    for (Py_ssize_t i = 0; i < n; i++)
+        all[i + 1] = args[i];
+    PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(t->fallbacks, which), all, (size_t)nargs + 1, kwnames);
+    PyMem_Free(all);
+    return r;
+}
+
+/* rec.closed */
+static int rec_closed(TapObject *t) {
+    PyObject *c = rec_attr(t->ap, S_closed);
+    if (c == NULL)
+        return -1;
+    int r = PyObject_IsTrue(c);
+    Py_DECREF(c);
+    return r;
+}
+
+/* rec._hasher is None (and hash_mark / wait_hashes are Recorder's): 1 */
+static int no_hasher(TapObject *t) {
+    if (!t->plain_hashes)
+        return 0;
+    PyObject *h = rec_attr(t->ap, S_hasher);
+    if (h == NULL)
+        return -1;
+    int none = h == Py_None;
+    Py_DECREF(h);
+    return none;
+}
+
+/* agent_tap._bytes of a true msg */
+static PyObject *as_bytes(PyObject *msg) {
+    if (PyUnicode_Check(msg))
+        return PyUnicode_AsUTF8String(msg);
+    if (PyBytes_CheckExact(msg))
+        return Py_NewRef(msg);
+    return PyObject_CallOneArg((PyObject *)&PyBytes_Type, msg);
+}
+
+/* agent_tap._name */
+static PyObject *agent_name(PyObject *agent) {
+    if (PyBytes_Check(agent) || PyByteArray_Check(agent) || PyMemoryView_Check(agent)) {
+        PyObject *b = PyObject_CallOneArg((PyObject *)&PyBytes_Type, agent);
+        if (b == NULL)
+            return NULL;
+        PyObject *s = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), "replace");
+        Py_DECREF(b);
+        return s;
+    }
+    return Py_NewRef(agent);
+}
+
+/* BindingTap._terminal: record the end of H's latest posting once (status, or error: the exception) */
+static int terminal(TapObject *t, PyObject *handle, TapHandleObject *H, PyObject *status, PyObject *error) {
+    int done = PyObject_IsTrue(OR_NONE(H->terminal));
+    if (done < 0)
+        return -1;
+    if (done || OR_NONE(H->xfer) == Py_None)
+        return 0;
+    Py_SETREF(H->terminal, Py_NewRef(Py_True));
+    Py_INCREF(H);
+    int rc = -1;
+    int write = PyObject_RichCompareBool(OR_NONE(H->op), CONST(t, C_WRITE), Py_EQ);
+    if (write < 0)
+        goto out;
+    if (write) {  /* the engine may reuse the pages this posting read once it hears: hash them first */
+        int skip = no_hasher(t);
+        if (skip < 0)
+            goto out;
+        if (!skip) {
+            PyObject *r = PyObject_CallMethodOneArg(t->ap->rec, S_wait_hashes, OR_NONE(H->hashes));
+            if (r == NULL)
+                goto out;
+            Py_DECREF(r);
+        }
+    }
+    int ok = 0;
+    if (error == NULL && (ok = PyObject_RichCompareBool(status, t->success, Py_EQ)) < 0)
+        goto out;
+    if (ok && !t->telemetry) {  /* the common case: no detail */
+        PyObject *v[9] = {CONST(t, C_DONE), t->name, H->request, H->xfer, H->remote, H->total, NULL,
+                          CONST(t, C_DONE_TEXT), NULL};
+        PyObject *seq = nixl_row(t->ap, v);
+        if (seq == NULL)
+            goto out;
+        Py_DECREF(seq);
+        rc = 0;
+        goto out;
+    }
+    PyObject *args[] = {t->pytap, handle, (PyObject *)H, OR_NONE(status), OR_NONE(error), ok ? Py_True : Py_False};
+    PyObject *r = PyObject_VectorcallMethod(S_terminal_detail, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r != NULL) {
+        Py_DECREF(r);
+        rc = 0;
+    }
+out:
+    Py_DECREF(H);
+    return rc;
+}
+
+/* a call into NIXL raised: an Exception is recorded as the end of H's posting (H may be NULL: none),
+   then raised again */
+static PyObject *failed(TapObject *t, PyObject *handle, TapHandleObject *H) {
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    PyErr_NormalizeException(&type, &val, &tb);
+    if (tb != NULL && val != NULL)
+        PyException_SetTraceback(val, tb);
+    if (H != NULL && val != NULL && PyErr_GivenExceptionMatches(type, PyExc_Exception) &&
+        terminal(t, handle, H, NULL, val) < 0) {
+        /* what went wrong while recording it, with NIXL's error as its context (as in Python) */
+        PyObject *t2, *v2, *tb2;
+        PyErr_Fetch(&t2, &v2, &tb2);
+        PyErr_NormalizeException(&t2, &v2, &tb2);
+        if (v2 != NULL) {
+            if (tb2 != NULL)
+                PyException_SetTraceback(v2, tb2);
+            PyException_SetContext(v2, val);  /* steals val */
+            val = NULL;
+        }
+        Py_XDECREF(type);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+        PyErr_Restore(t2, v2, tb2);
+        return NULL;
+    }
+    PyErr_Restore(type, val, tb);
+    return NULL;
+}
+
+/* handles.get(handle) as a new reference (NULL and no error: none) */
+static TapHandleObject *handle_of(TapObject *t, PyObject *handle) {
+    PyObject *H = PyDict_GetItemWithError(t->handles, handle);
+    if (H != NULL && !PyObject_TypeCheck(H, &TapHandleType)) {
+        PyErr_SetString(PyExc_TypeError, "the tap's handles must be TapHandle objects");
+        return NULL;
+    }
+    Py_XINCREF(H);
+    return (TapHandleObject *)H;
+}
+
+static PyObject *tap_post(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 1)
+        return py_method(t, 0, args, nargs, kwnames);
+    PyObject *handle = args[0], *notif = nargs > 1 ? args[1] : EMPTY_BYTES;
+    PyObject *small_[8], **call = small_;  /* (handle, notif, *rest) for NIXL */
+    Py_ssize_t ncall = nargs > 1 ? nargs : 2;
+    if (ncall > 8 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    call[0] = handle, call[1] = notif;
+    for (Py_ssize_t i = 2; i < nargs; i++)
+        call[i] = args[i];
+    PyObject *status = NULL, *msg = NULL, *req = NULL, *xid = NULL, *hashes = NULL;
+    TapHandleObject *H = handle_of(t, handle);
+    if (H == NULL && PyErr_Occurred())
+        goto done;
+    int closed = rec_closed(t);
+    if (closed < 0)
+        goto done;
+    if (H == NULL || closed) {  /* NIXL still moves the bytes; the trace says how many postings it did not see */
+        PyObject *reason = CONST(t, closed ? C_CLOSED : C_UNTRACED);
+        if (!closed && (reason = PyDict_GetItemWithError(t->untraced, handle)) == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            reason = CONST(t, C_UNTRACED);
+        }
+        PyObject *r = PyObject_CallMethodOneArg(t->ap->rec, S_untraced, reason);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+        status = inner_call(t, S_postXferReq, call, ncall);
+        goto done;
+    }
+    int given = PyObject_IsTrue(notif);  /* an empty message keeps the one given at creation */
+    if (given < 0 || (msg = given ? as_bytes(notif) : Py_NewRef(OR_NONE(H->notif))) == NULL)
+        goto done;
+    if ((req = request_of(t->ap, NULL)) == NULL)
+        goto done;
+    if (req == Py_None) {
+        int m = PyObject_IsTrue(msg);
+        if (m < 0)
+            goto done;
+        if (m) {
+            PyObject *seen = PySequence_GetItem(OR_NONE(H->tagged), 0);
+            if (seen == NULL)
+                goto done;
+            int ne = PyObject_RichCompareBool(seen, msg, Py_NE);
+            Py_DECREF(seen);
+            if (ne < 0)
+                goto done;
+            if (ne) {
+                PyObject *parsed = t->parse == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(t->parse, msg);
+                if (parsed == NULL)
+                    goto done;
+                PyObject *pair = PyTuple_Pack(2, msg, parsed);
+                Py_DECREF(parsed);
+                if (pair == NULL)
+                    goto done;
+                Py_XSETREF(H->tagged, pair);
+            }
+            Py_SETREF(req, PySequence_GetItem(OR_NONE(H->tagged), 1));
+            if (req == NULL)
+                goto done;
+        }
+    }
+    if (t->xfer_ids != Py_None) {
+        xid = Py_TYPE(t->xfer_ids)->tp_iternext(t->xfer_ids);
+        if (xid == NULL && !PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "the recorder's transfer id counter ended");
+    } else {
+        xid = PyObject_CallMethodNoArgs(t->ap->rec, S_new_xfer_id);
+    }
+    if (xid == NULL)
+        goto done;
+    {
+        PyObject *da[] = {t->ap->rec, xid, OR_NONE(H->descs)};
+        PyObject *r = PyObject_VectorcallMethod(S_descs_posted, da, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+    }
+    int none = no_hasher(t);
+    if (none < 0 || (hashes = none ? Py_NewRef(ZERO) : PyObject_CallMethodNoArgs(t->ap->rec, S_hash_mark)) == NULL)
+        goto done;
+    /* the posting's state, with no Python code in between (the tap's lock in Python) */
+    Py_XSETREF(H->xfer, Py_NewRef(xid));
+    Py_XSETREF(H->request, Py_NewRef(req));
+    Py_XSETREF(H->terminal, Py_NewRef(Py_False));
+    Py_XSETREF(H->hashes, Py_NewRef(hashes));
+    {
+        int m = PyObject_IsTrue(msg);
+        if (m < 0)
+            goto done;
+        PyObject *v[9] = {CONST(t, C_POST), t->name, req, xid, H->remote, H->total, m ? msg : NULL, NULL, H->detail};
+        PyObject *seq = nixl_row(t->ap, v);
+        if (seq == NULL)
+            goto done;
+        Py_DECREF(seq);
+    }
+    status = inner_call(t, S_postXferReq, call, ncall);
+    if (status == NULL) {  /* NIXL raises on failures found at post (e.g. peer disconnected) */
+        failed(t, handle, H);
+        goto done;
+    }
+    int ne = PyObject_RichCompareBool(status, t->in_prog, Py_NE);
+    if (ne < 0 || (ne && terminal(t, handle, H, status, NULL) < 0))
+        Py_CLEAR(status);
+done:
+    if (call != small_)
+        PyMem_Free(call);
+    Py_XDECREF(H);
+    Py_XDECREF(msg);
+    Py_XDECREF(req);
+    Py_XDECREF(xid);
+    Py_XDECREF(hashes);
+    return status;
+}
+
+static PyObject *tap_status(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs != 1)
+        return py_method(t, 1, args, nargs, kwnames);
+    PyObject *handle = args[0];
+    PyObject *status = inner_call(t, S_getXferStatus, args, 1);
+    if (status == NULL) {  /* NIXL 1.x raises instead of returning an error status */
+        PyObject *type, *val, *tb;
+        PyErr_Fetch(&type, &val, &tb);
+        TapHandleObject *H = handle_of(t, handle);
+        if (H == NULL && PyErr_Occurred()) {
+            Py_XDECREF(type);
+            Py_XDECREF(val);
+            Py_XDECREF(tb);
+            return NULL;
+        }
+        PyErr_Restore(type, val, tb);
+        failed(t, handle, H);
+        Py_XDECREF(H);
+        return NULL;
+    }
+    int ne = PyObject_RichCompareBool(status, t->in_prog, Py_NE);
+    if (ne < 0)
+        goto fail;
+    if (ne) {
+        TapHandleObject *H = handle_of(t, handle);
+        if (H == NULL && PyErr_Occurred())
+            goto fail;
+        int rc = 0;
+        if (H != NULL) {
+            int done = PyObject_IsTrue(OR_NONE(H->terminal));
+            rc = done < 0 ? -1 : done ? 0 : terminal(t, handle, H, status, NULL);
+            Py_DECREF(H);
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    return status;
+fail:
+    Py_DECREF(status);
+    return NULL;
+}
+
+/* d.pop(key, None): *out the value (new reference) or NULL */
+static int dict_pop(PyObject *d, PyObject *key, PyObject **out) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(v);
+    if (PyDict_DelItem(d, key) < 0) {
+        Py_DECREF(v);
+        return -1;
+    }
+    if (out != NULL)
+        *out = v;
+    else
+        Py_DECREF(v);
+    return 0;
+}
+
+static PyObject *tap_release(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs != 1)
+        return py_method(t, 2, args, nargs, kwnames);
+    PyObject *handle = args[0];
+    PyObject *out = inner_call(t, S_releaseXferReq, args, 1);
+    if (out == NULL)
+        return NULL;
+    PyObject *H = NULL;
+    if (dict_pop(t->handles, handle, &H) < 0 || dict_pop(t->untraced, handle, NULL) < 0)
+        goto fail;
+    if (H != NULL && !PyObject_TypeCheck(H, &TapHandleType)) {
+        PyErr_SetString(PyExc_TypeError, "the tap's handles must be TapHandle objects");
+        goto fail;
+    }
+    TapHandleObject *h = (TapHandleObject *)H;
+    if (h != NULL && OR_NONE(h->xfer) != Py_None) {
+        int closed = rec_closed(t);
+        if (closed < 0)
+            goto fail;
+        if (!closed) {
+            PyObject *v[9] = {CONST(t, C_RELEASE), t->name, h->request, h->xfer, h->remote, NULL, NULL, NULL, NULL};
+            PyObject *seq = nixl_row(t->ap, v);
+            if (seq == NULL)
+                goto fail;
+            Py_DECREF(seq);
+        }
+    }
+    Py_XDECREF(H);
+    return out;
+fail:
+    Py_XDECREF(H);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *tap_notifs(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 1)
+        return py_method(t, 3, args, nargs, kwnames);
+    PyObject *map = args[0], *before = NULL, *out = NULL, *items = NULL, *peer_name = NULL, *msgs = NULL,
+             *it = NULL, *m = NULL, *req = NULL;
+    int any = PyObject_IsTrue(map);
+    if (any < 0)
+        return NULL;
+    if (any) {  /* messages already in the map are not new */
+        PyObject *have = PyMapping_Items(map);
+        if (have == NULL || (before = PyDict_New()) == NULL) {
+            Py_XDECREF(have);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0, n = PyList_GET_SIZE(have); i < n; i++) {
+            PyObject *kv = PyList_GET_ITEM(have, i);
+            if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) {
+                PyErr_SetString(PyExc_TypeError, "items() must give (key, value) pairs");
+                goto fail_have;
+            }
+            Py_ssize_t len = PyObject_Size(PyTuple_GET_ITEM(kv, 1));
+            PyObject *l = len < 0 ? NULL : PyLong_FromSsize_t(len);
+            if (l == NULL || PyDict_SetItem(before, PyTuple_GET_ITEM(kv, 0), l) < 0) {
+                Py_XDECREF(l);
+                goto fail_have;
+            }
+            Py_DECREF(l);
+        }
+        Py_DECREF(have);
+        goto call;
+    fail_have:
+        Py_DECREF(have);
+        Py_DECREF(before);
+        return NULL;
+    }
+call:
+    out = inner_call(t, S_getNotifs, args, nargs);
+    if (out == NULL)
+        goto fail;
+    int got = PyObject_IsTrue(out);
+    if (got < 0)
+        goto fail;
+    if (!got)
+        goto done;
+    int closed = rec_closed(t);
+    if (closed < 0)
+        goto fail;
+    if (closed)
+        goto done;
+    if ((items = PyMapping_Items(out)) == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0, n = PyList_GET_SIZE(items); i < n; i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) {
+            PyErr_SetString(PyExc_TypeError, "items() must give (key, value) pairs");
+            goto fail;
+        }
+        PyObject *peer = PyTuple_GET_ITEM(kv, 0);
+        msgs = Py_NewRef(PyTuple_GET_ITEM(kv, 1));
+        if (before != NULL) {  /* one notif_recv per new message */
+            PyObject *k = PyDict_GetItemWithError(before, peer);
+            Py_ssize_t from = 0;
+            if (k == NULL && PyErr_Occurred())
+                goto fail;
+            if (k != NULL && (from = PyLong_AsSsize_t(k)) == -1 && PyErr_Occurred())
+                goto fail;
+            PyObject *newer = PySequence_GetSlice(msgs, from, PY_SSIZE_T_MAX);
+            if (newer == NULL)
+                goto fail;
+            Py_SETREF(msgs, newer);
+        }
+        if ((it = PyObject_GetIter(msgs)) == NULL)
+            goto fail;
+        while ((m = PyIter_Next(it)) != NULL) {
+            if (peer_name == NULL && (peer_name = agent_name(peer)) == NULL)
+                goto fail;
+            if ((req = request_of(t->ap, NULL)) == NULL)
+                goto fail;
+            if (req == Py_None && t->parse != Py_None) {
+                int nonempty = PyObject_IsTrue(m);
+                if (nonempty < 0)
+                    goto fail;
+                if (nonempty) {
+                    Py_SETREF(req, PyObject_CallOneArg(t->parse, m));
+                    if (req == NULL)
+                        goto fail;
+                }
+            }
+            PyObject *v[9] = {CONST(t, C_RECV), t->name, req, NULL, peer_name, NULL, m, NULL, NULL};
+            PyObject *seq = nixl_row(t->ap, v);
+            if (seq == NULL)
+                goto fail;
+            Py_DECREF(seq);
+            Py_CLEAR(req);
+            Py_CLEAR(m);
+        }
+        if (PyErr_Occurred())
+            goto fail;
+        Py_CLEAR(it);
+        Py_CLEAR(msgs);
+        Py_CLEAR(peer_name);
+    }
+done:
+    Py_XDECREF(before);
+    Py_XDECREF(items);
+    return out;
+fail:
+    Py_XDECREF(before);
+    Py_XDECREF(items);
+    Py_XDECREF(out);
+    Py_XDECREF(peer_name);
+    Py_XDECREF(msgs);
+    Py_XDECREF(it);
+    Py_XDECREF(m);
+    Py_XDECREF(req);
+    return NULL;
+}
+
+static int tap_traverse(TapObject *t, visitproc visit, void *arg) {
+    Py_VISIT(t->ap);
+    Py_VISIT(t->pytap);
+    Py_VISIT(t->inner);
+    Py_VISIT(t->name);
+    Py_VISIT(t->xfer_ids);
+    Py_VISIT(t->handles);
+    Py_VISIT(t->untraced);
+    Py_VISIT(t->parse);
+    Py_VISIT(t->in_prog);
+    Py_VISIT(t->success);
+    Py_VISIT(t->consts);
+    Py_VISIT(t->fallbacks);
+    return 0;
+}
+
+static int tap_clear(TapObject *t) {
+    Py_CLEAR(t->ap);
+    Py_CLEAR(t->pytap);
+    Py_CLEAR(t->inner);
+    Py_CLEAR(t->name);
+    Py_CLEAR(t->xfer_ids);
+    Py_CLEAR(t->handles);
+    Py_CLEAR(t->untraced);
+    Py_CLEAR(t->parse);
+    Py_CLEAR(t->in_prog);
+    Py_CLEAR(t->success);
+    Py_CLEAR(t->consts);
+    Py_CLEAR(t->fallbacks);
+    return 0;
+}
+
+static void tap_dealloc(TapObject *t) {
+    PyObject_GC_UnTrack(t);
+    tap_clear(t);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyMethodDef tap_methods[] = {
+    {"postXferReq", (PyCFunction)(void (*)(void))tap_post, METH_FASTCALL | METH_KEYWORDS, "BindingTap.postXferReq"},
+    {"getXferStatus", (PyCFunction)(void (*)(void))tap_status, METH_FASTCALL | METH_KEYWORDS,
+     "BindingTap.getXferStatus"},
+    {"releaseXferReq", (PyCFunction)(void (*)(void))tap_release, METH_FASTCALL | METH_KEYWORDS,
+     "BindingTap.releaseXferReq"},
+    {"getNotifs", (PyCFunction)(void (*)(void))tap_notifs, METH_FASTCALL | METH_KEYWORDS, "BindingTap.getNotifs"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject TapType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvtrace.tracer._rows.Tap",
+    .tp_basicsize = sizeof(TapObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "the NIXL tap's per-posting calls in C (see tap())",
+    .tp_traverse = (traverseproc)tap_traverse,
+    .tp_clear = (inquiry)tap_clear,
+    .tp_dealloc = (destructor)tap_dealloc,
+    .tp_methods = tap_methods,
+};
+
+static PyObject *tap(PyObject *self, PyObject *args) {
+    PyObject *pytap, *inner, *name, *ap, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts,
+        *fallbacks;
+    int telemetry, plain_hashes;
+    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!p", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
+                          &PyDict_Type, &handles, &PyDict_Type, &untraced, &parse, &telemetry, &in_prog, &success,
+                          &PyTuple_Type, &consts, &PyTuple_Type, &fallbacks, &plain_hashes))
+        return NULL;
+    if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 4 ||
+        (xfer_ids != Py_None && Py_TYPE(xfer_ids)->tp_iternext == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "tap: 8 constants, 4 fallbacks and an iterator (or None) expected");
+        return NULL;
+    }
+    TapObject *t = PyObject_GC_New(TapObject, &TapType);
+    if (t == NULL)
+        return NULL;
+    t->ap = (AppenderObject *)Py_NewRef(ap);
+    t->pytap = Py_NewRef(pytap), t->inner = Py_NewRef(inner), t->name = Py_NewRef(name);
+    t->xfer_ids = Py_NewRef(xfer_ids), t->handles = Py_NewRef(handles), t->untraced = Py_NewRef(untraced);
+    t->parse = Py_NewRef(parse), t->in_prog = Py_NewRef(in_prog), t->success = Py_NewRef(success);
+    t->consts = Py_NewRef(consts), t->fallbacks = Py_NewRef(fallbacks);
+    t->telemetry = telemetry, t->plain_hashes = plain_hashes;
+    PyObject_GC_Track(t);
+    return (PyObject *)t;
+}
+
+static int tap_names(void) {
+    static const char *const nm[11] = {"closed", "untraced", "new_xfer_id", "descs_posted", "hash_mark",
+                                       "wait_hashes", "_terminal_detail", "postXferReq", "getXferStatus",
+                                       "releaseXferReq", "getNotifs"};
+    PyObject *o[11];
+    if (intern_all(o, nm, 11) < 0)
+        return -1;
+    S_closed = o[0], S_untraced = o[1], S_new_xfer_id = o[2], S_descs_posted = o[3], S_hash_mark = o[4];
+    S_wait_hashes = o[5], S_terminal_detail = o[6], S_postXferReq = o[7], S_getXferStatus = o[8];
+    S_releaseXferReq = o[9], S_getNotifs = o[10];
+    ZERO = PyLong_FromLong(0);
+    EMPTY_BYTES = PyBytes_FromStringAndSize("", 0);
+    NONE_PAIR = PyTuple_Pack(2, Py_None, Py_None);
+    if (ZERO == NULL || EMPTY_BYTES == NULL || NONE_PAIR == NULL || PyType_Ready(&TapHandleType) < 0 ||
+        PyType_Ready(&TapType) < 0)
+        return -1;
+    return 0;
+}
+
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS, "rows -> an Arrow C struct array (address, capsule), or None"},
     {"pick", pick, METH_VARARGS, "the ring bookkeeping's rows and columns"},
     {"book", book, METH_VARARGS, "the ring bookkeeping's loop over its rows"},
     {"json_text", json_text, METH_O, "plain detail values as the recorder's JSON text, or None"},
     {"appender", appender, METH_VARARGS, "the recorder's per-event methods in C, on its own buffers"},
+    {"tap", tap, METH_VARARGS, "the NIXL tap's per-posting calls in C, on an appender"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
@@ -1791,7 +2507,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
 PyMODINIT_FUNC PyInit__rows(void) {
     MINUS_ONE = PyLong_FromLong(-1);
     ONE = PyLong_FromLong(1);
-    if (MINUS_ONE == NULL || ONE == NULL || appender_names() < 0 || PyType_Ready(&AppenderType) < 0)
+    if (MINUS_ONE == NULL || ONE == NULL || appender_names() < 0 || PyType_Ready(&AppenderType) < 0 ||
+        tap_names() < 0)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL || PyModule_AddObjectRef(mod, "TapHandle", (PyObject *)&TapHandleType) < 0 ||
+        PyModule_AddObjectRef(mod, "Appender", (PyObject *)&AppenderType) < 0) {
+        Py_XDECREF(mod);
+        return NULL;
+    }
+    return mod;
 }

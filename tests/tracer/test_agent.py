@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import time
 
 import numpy as np
@@ -12,6 +13,9 @@ nixl_api = pytest.importorskip("nixl._api")
 
 from kvtrace.tracer import Recorder, open_trace  # noqa: E402
 from kvtrace.tracer.agent import TracedAgent, original_agent_class  # noqa: E402
+from kvtrace.tracer.agent_tap import BindingTap  # noqa: E402
+from kvtrace.tracer.recorder import NATIVE_ROWS  # noqa: E402
+from kvtrace.tracer.tags import make_parser  # noqa: E402
 
 PAGE = 256
 
@@ -98,6 +102,63 @@ def test_wrapped_results_equal_unwrapped(traced):
     plain, _ = scenario(lambda n, c: original_agent_class()(n, c))
     assert traced[0] == plain
     assert issubclass(TracedAgent, original_agent_class())
+
+
+def _tap_tables(path, native: bool):
+    """scenario() recorded with the tap's per-posting calls in C (native) or in Python: every
+    table's rows, times dropped (and telemetry's), addresses as (buffer, offset), handles in
+    details by rank."""
+    rec = Recorder(str(path), "main")
+    taps = []
+
+    def make(name, cfg):
+        a = TracedAgent(name, cfg, recorder=rec, request_tags="auto")
+        a.agent = BindingTap(a.agent._inner, a.name, rec, make_parser("auto"), a.agent._telemetry, native=native)
+        taps.append(a.agent)
+        return a
+    out, (a, b, src, dst) = scenario(make)
+    rec.close()
+    in_c = {type(t.postXferReq).__name__ == "builtin_function_or_method" for t in taps}
+    assert in_c == {native and NATIVE_ROWS is not None}
+    bases = {src.ctypes.data: "src", dst.ctypes.data: "dst"}
+    ranks: dict[str, int] = {}
+
+    def addr(v):
+        if v is None:
+            return None
+        base = max((b for b in bases if b <= v), default=None)
+        return (bases[base], v - base) if base is not None and v - base < 8 * PAGE else v
+
+    def detail(v):
+        if v is None:
+            return None
+        v = re.sub(r'"(start|post|xfer)_us": ?\d+', r'"\1_us": 0', v)   # NIXL's telemetry times
+        return re.sub(r"0x[0-9a-f]+", lambda m: f"h{ranks.setdefault(m[0], len(ranks))}", v)
+    t = open_trace(str(path))
+    tables = {}
+    for name in ("events", "descs", "dlists", "layouts"):
+        rows = t.table(name).to_pylist()
+        for r in rows:
+            r.pop("t_ns", None)
+            for c in ("addr", "src_addr", "dst_addr"):
+                if c in r:
+                    r[c] = addr(r[c])
+            if "detail" in r:
+                r["detail"] = detail(r["detail"])
+        tables[name] = rows
+    return out, tables
+
+
+def test_tap_rows_in_c_equal_python(tmp_path):
+    """The tap's per-posting calls in C (tracer/_rows.c) record exactly the rows its Python
+    methods do, on the same calls (WRITE posted twice with telemetry, READ over plain lists,
+    release through the handle, notifications by get and update, a standalone one)."""
+    out_c, rows_c = _tap_tables(tmp_path / "c.kvtrace", True)
+    out_py, rows_py = _tap_tables(tmp_path / "py.kvtrace", False)
+    assert out_c == out_py
+    for name in rows_py:
+        assert rows_c[name] == rows_py[name], name
+    assert [e["kind"] for e in rows_c["events"]].count("xfer_post") == 3
 
 
 def test_trace_passes_validator(traced, validate_trace):
@@ -205,11 +266,14 @@ def test_strided_prep_expands_in_nixl_order(tmp_path, validate_trace):
     validate_trace(tmp_path / "s.kvtrace")
 
 
-def test_post_to_a_destroyed_peer_records_error(tmp_path, validate_trace):
+@pytest.mark.parametrize("native", [True, False], ids=["c-tap", "python-tap"])
+def test_post_to_a_destroyed_peer_records_error(tmp_path, validate_trace, native):
     """ERR path: the peer agent is gone when the handle is posted; NIXL raises, the trace
-    shows the posting and its error, and the exception reaches the program unchanged."""
+    shows the posting and its error, and the exception reaches the program unchanged
+    (the tap's calls in C and in Python)."""
     rec = Recorder(str(tmp_path / "e.kvtrace"), "main")
     a, b = TracedAgent("A", _cfg(), recorder=rec), TracedAgent("B", _cfg(), recorder=rec)
+    a.agent = BindingTap(a.agent._inner, a.name, rec, None, False, native=native)
     src, dst = np.ones(1024, np.uint8), np.zeros(1024, np.uint8)
     a.register_memory([(src.ctypes.data, 1024, 0, "")], "DRAM")
     rb = b.register_memory([(dst.ctypes.data, 1024, 0, "")], "DRAM")
