@@ -1793,14 +1793,18 @@ static PyObject *appender(PyObject *self, PyObject *args) {
  *   hashes 0), its fields read here without attribute lookups.
  *
  * tap(pytap, inner, name, appender, xfer_ids, handles, untraced, parse, telemetry, in_prog, success,
- *     consts, fallbacks, plain_hashes) -> an object whose postXferReq / getXferStatus /
- *   releaseXferReq / getNotifs do what BindingTap's Python methods of those names do (the same
- *   calls into ``inner``, the same rows through the appender's nixl_event, in the same order),
- *   with no Python frame: agent_tap.py installs them on the tap when the recorder's nixl_event is
- *   this module's appender. ``xfer_ids``: the recorder's transfer id count (None: call
- *   rec.new_xfer_id()); ``consts``: (post, done, release, recv kinds, "DONE", "WRITE", the untraced
- *   reasons after close and before tracing); ``fallbacks``: BindingTap's Python methods of those
- *   four names, for calls with keyword arguments; ``plain_hashes``: the recorder's hash_mark and
+ *     consts, fallbacks, plain_hashes, dlists, text, write, empty, i64, u64) -> an object whose
+ *   postXferReq / getXferStatus / releaseXferReq / getNotifs / makeXferReq do what BindingTap's
+ *   Python methods of those names do (the same calls into ``inner``, the same rows through the
+ *   appender's nixl_event, in the same order), with no Python frame: agent_tap.py installs them on
+ *   the tap when the recorder's nixl_event is this module's appender. ``xfer_ids``: the recorder's
+ *   transfer id count (None: call rec.new_xfer_id()); ``consts``: (post, done, release, recv kinds,
+ *   "DONE", "WRITE", "READ", the untraced reasons after close and before tracing); ``fallbacks``:
+ *   BindingTap's Python methods of those five names, for calls with keyword arguments;
+ *   makeXferReq resolves a handle's descriptors here when both lists were seen (``dlists``: the
+ *   tap's _Dlist by list handle), each of one size and one device, and the indices are int32/int64
+ *   arrays in range (np.empty(n, i64/u64) for its columns; ``text``: the tap's agent as rows record
+ *   it; ``write``: NIXL's WRITE op), else in pytap._prepped; ``plain_hashes``: the recorder's hash_mark and
  *   wait_hashes are Recorder's own (so with no hashing thread, rec._hasher None, they are 0 and
  *   a no-op: not called). A completion that is not a plain success (an error, or telemetry asked
  *   for) is claimed here and recorded by pytap._terminal_detail (Python: its detail, the
@@ -1816,7 +1820,7 @@ typedef struct {
 
 static PyObject *ZERO, *EMPTY_BYTES, *NONE_PAIR, *S_closed, *S_untraced, *S_new_xfer_id, *S_descs_posted,
     *S_hash_mark, *S_wait_hashes, *S_terminal_detail, *S_postXferReq, *S_getXferStatus, *S_releaseXferReq,
-    *S_getNotifs;
+    *S_getNotifs, *S_makeXferReq, *S_prepped;
 
 #define OR_NONE(x) ((x) != NULL ? (x) : Py_None)
 
@@ -1888,12 +1892,13 @@ static PyTypeObject TapHandleType = {
     .tp_new = th_new,
 };
 
-enum { C_POST, C_DONE, C_RELEASE, C_RECV, C_DONE_TEXT, C_WRITE, C_CLOSED, C_UNTRACED, N_CONSTS };
+enum { C_POST, C_DONE, C_RELEASE, C_RECV, C_DONE_TEXT, C_WRITE, C_READ, C_CLOSED, C_UNTRACED, N_CONSTS };
 
 typedef struct {
     PyObject_HEAD
     AppenderObject *ap;
     PyObject *pytap, *inner, *name, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts, *fallbacks;
+    PyObject *dlists, *text, *write, *empty, *i64, *u64;
     int telemetry, plain_hashes;
 } TapObject;
 
@@ -2389,6 +2394,251 @@ fail:
     return NULL;
 }
 
+/* a 1-D buffer of integers (any stride): signed of 4 or 8 bytes (sign 1), unsigned of 8 (sign 0) */
+static int int_view(PyObject *o, Py_buffer *v, int sign) {
+    if (!PyObject_CheckBuffer(o))
+        return 0;
+    if (PyObject_GetBuffer(o, v, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *f = v->format != NULL ? v->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+    int ok = v->ndim == 1 && f[0] != 0 && f[1] == 0 &&
+             (sign ? ((v->itemsize == 4 && (*f == 'i' || *f == 'l')) || (v->itemsize == 8 && (*f == 'l' || *f == 'q')))
+                   : (v->itemsize == 8 && (*f == 'L' || *f == 'Q')));
+#if PY_LITTLE_ENDIAN == 0
+    ok = ok && (v->format == NULL || v->format[0] != '<');
+#endif
+    if (!ok)
+        PyBuffer_Release(v);
+    return ok;
+}
+
+static inline int64_t idx_at(const Py_buffer *v, Py_ssize_t i) {
+    const char *p = (const char *)v->buf + i * v->strides[0];
+    if (v->itemsize == 4) {
+        int32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    int64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+static inline uint64_t u64_at(const Py_buffer *v, Py_ssize_t i) {
+    uint64_t x;
+    memcpy(&x, (const char *)v->buf + i * v->strides[0], 8);
+    return x;
+}
+
+/* np.empty(n, dtype) */
+static PyObject *np_empty(TapObject *t, Py_ssize_t n, PyObject *dtype, Py_buffer *v) {
+    PyObject *len = PyLong_FromSsize_t(n);
+    if (len == NULL)
+        return NULL;
+    PyObject *args[] = {len, dtype};
+    PyObject *a = PyObject_Vectorcall(t->empty, args, 2, NULL);
+    Py_DECREF(len);
+    if (a == NULL)
+        return NULL;
+    if (PyObject_GetBuffer(a, v, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0 || v->len != n * 8) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "np.empty gave an unexpected buffer");
+        else if (v->obj != NULL)
+            PyBuffer_Release(v);
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* one side of a prepped posting: (indices as int64, the list's addresses at them); 0: not a case
+   handled here (the caller's Python does it), -1: error. dl: the side's _Dlist. */
+static int side(TapObject *t, PyObject *dl, PyObject *idx, PyObject **idx_out, PyObject **addr_out) {
+    static PyObject *S_descs_ = NULL;
+    if (S_descs_ == NULL && (S_descs_ = PyUnicode_InternFromString("descs")) == NULL)
+        return -1;
+    Py_buffer iv, av, ov, pv;
+    if (!int_view(idx, &iv, 1))
+        return 0;
+    int rc = 0;
+    PyObject *descs = PyObject_GetAttr(dl, S_descs_), *addr = NULL, *oi = NULL, *oa = NULL;
+    if (descs == NULL || (addr = PySequence_GetItem(descs, 0)) == NULL) {
+        rc = -1;
+        goto out;
+    }
+    if (!int_view(addr, &av, 0))
+        goto out;
+    Py_ssize_t n = iv.shape[0], m = av.shape[0];
+    for (Py_ssize_t i = 0; i < n; i++) {  /* NIXL's rule (a negative index, numpy's from the end: in Python) */
+        int64_t k = idx_at(&iv, i);
+        if (k < 0 || k >= (int64_t)m)
+            goto out_av;
+    }
+    if ((oi = np_empty(t, n, t->i64, &ov)) == NULL) {
+        rc = -1;
+        goto out_av;
+    }
+    if ((oa = np_empty(t, n, t->u64, &pv)) == NULL) {
+        PyBuffer_Release(&ov);
+        rc = -1;
+        goto out_av;
+    }
+    int64_t *po = ov.buf;
+    uint64_t *pa = pv.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t k = idx_at(&iv, i);
+        po[i] = k;
+        pa[i] = u64_at(&av, k);
+    }
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&pv);
+    *idx_out = oi, *addr_out = oa;
+    oi = oa = NULL;
+    rc = 1;
+out_av:
+    PyBuffer_Release(&av);
+out:
+    PyBuffer_Release(&iv);
+    Py_XDECREF(descs);
+    Py_XDECREF(addr);
+    Py_XDECREF(oi);
+    Py_XDECREF(oa);
+    return rc;
+}
+
+/* agent_tap._bytes */
+static PyObject *msg_bytes(PyObject *msg) {
+    int given = PyObject_IsTrue(msg);
+    if (given < 0)
+        return NULL;
+    return given || PyUnicode_Check(msg) ? as_bytes(msg) : Py_NewRef(EMPTY_BYTES);
+}
+
+/* BindingTap._prepped's common case in C: both lists seen, each of one size and one device,
+   index arrays of int32/int64 in range, addresses a contiguous uint64 array; 0: not that case */
+static int prepped(TapObject *t, PyObject *handle, PyObject *op, PyObject *L, PyObject *R, PyObject *li_in,
+                   PyObject *ri_in, PyObject *notif) {
+    static PyObject *names[6] = {NULL};  /* id, text, agent, uniform, size, dev */
+    if (names[0] == NULL) {
+        static const char *const nm[6] = {"id", "text", "agent", "uniform", "size", "dev"};
+        if (intern_all(names, nm, 6) < 0)
+            return -1;
+    }
+    PyObject *lv[6] = {NULL}, *rv[6] = {NULL}, *li = NULL, *la = NULL, *ri = NULL, *ra = NULL, *op_ = NULL,
+             *hex = NULL, *detail = NULL, *total = NULL, *n = NULL, *descs = NULL, *msg = NULL, *H = NULL;
+    int rc = -1;
+    for (int i = 0; i < 6; i++)
+        if ((lv[i] = PyObject_GetAttr(L, names[i])) == NULL || (rv[i] = PyObject_GetAttr(R, names[i])) == NULL)
+            goto out;
+    if (lv[3] == Py_None || lv[4] == Py_None || lv[5] == Py_None || rv[4] == Py_None || rv[5] == Py_None) {
+        rc = 0;
+        goto out;
+    }
+    int got = side(t, L, li_in, &li, &la);
+    if (got > 0)
+        got = side(t, R, ri_in, &ri, &ra);
+    if (got <= 0) {
+        rc = got;
+        goto out;
+    }
+    int write = PyObject_RichCompareBool(op, t->write, Py_EQ);
+    if (write < 0)
+        goto out;
+    op_ = Py_NewRef(CONST(t, write ? C_WRITE : C_READ));
+    if ((hex = PyNumber_ToBase(handle, 16)) == NULL ||
+        (detail = PyUnicode_FromFormat("{\"handle\": \"%U\", \"prepped\": true}", hex)) == NULL)
+        goto out;
+    Py_ssize_t nl = PyObject_Length(li), nr = PyObject_Length(ri);
+    if (nl < 0 || nr < 0 || (n = PyLong_FromSsize_t(write ? nl : nr)) == NULL)
+        goto out;
+    PyObject *count = PyLong_FromSsize_t(nl);
+    if (count == NULL || (total = PyNumber_Multiply(lv[3], count)) == NULL) {  /* L.uniform * len(li) */
+        Py_XDECREF(count);
+        goto out;
+    }
+    Py_DECREF(count);
+    /* _handle_descs: src/dst is the direction the bytes move, whoever initiated */
+    if (write)
+        descs = PyTuple_Pack(13, op_, t->text, rv[1], la, ra, lv[4], lv[5], rv[5], lv[0], li, rv[0], ri, n);
+    else
+        descs = PyTuple_Pack(13, op_, rv[1], t->text, ra, la, rv[4], rv[5], lv[5], rv[0], ri, lv[0], li, n);
+    if (descs == NULL || (msg = msg_bytes(notif)) == NULL)
+        goto out;
+    PyObject *hargs = PyTuple_Pack(6, op_, rv[2], msg, descs, detail, total);
+    if (hargs == NULL)
+        goto out;
+    H = th_new(&TapHandleType, hargs, NULL);
+    Py_DECREF(hargs);
+    if (H == NULL || PyDict_SetItem(t->handles, handle, H) < 0)
+        goto out;
+    rc = 1;
+out:
+    for (int i = 0; i < 6; i++) {
+        Py_XDECREF(lv[i]);
+        Py_XDECREF(rv[i]);
+    }
+    Py_XDECREF(li);
+    Py_XDECREF(la);
+    Py_XDECREF(ri);
+    Py_XDECREF(ra);
+    Py_XDECREF(op_);
+    Py_XDECREF(hex);
+    Py_XDECREF(detail);
+    Py_XDECREF(total);
+    Py_XDECREF(n);
+    Py_XDECREF(descs);
+    Py_XDECREF(msg);
+    Py_XDECREF(H);
+    return rc;
+}
+
+static PyObject *tap_make(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 5)
+        return py_method(t, 4, args, nargs, kwnames);
+    PyObject *notif = nargs > 5 ? args[5] : EMPTY_BYTES;
+    PyObject *small_[10], **call = small_;  /* (op, local_h, local_idx, remote_h, remote_idx, notif, *rest) */
+    Py_ssize_t ncall = nargs > 6 ? nargs : 6;
+    if (ncall > 10 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < ncall; i++)
+        call[i] = i == 5 ? notif : args[i];
+    PyObject *handle = inner_call(t, S_makeXferReq, call, ncall);
+    if (call != small_)
+        PyMem_Free(call);
+    if (handle == NULL)
+        return NULL;
+    PyObject *L = PyDict_GetItemWithError(t->dlists, args[1]), *R = NULL;
+    if (L == NULL && PyErr_Occurred())
+        goto fail;
+    if (L != NULL && (R = PyDict_GetItemWithError(t->dlists, args[3])) == NULL && PyErr_Occurred())
+        goto fail;
+    int done = 0;
+    if (L != NULL && R != NULL) {
+        Py_INCREF(L);
+        Py_INCREF(R);
+        done = prepped(t, handle, args[0], L, R, args[2], args[4], notif);
+        Py_DECREF(L);
+        Py_DECREF(R);
+        if (done < 0)
+            goto fail;
+    }
+    if (!done) {  /* the rest (lists of other kinds, lists prepared before tracing): in Python */
+        PyObject *pa[] = {t->pytap, handle, args[0], args[1], args[2], args[3], args[4], notif};
+        PyObject *r = PyObject_VectorcallMethod(S_prepped, pa, 8 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    return handle;
+fail:
+    Py_DECREF(handle);
+    return NULL;
+}
+
 static int tap_traverse(TapObject *t, visitproc visit, void *arg) {
     Py_VISIT(t->ap);
     Py_VISIT(t->pytap);
@@ -2402,6 +2652,12 @@ static int tap_traverse(TapObject *t, visitproc visit, void *arg) {
     Py_VISIT(t->success);
     Py_VISIT(t->consts);
     Py_VISIT(t->fallbacks);
+    Py_VISIT(t->dlists);
+    Py_VISIT(t->text);
+    Py_VISIT(t->write);
+    Py_VISIT(t->empty);
+    Py_VISIT(t->i64);
+    Py_VISIT(t->u64);
     return 0;
 }
 
@@ -2418,6 +2674,12 @@ static int tap_clear(TapObject *t) {
     Py_CLEAR(t->success);
     Py_CLEAR(t->consts);
     Py_CLEAR(t->fallbacks);
+    Py_CLEAR(t->dlists);
+    Py_CLEAR(t->text);
+    Py_CLEAR(t->write);
+    Py_CLEAR(t->empty);
+    Py_CLEAR(t->i64);
+    Py_CLEAR(t->u64);
     return 0;
 }
 
@@ -2434,6 +2696,7 @@ static PyMethodDef tap_methods[] = {
     {"releaseXferReq", (PyCFunction)(void (*)(void))tap_release, METH_FASTCALL | METH_KEYWORDS,
      "BindingTap.releaseXferReq"},
     {"getNotifs", (PyCFunction)(void (*)(void))tap_notifs, METH_FASTCALL | METH_KEYWORDS, "BindingTap.getNotifs"},
+    {"makeXferReq", (PyCFunction)(void (*)(void))tap_make, METH_FASTCALL | METH_KEYWORDS, "BindingTap.makeXferReq"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject TapType = {
@@ -2449,15 +2712,16 @@ static PyTypeObject TapType = {
 
 static PyObject *tap(PyObject *self, PyObject *args) {
     PyObject *pytap, *inner, *name, *ap, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts,
-        *fallbacks;
+        *fallbacks, *dlists, *text, *write, *empty, *i64, *u64;
     int telemetry, plain_hashes;
-    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!p", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
+    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!pO!OOOOO", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
                           &PyDict_Type, &handles, &PyDict_Type, &untraced, &parse, &telemetry, &in_prog, &success,
-                          &PyTuple_Type, &consts, &PyTuple_Type, &fallbacks, &plain_hashes))
+                          &PyTuple_Type, &consts, &PyTuple_Type, &fallbacks, &plain_hashes, &PyDict_Type, &dlists,
+                          &text, &write, &empty, &i64, &u64))
         return NULL;
-    if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 4 ||
+    if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 5 ||
         (xfer_ids != Py_None && Py_TYPE(xfer_ids)->tp_iternext == NULL)) {
-        PyErr_SetString(PyExc_TypeError, "tap: 8 constants, 4 fallbacks and an iterator (or None) expected");
+        PyErr_SetString(PyExc_TypeError, "tap: 9 constants, 5 fallbacks and an iterator (or None) expected");
         return NULL;
     }
     TapObject *t = PyObject_GC_New(TapObject, &TapType);
@@ -2468,18 +2732,21 @@ static PyObject *tap(PyObject *self, PyObject *args) {
     t->xfer_ids = Py_NewRef(xfer_ids), t->handles = Py_NewRef(handles), t->untraced = Py_NewRef(untraced);
     t->parse = Py_NewRef(parse), t->in_prog = Py_NewRef(in_prog), t->success = Py_NewRef(success);
     t->consts = Py_NewRef(consts), t->fallbacks = Py_NewRef(fallbacks);
+    t->dlists = Py_NewRef(dlists), t->text = Py_NewRef(text), t->write = Py_NewRef(write);
+    t->empty = Py_NewRef(empty), t->i64 = Py_NewRef(i64), t->u64 = Py_NewRef(u64);
     t->telemetry = telemetry, t->plain_hashes = plain_hashes;
     PyObject_GC_Track(t);
     return (PyObject *)t;
 }
 
 static int tap_names(void) {
-    static const char *const nm[11] = {"closed", "untraced", "new_xfer_id", "descs_posted", "hash_mark",
+    static const char *const nm[13] = {"closed", "untraced", "new_xfer_id", "descs_posted", "hash_mark",
                                        "wait_hashes", "_terminal_detail", "postXferReq", "getXferStatus",
-                                       "releaseXferReq", "getNotifs"};
-    PyObject *o[11];
-    if (intern_all(o, nm, 11) < 0)
+                                       "releaseXferReq", "getNotifs", "makeXferReq", "_prepped"};
+    PyObject *o[13];
+    if (intern_all(o, nm, 13) < 0)
         return -1;
+    S_makeXferReq = o[11], S_prepped = o[12];
     S_closed = o[0], S_untraced = o[1], S_new_xfer_id = o[2], S_descs_posted = o[3], S_hash_mark = o[4];
     S_wait_hashes = o[5], S_terminal_detail = o[6], S_postXferReq = o[7], S_getXferStatus = o[8];
     S_releaseXferReq = o[9], S_getNotifs = o[10];

@@ -93,7 +93,7 @@ class BindingTap:
             self._native()
 
     def _native(self) -> None:
-        """postXferReq, getXferStatus, releaseXferReq and getNotifs in C (tracer/_rows.c ``tap``):
+        """makeXferReq, postXferReq, getXferStatus, releaseXferReq and getNotifs in C (tracer/_rows.c ``tap``):
         the same calls into NIXL and the same rows, no Python frame per call. Only on a recorder
         whose nixl_event is the C appender's (not KVTRACE_ROWS=python, not a subclass's own);
         the C calls claim a completion under the GIL instead of this tap's lock, so every handle
@@ -106,12 +106,13 @@ class BindingTap:
         plain = cls.hash_mark is Recorder.hash_mark and cls.wait_hashes is Recorder.wait_hashes
         c = NATIVE_ROWS.tap(self, self._inner, self._name, ap, xfer_ids, self._handles, self._untraced,
                             self._parse, self._telemetry, self._IN_PROG, self._SUCCESS,
-                            (_POST, _DONE, _RELEASE, _RECV, "DONE", "WRITE", _CLOSED, _BEFORE),
+                            (_POST, _DONE, _RELEASE, _RECV, "DONE", "WRITE", "READ", _CLOSED, _BEFORE),
                             (BindingTap.postXferReq, BindingTap.getXferStatus, BindingTap.releaseXferReq,
-                             BindingTap.getNotifs), plain)
+                             BindingTap.getNotifs, BindingTap.makeXferReq), plain,
+                            self._dlists, self._text, self._WRITE, np.empty, np.dtype(np.int64), np.dtype(np.uint64))
         self._new_handle = NATIVE_ROWS.TapHandle
         self.postXferReq, self.getXferStatus = c.postXferReq, c.getXferStatus
-        self.releaseXferReq, self.getNotifs = c.releaseXferReq, c.getNotifs
+        self.releaseXferReq, self.getNotifs, self.makeXferReq = c.releaseXferReq, c.getNotifs, c.makeXferReq
 
     def __getattr__(self, attr):
         value = getattr(self._inner, attr)
@@ -171,6 +172,11 @@ class BindingTap:
 
     def makeXferReq(self, op, local_h, local_idx, remote_h, remote_idx, notif=b"", *args):
         handle = self._inner.makeXferReq(op, local_h, local_idx, remote_h, remote_idx, notif, *args)
+        self._prepped(handle, op, local_h, local_idx, remote_h, remote_idx, notif)
+        return handle
+
+    def _prepped(self, handle, op, local_h, local_idx, remote_h, remote_idx, notif) -> None:
+        """The handle NIXL made of two prepared lists: its descriptors resolved once."""
         dlists = self._dlists
         L, R = dlists.get(local_h), dlists.get(remote_h)
         if L is not None and R is not None:
@@ -191,7 +197,6 @@ class BindingTap:
                 _handle_descs(op_, self._text, R.text, local, remote, L.id, li, R.id, ri), detail, total)
         else:
             self._untraced[handle] = "descriptor list prepared before tracing started"
-        return handle
 
     def createXferReq(self, op, local_descs, remote_descs, remote_agent, notif=b"", *args):
         handle = self._inner.createXferReq(op, local_descs, remote_descs, remote_agent, notif, *args)
