@@ -1802,8 +1802,8 @@ static PyObject *appender(PyObject *self, PyObject *args) {
  *   "DONE", "WRITE", "READ", the untraced reasons after close and before tracing); ``fallbacks``:
  *   BindingTap's Python methods of those five names, for calls with keyword arguments;
  *   makeXferReq resolves a handle's descriptors here when both lists were seen (``dlists``: the
- *   tap's _Dlist by list handle), each of one size and one device, and the indices are int32/int64
- *   arrays in range (np.empty(n, i64/u64) for its columns; ``text``: the tap's agent as rows record
+ *   tap's _Dlist by list handle) and the indices are int32/int64 arrays in range (np.empty(n,
+ *   i64/u64/i32) for its columns; ``text``: the tap's agent as rows record
  *   it; ``write``: NIXL's WRITE op), else in pytap._prepped; ``plain_hashes``: the recorder's hash_mark and
  *   wait_hashes are Recorder's own (so with no hashing thread, rec._hasher None, they are 0 and
  *   a no-op: not called). A completion that is not a plain success (an error, or telemetry asked
@@ -1898,7 +1898,7 @@ typedef struct {
     PyObject_HEAD
     AppenderObject *ap;
     PyObject *pytap, *inner, *name, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts, *fallbacks;
-    PyObject *dlists, *text, *write, *empty, *i64, *u64;
+    PyObject *dlists, *text, *write, *empty, *i64, *u64, *i32;
     int telemetry, plain_hashes;
 } TapObject;
 
@@ -2394,8 +2394,9 @@ fail:
     return NULL;
 }
 
-/* a 1-D buffer of integers (any stride): signed of 4 or 8 bytes (sign 1), unsigned of 8 (sign 0) */
-static int int_view(PyObject *o, Py_buffer *v, int sign) {
+/* a 1-D buffer of integers (any stride) of kind 'i' (signed, 4 or 8 bytes: indices), 'u' (unsigned,
+   8 bytes: addresses, sizes) or 'd' (signed, 4 bytes: devices); 0 (no error): not one */
+static int int_view(PyObject *o, Py_buffer *v, char kind) {
     if (!PyObject_CheckBuffer(o))
         return 0;
     if (PyObject_GetBuffer(o, v, PyBUF_RECORDS_RO) < 0) {
@@ -2403,20 +2404,22 @@ static int int_view(PyObject *o, Py_buffer *v, int sign) {
         return 0;
     }
     const char *f = v->format != NULL ? v->format : "B";
+#if PY_LITTLE_ENDIAN
     if (*f == '@' || *f == '=' || *f == '<')
         f++;
-    int ok = v->ndim == 1 && f[0] != 0 && f[1] == 0 &&
-             (sign ? ((v->itemsize == 4 && (*f == 'i' || *f == 'l')) || (v->itemsize == 8 && (*f == 'l' || *f == 'q')))
-                   : (v->itemsize == 8 && (*f == 'L' || *f == 'Q')));
-#if PY_LITTLE_ENDIAN == 0
-    ok = ok && (v->format == NULL || v->format[0] != '<');
+#else
+    if (*f == '@' || *f == '=' || *f == '>' || *f == '!')
+        f++;
 #endif
+    int sig4 = v->itemsize == 4 && (*f == 'i' || *f == 'l'), sig8 = v->itemsize == 8 && (*f == 'l' || *f == 'q');
+    int ok = v->ndim == 1 && f[0] != 0 && f[1] == 0 &&
+             (kind == 'i' ? sig4 || sig8 : kind == 'd' ? sig4 : v->itemsize == 8 && (*f == 'L' || *f == 'Q'));
     if (!ok)
         PyBuffer_Release(v);
     return ok;
 }
 
-static inline int64_t idx_at(const Py_buffer *v, Py_ssize_t i) {
+static inline int64_t int_at(const Py_buffer *v, Py_ssize_t i) {
     const char *p = (const char *)v->buf + i * v->strides[0];
     if (v->itemsize == 4) {
         int32_t x;
@@ -2428,14 +2431,8 @@ static inline int64_t idx_at(const Py_buffer *v, Py_ssize_t i) {
     return x;
 }
 
-static inline uint64_t u64_at(const Py_buffer *v, Py_ssize_t i) {
-    uint64_t x;
-    memcpy(&x, (const char *)v->buf + i * v->strides[0], 8);
-    return x;
-}
-
-/* np.empty(n, dtype) */
-static PyObject *np_empty(TapObject *t, Py_ssize_t n, PyObject *dtype, Py_buffer *v) {
+/* np.empty(n, dtype) (items of `size` bytes) and its writable buffer */
+static PyObject *np_empty(TapObject *t, Py_ssize_t n, PyObject *dtype, Py_ssize_t size, Py_buffer *v) {
     PyObject *len = PyLong_FromSsize_t(n);
     if (len == NULL)
         return NULL;
@@ -2444,69 +2441,99 @@ static PyObject *np_empty(TapObject *t, Py_ssize_t n, PyObject *dtype, Py_buffer
     Py_DECREF(len);
     if (a == NULL)
         return NULL;
-    if (PyObject_GetBuffer(a, v, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0 || v->len != n * 8) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError, "np.empty gave an unexpected buffer");
-        else if (v->obj != NULL)
-            PyBuffer_Release(v);
+    if (PyObject_GetBuffer(a, v, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
         Py_DECREF(a);
+        return NULL;
+    }
+    if (v->len != n * size) {
+        PyBuffer_Release(v);
+        Py_DECREF(a);
+        PyErr_SetString(PyExc_RuntimeError, "np.empty gave an unexpected buffer");
         return NULL;
     }
     return a;
 }
 
-/* one side of a prepped posting: (indices as int64, the list's addresses at them); 0: not a case
-   handled here (the caller's Python does it), -1: error. dl: the side's _Dlist. */
-static int side(TapObject *t, PyObject *dl, PyObject *idx, PyObject **idx_out, PyObject **addr_out) {
+/* column src (a buffer of `kind`, m entries) at the indices iv (all in [0, m)), as a new array of
+   dtype; *sum: the sum of the values (unsigned, wrapping as numpy's uint64 sum) when not NULL;
+   NULL and no error: src is not such a buffer */
+static PyObject *gather(TapObject *t, PyObject *src, const Py_buffer *iv, char kind, PyObject *dtype, Py_ssize_t m,
+                        uint64_t *sum) {
+    Py_buffer sv, ov;
+    if (!int_view(src, &sv, kind))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = iv->shape[0];
+    if (sv.shape[0] == m && (out = np_empty(t, n, dtype, sv.itemsize, &ov)) != NULL) {
+        uint64_t acc = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const char *p = (const char *)sv.buf + int_at(iv, i) * sv.strides[0];
+            if (sv.itemsize == 8) {
+                uint64_t x;
+                memcpy(&x, p, 8);
+                ((uint64_t *)ov.buf)[i] = x;
+                acc += x;
+            } else {
+                memcpy((char *)ov.buf + 4 * i, p, 4);
+            }
+        }
+        if (sum != NULL)
+            *sum = acc;
+        PyBuffer_Release(&ov);
+    }
+    PyBuffer_Release(&sv);
+    return out;
+}
+
+/* one side of a prepped posting: out[0..3] = the indices as int64, the list's addresses at them,
+   their sizes and devices (these two only where the list has no one value for all: the _Dlist's
+   size / dev None; *total then the sizes' sum); 1, or 0: not a case handled here (the caller's
+   Python does it), -1: error. dl: the side's _Dlist. */
+static int side(TapObject *t, PyObject *dl, PyObject *idx, int sizes, int devs, PyObject **out, uint64_t *total) {
     static PyObject *S_descs_ = NULL;
     if (S_descs_ == NULL && (S_descs_ = PyUnicode_InternFromString("descs")) == NULL)
         return -1;
-    Py_buffer iv, av, ov, pv;
-    if (!int_view(idx, &iv, 1))
+    Py_buffer iv, ov;
+    if (!int_view(idx, &iv, 'i'))
         return 0;
-    int rc = 0;
-    PyObject *descs = PyObject_GetAttr(dl, S_descs_), *addr = NULL, *oi = NULL, *oa = NULL;
-    if (descs == NULL || (addr = PySequence_GetItem(descs, 0)) == NULL) {
-        rc = -1;
+    int rc = -1;
+    PyObject *descs = PyObject_GetAttr(dl, S_descs_), *col[3] = {NULL, NULL, NULL};
+    if (descs == NULL)
         goto out;
-    }
-    if (!int_view(addr, &av, 0))
+    for (int c = 0; c < 3; c++)
+        if ((col[c] = PySequence_GetItem(descs, c)) == NULL)
+            goto out;
+    Py_ssize_t n = iv.shape[0], m = PyObject_Length(col[0]);
+    if (m < 0)
         goto out;
-    Py_ssize_t n = iv.shape[0], m = av.shape[0];
+    rc = 0;
     for (Py_ssize_t i = 0; i < n; i++) {  /* NIXL's rule (a negative index, numpy's from the end: in Python) */
-        int64_t k = idx_at(&iv, i);
+        int64_t k = int_at(&iv, i);
         if (k < 0 || k >= (int64_t)m)
-            goto out_av;
+            goto out;
     }
-    if ((oi = np_empty(t, n, t->i64, &ov)) == NULL) {
+    if ((out[0] = np_empty(t, n, t->i64, 8, &ov)) == NULL) {
         rc = -1;
-        goto out_av;
+        goto out;
     }
-    if ((oa = np_empty(t, n, t->u64, &pv)) == NULL) {
-        PyBuffer_Release(&ov);
-        rc = -1;
-        goto out_av;
-    }
-    int64_t *po = ov.buf;
-    uint64_t *pa = pv.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t k = idx_at(&iv, i);
-        po[i] = k;
-        pa[i] = u64_at(&av, k);
-    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        ((int64_t *)ov.buf)[i] = int_at(&iv, i);
     PyBuffer_Release(&ov);
-    PyBuffer_Release(&pv);
-    *idx_out = oi, *addr_out = oa;
-    oi = oa = NULL;
+    if ((out[1] = gather(t, col[0], &iv, 'u', t->u64, m, NULL)) == NULL ||
+        (sizes && (out[2] = gather(t, col[1], &iv, 'u', t->u64, m, total)) == NULL) ||
+        (devs && (out[3] = gather(t, col[2], &iv, 'd', t->i32, m, NULL)) == NULL)) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto out;
+    }
     rc = 1;
-out_av:
-    PyBuffer_Release(&av);
 out:
     PyBuffer_Release(&iv);
     Py_XDECREF(descs);
-    Py_XDECREF(addr);
-    Py_XDECREF(oi);
-    Py_XDECREF(oa);
+    for (int c = 0; c < 3; c++)
+        Py_XDECREF(col[c]);
+    if (rc != 1)
+        for (int c = 0; c < 4; c++)
+            Py_CLEAR(out[c]);
     return rc;
 }
 
@@ -2518,8 +2545,8 @@ static PyObject *msg_bytes(PyObject *msg) {
     return given || PyUnicode_Check(msg) ? as_bytes(msg) : Py_NewRef(EMPTY_BYTES);
 }
 
-/* BindingTap._prepped's common case in C: both lists seen, each of one size and one device,
-   index arrays of int32/int64 in range, addresses a contiguous uint64 array; 0: not that case */
+/* BindingTap._prepped in C: both lists seen, index arrays of int32/int64 in range, the lists'
+   columns integer buffers; 0: not that case */
 static int prepped(TapObject *t, PyObject *handle, PyObject *op, PyObject *L, PyObject *R, PyObject *li_in,
                    PyObject *ri_in, PyObject *notif) {
     static PyObject *names[6] = {NULL};  /* id, text, agent, uniform, size, dev */
@@ -2528,23 +2555,24 @@ static int prepped(TapObject *t, PyObject *handle, PyObject *op, PyObject *L, Py
         if (intern_all(names, nm, 6) < 0)
             return -1;
     }
-    PyObject *lv[6] = {NULL}, *rv[6] = {NULL}, *li = NULL, *la = NULL, *ri = NULL, *ra = NULL, *op_ = NULL,
-             *hex = NULL, *detail = NULL, *total = NULL, *n = NULL, *descs = NULL, *msg = NULL, *H = NULL;
+    PyObject *lv[6] = {NULL}, *rv[6] = {NULL}, *lc[4] = {NULL}, *rc_[4] = {NULL}, *op_ = NULL, *hex = NULL,
+             *detail = NULL, *total = NULL, *n = NULL, *descs = NULL, *msg = NULL, *H = NULL;
     int rc = -1;
     for (int i = 0; i < 6; i++)
         if ((lv[i] = PyObject_GetAttr(L, names[i])) == NULL || (rv[i] = PyObject_GetAttr(R, names[i])) == NULL)
             goto out;
-    if (lv[3] == Py_None || lv[4] == Py_None || lv[5] == Py_None || rv[4] == Py_None || rv[5] == Py_None) {
-        rc = 0;
-        goto out;
-    }
-    int got = side(t, L, li_in, &li, &la);
+    uint64_t lsum = 0, rsum = 0;
+    int got = side(t, L, li_in, lv[4] == Py_None, lv[5] == Py_None, lc, &lsum);
     if (got > 0)
-        got = side(t, R, ri_in, &ri, &ra);
+        got = side(t, R, ri_in, rv[4] == Py_None, rv[5] == Py_None, rc_, &rsum);
     if (got <= 0) {
         rc = got;
         goto out;
     }
+    /* each side's (addresses, sizes, devices): sizes and devices one 0-d value when every entry of
+       its list shares it */
+    PyObject *lsz = lc[2] != NULL ? lc[2] : lv[4], *ldev = lc[3] != NULL ? lc[3] : lv[5];
+    PyObject *rsz = rc_[2] != NULL ? rc_[2] : rv[4], *rdev = rc_[3] != NULL ? rc_[3] : rv[5];
     int write = PyObject_RichCompareBool(op, t->write, Py_EQ);
     if (write < 0)
         goto out;
@@ -2552,20 +2580,25 @@ static int prepped(TapObject *t, PyObject *handle, PyObject *op, PyObject *L, Py
     if ((hex = PyNumber_ToBase(handle, 16)) == NULL ||
         (detail = PyUnicode_FromFormat("{\"handle\": \"%U\", \"prepped\": true}", hex)) == NULL)
         goto out;
-    Py_ssize_t nl = PyObject_Length(li), nr = PyObject_Length(ri);
+    Py_ssize_t nl = PyObject_Length(lc[0]), nr = PyObject_Length(rc_[0]);
     if (nl < 0 || nr < 0 || (n = PyLong_FromSsize_t(write ? nl : nr)) == NULL)
         goto out;
-    PyObject *count = PyLong_FromSsize_t(nl);
-    if (count == NULL || (total = PyNumber_Multiply(lv[3], count)) == NULL) {  /* L.uniform * len(li) */
-        Py_XDECREF(count);
-        goto out;
+    if (lv[3] != Py_None) {  /* L.uniform * len(li), else the sizes' sum */
+        PyObject *count = PyLong_FromSsize_t(nl);
+        if (count == NULL)
+            goto out;
+        total = PyNumber_Multiply(lv[3], count);
+        Py_DECREF(count);
+    } else {
+        total = PyLong_FromUnsignedLongLong(lsum);
     }
-    Py_DECREF(count);
+    if (total == NULL)
+        goto out;
     /* _handle_descs: src/dst is the direction the bytes move, whoever initiated */
     if (write)
-        descs = PyTuple_Pack(13, op_, t->text, rv[1], la, ra, lv[4], lv[5], rv[5], lv[0], li, rv[0], ri, n);
+        descs = PyTuple_Pack(13, op_, t->text, rv[1], lc[1], rc_[1], lsz, ldev, rdev, lv[0], lc[0], rv[0], rc_[0], n);
     else
-        descs = PyTuple_Pack(13, op_, rv[1], t->text, ra, la, rv[4], rv[5], lv[5], rv[0], ri, lv[0], li, n);
+        descs = PyTuple_Pack(13, op_, rv[1], t->text, rc_[1], lc[1], rsz, rdev, ldev, rv[0], rc_[0], lv[0], lc[0], n);
     if (descs == NULL || (msg = msg_bytes(notif)) == NULL)
         goto out;
     PyObject *hargs = PyTuple_Pack(6, op_, rv[2], msg, descs, detail, total);
@@ -2581,10 +2614,10 @@ out:
         Py_XDECREF(lv[i]);
         Py_XDECREF(rv[i]);
     }
-    Py_XDECREF(li);
-    Py_XDECREF(la);
-    Py_XDECREF(ri);
-    Py_XDECREF(ra);
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(lc[i]);
+        Py_XDECREF(rc_[i]);
+    }
     Py_XDECREF(op_);
     Py_XDECREF(hex);
     Py_XDECREF(detail);
@@ -2658,6 +2691,7 @@ static int tap_traverse(TapObject *t, visitproc visit, void *arg) {
     Py_VISIT(t->empty);
     Py_VISIT(t->i64);
     Py_VISIT(t->u64);
+    Py_VISIT(t->i32);
     return 0;
 }
 
@@ -2680,6 +2714,7 @@ static int tap_clear(TapObject *t) {
     Py_CLEAR(t->empty);
     Py_CLEAR(t->i64);
     Py_CLEAR(t->u64);
+    Py_CLEAR(t->i32);
     return 0;
 }
 
@@ -2712,12 +2747,12 @@ static PyTypeObject TapType = {
 
 static PyObject *tap(PyObject *self, PyObject *args) {
     PyObject *pytap, *inner, *name, *ap, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts,
-        *fallbacks, *dlists, *text, *write, *empty, *i64, *u64;
+        *fallbacks, *dlists, *text, *write, *empty, *i64, *u64, *i32;
     int telemetry, plain_hashes;
-    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!pO!OOOOO", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
+    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!pO!OOOOOO", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
                           &PyDict_Type, &handles, &PyDict_Type, &untraced, &parse, &telemetry, &in_prog, &success,
                           &PyTuple_Type, &consts, &PyTuple_Type, &fallbacks, &plain_hashes, &PyDict_Type, &dlists,
-                          &text, &write, &empty, &i64, &u64))
+                          &text, &write, &empty, &i64, &u64, &i32))
         return NULL;
     if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 5 ||
         (xfer_ids != Py_None && Py_TYPE(xfer_ids)->tp_iternext == NULL)) {
@@ -2733,7 +2768,7 @@ static PyObject *tap(PyObject *self, PyObject *args) {
     t->parse = Py_NewRef(parse), t->in_prog = Py_NewRef(in_prog), t->success = Py_NewRef(success);
     t->consts = Py_NewRef(consts), t->fallbacks = Py_NewRef(fallbacks);
     t->dlists = Py_NewRef(dlists), t->text = Py_NewRef(text), t->write = Py_NewRef(write);
-    t->empty = Py_NewRef(empty), t->i64 = Py_NewRef(i64), t->u64 = Py_NewRef(u64);
+    t->empty = Py_NewRef(empty), t->i64 = Py_NewRef(i64), t->u64 = Py_NewRef(u64), t->i32 = Py_NewRef(i32);
     t->telemetry = telemetry, t->plain_hashes = plain_hashes;
     PyObject_GC_Track(t);
     return (PyObject *)t;

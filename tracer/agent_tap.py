@@ -109,7 +109,8 @@ class BindingTap:
                             (_POST, _DONE, _RELEASE, _RECV, "DONE", "WRITE", "READ", _CLOSED, _BEFORE),
                             (BindingTap.postXferReq, BindingTap.getXferStatus, BindingTap.releaseXferReq,
                              BindingTap.getNotifs, BindingTap.makeXferReq), plain,
-                            self._dlists, self._text, self._WRITE, np.empty, np.dtype(np.int64), np.dtype(np.uint64))
+                            self._dlists, self._text, self._WRITE, np.empty, np.dtype(np.int64), np.dtype(np.uint64),
+                            np.dtype(np.int32))
         self._new_handle = NATIVE_ROWS.TapHandle
         self.postXferReq, self.getXferStatus = c.postXferReq, c.getXferStatus
         self.releaseXferReq, self.getNotifs, self.makeXferReq = c.releaseXferReq, c.getNotifs, c.makeXferReq

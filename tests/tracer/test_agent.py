@@ -123,7 +123,7 @@ def _tap_tables(path, native: bool):
     in_c = {type(t.postXferReq).__name__ == "builtin_function_or_method" for t in taps}
     assert in_c == {native and NATIVE_ROWS is not None}
     # index arrays of int32/int64 over one-size lists: resolved in C when the tap is
-    assert len(prepped_in_python) == (0 if in_c == {True} else 3)
+    assert len(prepped_in_python) == (0 if in_c == {True} else 5)
     bases = {src.ctypes.data: "src", dst.ctypes.data: "dst", src2.ctypes.data: "src2", dst2.ctypes.data: "dst2"}
     ranks: dict[str, int] = {}
 
@@ -155,8 +155,8 @@ def _tap_tables(path, native: bool):
 
 def _prepped_arrays(make, prepped_in_python: list):
     """Prepped postings with numpy index arrays (what engines pass): WRITE with int32 indices,
-    READ with int64 ones, a WRITE whose message is a str; each tap's Python resolution of a
-    handle counted in ``prepped_in_python``."""
+    READ with int64 ones, a WRITE whose message is a str, both ops over lists whose entries
+    have two sizes; each tap's Python resolution of a handle counted in ``prepped_in_python``."""
     c, d = make("C", _cfg()), make("D", _cfg())
     for agent in (c, d):
         py = agent.agent._prepped
@@ -169,15 +169,22 @@ def _prepped_arrays(make, prepped_in_python: list):
     d.add_remote_agent(c.get_agent_metadata())
     loc = c.prep_xfer_dlist("", [(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
     rem = c.prep_xfer_dlist("D", [(dst.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
+    # entries of two sizes (a group of pools with different item sizes)
+    mixed = [(i * PAGE, PAGE // 2 if i % 2 else PAGE, 0) for i in range(4)]
+    loc2 = c.prep_xfer_dlist("", np.array([(src.ctypes.data + 4 * PAGE + a, n, v) for a, n, v in mixed]), "DRAM")
+    rem2 = c.prep_xfer_dlist("D", np.array([(dst.ctypes.data + 4 * PAGE + a, n, v) for a, n, v in mixed]), "DRAM")
     out = []
-    for op, li, ri, msg in (("WRITE", np.array([0, 1, 2], np.int32), np.array([5, 6, 7], np.int32), b"9_kv_0_1_0"),
-                            ("READ", np.array([4, 7], np.int64), np.array([0, 1], np.int64), b"10_kv_0_1_0"),
-                            ("WRITE", np.array([3], np.int32), np.array([3], np.int32), "11_kv_0_1_0")):
-        h = c.make_prepped_xfer(op, loc, li, rem, ri, msg)
+    for op, lists, li, ri, msg in (
+            ("WRITE", (loc, rem), np.array([0, 1, 2], np.int32), np.array([5, 6, 7], np.int32), b"9_kv_0_1_0"),
+            ("READ", (loc, rem), np.array([4, 7], np.int64), np.array([0, 1], np.int64), b"10_kv_0_1_0"),
+            ("WRITE", (loc, rem), np.array([3], np.int32), np.array([3], np.int32), "11_kv_0_1_0"),
+            ("WRITE", (loc2, rem2), np.array([1, 2, 3], np.int32), np.array([1, 2, 3], np.int32), b"12_kv_0_1_0"),
+            ("READ", (loc2, rem2), np.array([0, 1], np.int64), np.array([0, 1], np.int64), b"13_kv_0_1_0")):
+        h = c.make_prepped_xfer(op, lists[0], li, lists[1], ri, msg)
         c.transfer(h)
         out.append(_wait(c, h))
         c.release_xfer_handle(h)
-    out.append(_notifs(d, 3))
+    out.append(_notifs(d, 5))
     out.append(bytes(dst))
     return out, (c, d, src, dst)
 
@@ -186,13 +193,13 @@ def test_tap_rows_in_c_equal_python(tmp_path):
     """The tap's per-posting calls in C (tracer/_rows.c) record exactly the rows its Python
     methods do, on the same calls (WRITE posted twice with telemetry, READ over plain lists,
     release through the handle, notifications by get and update, a standalone one; prepped
-    postings with int32 and int64 index arrays, a str message)."""
+    postings with int32 and int64 index arrays, a str message, lists of mixed sizes)."""
     out_c, rows_c = _tap_tables(tmp_path / "c.kvtrace", True)
     out_py, rows_py = _tap_tables(tmp_path / "py.kvtrace", False)
     assert out_c == out_py
     for name in rows_py:
         assert rows_c[name] == rows_py[name], name
-    assert [e["kind"] for e in rows_c["events"]].count("xfer_post") == 6
+    assert [e["kind"] for e in rows_c["events"]].count("xfer_post") == 8
 
 
 def test_trace_passes_validator(traced, validate_trace):
