@@ -1793,8 +1793,8 @@ static PyObject *appender(PyObject *self, PyObject *args) {
  *   hashes 0), its fields read here without attribute lookups.
  *
  * tap(pytap, inner, name, appender, xfer_ids, handles, untraced, parse, telemetry, in_prog, success,
- *     consts, fallbacks, plain_hashes, dlists, text, write, empty, i64, u64) -> an object whose
- *   postXferReq / getXferStatus / releaseXferReq / getNotifs / makeXferReq do what BindingTap's
+ *     consts, fallbacks, plain_hashes, dlists, text, write, empty, i64, u64, i32, plain_descs)
+ *   -> an object whose postXferReq / getXferStatus / releaseXferReq / getNotifs / makeXferReq do what BindingTap's
  *   Python methods of those names do (the same calls into ``inner``, the same rows through the
  *   appender's nixl_event, in the same order), with no Python frame: agent_tap.py installs them on
  *   the tap when the recorder's nixl_event is this module's appender. ``xfer_ids``: the recorder's
@@ -1806,7 +1806,8 @@ static PyObject *appender(PyObject *self, PyObject *args) {
  *   i64/u64/i32) for its columns; ``text``: the tap's agent as rows record
  *   it; ``write``: NIXL's WRITE op), else in pytap._prepped; ``plain_hashes``: the recorder's hash_mark and
  *   wait_hashes are Recorder's own (so with no hashing thread, rec._hasher None, they are 0 and
- *   a no-op: not called). A completion that is not a plain success (an error, or telemetry asked
+ *   a no-op: not called); ``plain_descs``: its descs_posted is Recorder's own (done here, on its
+ *   lock, buffer and row count). A completion that is not a plain success (an error, or telemetry asked
  *   for) is claimed here and recorded by pytap._terminal_detail (Python: its detail, the
  *   xfer_error row the ring's trigger watches for). The claim (terminal check and set) and a
  *   posting's state update run with no Python code in between, so under the GIL a completion
@@ -1899,7 +1900,7 @@ typedef struct {
     AppenderObject *ap;
     PyObject *pytap, *inner, *name, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts, *fallbacks;
     PyObject *dlists, *text, *write, *empty, *i64, *u64, *i32;
-    int telemetry, plain_hashes;
+    int telemetry, plain_hashes, plain_descs;
 } TapObject;
 
 #define CONST(t, i) PyTuple_GET_ITEM((t)->consts, i)
@@ -2065,6 +2066,89 @@ static TapHandleObject *handle_of(TapObject *t, PyObject *handle) {
     return (TapHandleObject *)H;
 }
 
+/* Recorder.descs_posted(xfer, prepared) in C:
+       with rec._lock: rec._descs.append((int(xfer),) + prepared); rec._pending_rows += prepared[-1]
+       if rec._pending_rows >= rec.flush_rows and not rec._wake.is_set(): rec._wake.set() */
+static int descs_posted(TapObject *t, PyObject *xfer, PyObject *prepared) {
+    static PyObject *S_lock = NULL, *S_descs_list, *S_pending, *S_acquire, *S_release;
+    if (S_lock == NULL) {
+        static const char *const nm[5] = {"_lock", "_descs", "_pending_rows", "acquire", "release"};
+        PyObject *o[5];
+        if (intern_all(o, nm, 5) < 0)
+            return -1;
+        S_descs_list = o[1], S_pending = o[2], S_acquire = o[3], S_release = o[4];
+        S_lock = o[0];
+    }
+    if (!PyTuple_Check(prepared) || PyTuple_GET_SIZE(prepared) == 0) {
+        PyErr_SetString(PyExc_TypeError, "descs_posted: a prepared tuple expected");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(prepared);
+    PyObject *x = PyNumber_Long(xfer), *row = x == NULL ? NULL : PyTuple_New(n + 1);
+    if (row == NULL) {
+        Py_XDECREF(x);
+        return -1;
+    }
+    PyTuple_SET_ITEM(row, 0, x);
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(row, i + 1, Py_NewRef(PyTuple_GET_ITEM(prepared, i)));
+    PyObject *lock = rec_attr(t->ap, S_lock);
+    PyObject *r = lock == NULL ? NULL : PyObject_CallMethodNoArgs(lock, S_acquire);
+    if (r == NULL) {
+        Py_XDECREF(lock);
+        Py_DECREF(row);
+        return -1;
+    }
+    Py_DECREF(r);
+    int rc = -1;
+    PyObject *list = rec_attr(t->ap, S_descs_list), *pending = NULL, *sum = NULL;
+    if (list != NULL && PyList_Append(list, row) == 0 && (pending = rec_attr(t->ap, S_pending)) != NULL &&
+        (sum = PyNumber_Add(pending, PyTuple_GET_ITEM(prepared, n - 1))) != NULL &&
+        PyObject_SetAttr(t->ap->rec, S_pending, sum) == 0)
+        rc = 0;
+    Py_XDECREF(list);
+    Py_XDECREF(pending);
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    r = PyObject_CallMethodNoArgs(lock, S_release);
+    Py_DECREF(lock);
+    Py_DECREF(row);
+    if (r == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+        Py_XDECREF(sum);
+        return -1;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(type, val, tb);
+    if (rc < 0) {
+        Py_XDECREF(sum);
+        return -1;
+    }
+    /* the flush wake-up, as Recorder.descs_posted (its _pending_rows read again, outside the lock) */
+    Py_DECREF(sum);
+    PyObject *now = rec_attr(t->ap, S_pending), *rows = now == NULL ? NULL : rec_attr(t->ap, S_flush_rows);
+    int due = rows == NULL ? -1 : PyObject_RichCompareBool(now, rows, Py_GE);
+    Py_XDECREF(now);
+    Py_XDECREF(rows);
+    if (due <= 0)
+        return due;
+    PyObject *wake = rec_attr(t->ap, S_wake);
+    if (wake == NULL)
+        return -1;
+    PyObject *is = PyObject_CallMethodNoArgs(wake, S_is_set);
+    int set = is == NULL ? -1 : PyObject_IsTrue(is);
+    Py_XDECREF(is);
+    if (set == 0) {
+        PyObject *w = PyObject_CallMethodNoArgs(wake, S_set);
+        set = w == NULL ? -1 : 1;
+        Py_XDECREF(w);
+    }
+    Py_DECREF(wake);
+    return set < 0 ? -1 : 0;
+}
+
 static PyObject *tap_post(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 1)
         return py_method(t, 0, args, nargs, kwnames);
@@ -2138,7 +2222,10 @@ static PyObject *tap_post(TapObject *t, PyObject *const *args, Py_ssize_t nargs,
     }
     if (xid == NULL)
         goto done;
-    {
+    if (t->plain_descs) {
+        if (descs_posted(t, xid, OR_NONE(H->descs)) < 0)
+            goto done;
+    } else {
         PyObject *da[] = {t->ap->rec, xid, OR_NONE(H->descs)};
         PyObject *r = PyObject_VectorcallMethod(S_descs_posted, da, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         if (r == NULL)
@@ -2748,11 +2835,11 @@ static PyTypeObject TapType = {
 static PyObject *tap(PyObject *self, PyObject *args) {
     PyObject *pytap, *inner, *name, *ap, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts,
         *fallbacks, *dlists, *text, *write, *empty, *i64, *u64, *i32;
-    int telemetry, plain_hashes;
-    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!pO!OOOOOO", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
+    int telemetry, plain_hashes, plain_descs;
+    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!pO!OOOOOOp", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
                           &PyDict_Type, &handles, &PyDict_Type, &untraced, &parse, &telemetry, &in_prog, &success,
                           &PyTuple_Type, &consts, &PyTuple_Type, &fallbacks, &plain_hashes, &PyDict_Type, &dlists,
-                          &text, &write, &empty, &i64, &u64, &i32))
+                          &text, &write, &empty, &i64, &u64, &i32, &plain_descs))
         return NULL;
     if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 5 ||
         (xfer_ids != Py_None && Py_TYPE(xfer_ids)->tp_iternext == NULL)) {
@@ -2769,7 +2856,7 @@ static PyObject *tap(PyObject *self, PyObject *args) {
     t->consts = Py_NewRef(consts), t->fallbacks = Py_NewRef(fallbacks);
     t->dlists = Py_NewRef(dlists), t->text = Py_NewRef(text), t->write = Py_NewRef(write);
     t->empty = Py_NewRef(empty), t->i64 = Py_NewRef(i64), t->u64 = Py_NewRef(u64), t->i32 = Py_NewRef(i32);
-    t->telemetry = telemetry, t->plain_hashes = plain_hashes;
+    t->telemetry = telemetry, t->plain_hashes = plain_hashes, t->plain_descs = plain_descs;
     PyObject_GC_Track(t);
     return (PyObject *)t;
 }

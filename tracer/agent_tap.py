@@ -110,7 +110,7 @@ class BindingTap:
                             (BindingTap.postXferReq, BindingTap.getXferStatus, BindingTap.releaseXferReq,
                              BindingTap.getNotifs, BindingTap.makeXferReq), plain,
                             self._dlists, self._text, self._WRITE, np.empty, np.dtype(np.int64), np.dtype(np.uint64),
-                            np.dtype(np.int32))
+                            np.dtype(np.int32), cls.descs_posted is Recorder.descs_posted)
         self._new_handle = NATIVE_ROWS.TapHandle
         self.postXferReq, self.getXferStatus = c.postXferReq, c.getXferStatus
         self.releaseXferReq, self.getNotifs, self.makeXferReq = c.releaseXferReq, c.getNotifs, c.makeXferReq
