@@ -16,7 +16,7 @@ ROOT=$(pwd)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl >"$OUT/setup.txt" 2>&1 || { cat "$OUT/setup.txt"; exit 1; }
 PKG=/tmp/kvpkg/kvtrace; rm -rf /tmp/kvpkg; mkdir -p $PKG
-for f in kvtrace/*.py; do ln -s "$ROOT/$f" $PKG/; done
+for f in kvtrace/*; do ln -s "$ROOT/$f" $PKG/; done
 for d in tracer replay analysis tui kernels; do ln -s "$ROOT/$d" $PKG/$d; done
 export PYTHONPATH=/tmp/kvpkg:/tmp/site
 { nvidia-smi -L; python3 -c "import torch, triton, nixl._api; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'nixl ok')"; date -u; } >>"$OUT/setup.txt" 2>&1
