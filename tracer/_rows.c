@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <structmember.h>
 
 struct ArrowArray {
     int64_t length;
@@ -1359,10 +1360,18 @@ done:
     return seq;
 }
 
+static PyObject *nixl_row(AppenderObject *a, PyObject *const *v);
+
 static PyObject *ap_nixl_event(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *v[9];
     if (bind("nixl_event", args, nargs, kwnames, NIXL_ARGS, 9, 9, 3, v) < 0)
         return NULL;
+    return nixl_row(a, v);
+}
+
+/* nixl_event's row from its 9 values (kind, agent, request, xfer, peer, nbytes, msg, status,
+   detail; borrowed, NULL: None): the new seq */
+static PyObject *nixl_row(AppenderObject *a, PyObject *const *v) {
     PyObject *request = NULL, *th = NULL, *row = NULL, *seq = NULL;
     if ((request = request_of(a, v[2])) == NULL || (th = thread_no(a)) == NULL)
         goto done;
@@ -1777,12 +1786,1108 @@ static PyObject *appender(PyObject *self, PyObject *args) {
     return (PyObject *)a;
 }
 
+/* ---------------------------------------------------------------- the NIXL tap's hot calls
+ *
+ * TapHandle(op, remote, notif, descs, detail, total): tracer/agent_tap.py's _Handle (same
+ *   attributes, same defaults: xfer None, request None, terminal False, tagged (None, None),
+ *   hashes 0), its fields read here without attribute lookups.
+ *
+ * tap(pytap, inner, name, appender, xfer_ids, handles, untraced, parse, telemetry, in_prog, success,
+ *     consts, fallbacks, plain_hashes, dlists, text, write, empty, i64, u64, i32, plain_descs)
+ *   -> an object whose postXferReq / getXferStatus / releaseXferReq / getNotifs / makeXferReq do what BindingTap's
+ *   Python methods of those names do (the same calls into ``inner``, the same rows through the
+ *   appender's nixl_event, in the same order), with no Python frame: agent_tap.py installs them on
+ *   the tap when the recorder's nixl_event is this module's appender. ``xfer_ids``: the recorder's
+ *   transfer id count (None: call rec.new_xfer_id()); ``consts``: (post, done, release, recv kinds,
+ *   "DONE", "WRITE", "READ", the untraced reasons after close and before tracing); ``fallbacks``:
+ *   BindingTap's Python methods of those five names, for calls with keyword arguments;
+ *   makeXferReq resolves a handle's descriptors here when both lists were seen (``dlists``: the
+ *   tap's _Dlist by list handle) and the indices are int32/int64 arrays in range (np.empty(n,
+ *   i64/u64/i32) for its columns; ``text``: the tap's agent as rows record
+ *   it; ``write``: NIXL's WRITE op), else in pytap._prepped; ``plain_hashes``: the recorder's hash_mark and
+ *   wait_hashes are Recorder's own (so with no hashing thread, rec._hasher None, they are 0 and
+ *   a no-op: not called); ``plain_descs``: its descs_posted is Recorder's own (done here, on its
+ *   lock, buffer and row count). A completion that is not a plain success (an error, or telemetry asked
+ *   for) is claimed here and recorded by pytap._terminal_detail (Python: its detail, the
+ *   xfer_error row the ring's trigger watches for). The claim (terminal check and set) and a
+ *   posting's state update run with no Python code in between, so under the GIL a completion
+ *   is recorded once even when two threads poll.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *op, *remote, *notif, *descs, *detail, *total, *xfer, *request, *terminal, *tagged, *hashes;
+} TapHandleObject;
+
+static PyObject *ZERO, *EMPTY_BYTES, *NONE_PAIR, *S_closed, *S_untraced, *S_new_xfer_id, *S_descs_posted,
+    *S_hash_mark, *S_wait_hashes, *S_terminal_detail, *S_postXferReq, *S_getXferStatus, *S_releaseXferReq,
+    *S_getNotifs, *S_makeXferReq, *S_prepped;
+
+#define OR_NONE(x) ((x) != NULL ? (x) : Py_None)
+
+static PyObject *th_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"op", "remote", "notif", "descs", "detail", "total", NULL};
+    PyObject *v[6];
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO:TapHandle", names, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]))
+        return NULL;
+    TapHandleObject *h = (TapHandleObject *)type->tp_alloc(type, 0);
+    if (h == NULL)
+        return NULL;
+    h->op = Py_NewRef(v[0]), h->remote = Py_NewRef(v[1]), h->notif = Py_NewRef(v[2]), h->descs = Py_NewRef(v[3]);
+    h->detail = Py_NewRef(v[4]), h->total = Py_NewRef(v[5]);
+    h->xfer = Py_NewRef(Py_None), h->request = Py_NewRef(Py_None), h->terminal = Py_NewRef(Py_False);
+    h->tagged = Py_NewRef(NONE_PAIR), h->hashes = Py_NewRef(ZERO);
+    return (PyObject *)h;
+}
+
+static int th_traverse(TapHandleObject *h, visitproc visit, void *arg) {
+    Py_VISIT(h->op);
+    Py_VISIT(h->remote);
+    Py_VISIT(h->notif);
+    Py_VISIT(h->descs);
+    Py_VISIT(h->detail);
+    Py_VISIT(h->total);
+    Py_VISIT(h->xfer);
+    Py_VISIT(h->request);
+    Py_VISIT(h->terminal);
+    Py_VISIT(h->tagged);
+    Py_VISIT(h->hashes);
+    return 0;
+}
+
+static int th_clear(TapHandleObject *h) {
+    Py_CLEAR(h->op);
+    Py_CLEAR(h->remote);
+    Py_CLEAR(h->notif);
+    Py_CLEAR(h->descs);
+    Py_CLEAR(h->detail);
+    Py_CLEAR(h->total);
+    Py_CLEAR(h->xfer);
+    Py_CLEAR(h->request);
+    Py_CLEAR(h->terminal);
+    Py_CLEAR(h->tagged);
+    Py_CLEAR(h->hashes);
+    return 0;
+}
+
+static void th_dealloc(TapHandleObject *h) {
+    PyObject_GC_UnTrack(h);
+    th_clear(h);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+#define TH_MEMBER(n) {#n, T_OBJECT, offsetof(TapHandleObject, n), 0, NULL}
+static PyMemberDef th_members[] = {TH_MEMBER(op),      TH_MEMBER(remote),  TH_MEMBER(notif),    TH_MEMBER(descs),
+                                   TH_MEMBER(detail),  TH_MEMBER(total),   TH_MEMBER(xfer),     TH_MEMBER(request),
+                                   TH_MEMBER(terminal), TH_MEMBER(tagged), TH_MEMBER(hashes),   {NULL}};
+
+static PyTypeObject TapHandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvtrace.tracer._rows.TapHandle",
+    .tp_basicsize = sizeof(TapHandleObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "one transfer handle of the NIXL tap (agent_tap._Handle's fields)",
+    .tp_traverse = (traverseproc)th_traverse,
+    .tp_clear = (inquiry)th_clear,
+    .tp_dealloc = (destructor)th_dealloc,
+    .tp_members = th_members,
+    .tp_new = th_new,
+};
+
+enum { C_POST, C_DONE, C_RELEASE, C_RECV, C_DONE_TEXT, C_WRITE, C_READ, C_CLOSED, C_UNTRACED, N_CONSTS };
+
+typedef struct {
+    PyObject_HEAD
+    AppenderObject *ap;
+    PyObject *pytap, *inner, *name, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts, *fallbacks;
+    PyObject *dlists, *text, *write, *empty, *i64, *u64, *i32;
+    int telemetry, plain_hashes, plain_descs;
+} TapObject;
+
+#define CONST(t, i) PyTuple_GET_ITEM((t)->consts, i)
+
+/* inner.<meth>(*args) */
+static PyObject *inner_call(TapObject *t, PyObject *meth, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *small_[8], **all = small_;
+    if (nargs + 1 > 8 && (all = PyMem_Malloc((size_t)(nargs + 1) * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    all[0] = t->inner;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        all[i + 1] = args[i];
+    PyObject *r = PyObject_VectorcallMethod(meth, all, (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (all != small_)
+        PyMem_Free(all);
+    return r;
+}
+
+/* BindingTap's Python method fallbacks[which](pytap, *args, **kw) */
+static PyObject *py_method(TapObject *t, int which, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t n = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject **all = PyMem_Malloc((size_t)(n + 1) * sizeof(PyObject *));
+    if (all == NULL)
+        return PyErr_NoMemory();
+    all[0] = t->pytap;
+    for (Py_ssize_t i = 0; i < n; i++)
+        all[i + 1] = args[i];
+    PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(t->fallbacks, which), all, (size_t)nargs + 1, kwnames);
+    PyMem_Free(all);
+    return r;
+}
+
+/* rec.closed */
+static int rec_closed(TapObject *t) {
+    PyObject *c = rec_attr(t->ap, S_closed);
+    if (c == NULL)
+        return -1;
+    int r = PyObject_IsTrue(c);
+    Py_DECREF(c);
+    return r;
+}
+
+/* rec._hasher is None (and hash_mark / wait_hashes are Recorder's): 1 */
+static int no_hasher(TapObject *t) {
+    if (!t->plain_hashes)
+        return 0;
+    PyObject *h = rec_attr(t->ap, S_hasher);
+    if (h == NULL)
+        return -1;
+    int none = h == Py_None;
+    Py_DECREF(h);
+    return none;
+}
+
+/* agent_tap._bytes of a true msg */
+static PyObject *as_bytes(PyObject *msg) {
+    if (PyUnicode_Check(msg))
+        return PyUnicode_AsUTF8String(msg);
+    if (PyBytes_CheckExact(msg))
+        return Py_NewRef(msg);
+    return PyObject_CallOneArg((PyObject *)&PyBytes_Type, msg);
+}
+
+/* agent_tap._name */
+static PyObject *agent_name(PyObject *agent) {
+    if (PyBytes_Check(agent) || PyByteArray_Check(agent) || PyMemoryView_Check(agent)) {
+        PyObject *b = PyObject_CallOneArg((PyObject *)&PyBytes_Type, agent);
+        if (b == NULL)
+            return NULL;
+        PyObject *s = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), "replace");
+        Py_DECREF(b);
+        return s;
+    }
+    return Py_NewRef(agent);
+}
+
+/* BindingTap._terminal: record the end of H's latest posting once (status, or error: the exception) */
+static int terminal(TapObject *t, PyObject *handle, TapHandleObject *H, PyObject *status, PyObject *error) {
+    int done = PyObject_IsTrue(OR_NONE(H->terminal));
+    if (done < 0)
+        return -1;
+    if (done || OR_NONE(H->xfer) == Py_None)
+        return 0;
+    Py_SETREF(H->terminal, Py_NewRef(Py_True));
+    Py_INCREF(H);
+    int rc = -1;
+    int write = PyObject_RichCompareBool(OR_NONE(H->op), CONST(t, C_WRITE), Py_EQ);
+    if (write < 0)
+        goto out;
+    if (write) {  /* the engine may reuse the pages this posting read once it hears: hash them first */
+        int skip = no_hasher(t);
+        if (skip < 0)
+            goto out;
+        if (!skip) {
+            PyObject *r = PyObject_CallMethodOneArg(t->ap->rec, S_wait_hashes, OR_NONE(H->hashes));
+            if (r == NULL)
+                goto out;
+            Py_DECREF(r);
+        }
+    }
+    int ok = 0;
+    if (error == NULL && (ok = PyObject_RichCompareBool(status, t->success, Py_EQ)) < 0)
+        goto out;
+    if (ok && !t->telemetry) {  /* the common case: no detail */
+        PyObject *v[9] = {CONST(t, C_DONE), t->name, H->request, H->xfer, H->remote, H->total, NULL,
+                          CONST(t, C_DONE_TEXT), NULL};
+        PyObject *seq = nixl_row(t->ap, v);
+        if (seq == NULL)
+            goto out;
+        Py_DECREF(seq);
+        rc = 0;
+        goto out;
+    }
+    PyObject *args[] = {t->pytap, handle, (PyObject *)H, OR_NONE(status), OR_NONE(error), ok ? Py_True : Py_False};
+    PyObject *r = PyObject_VectorcallMethod(S_terminal_detail, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r != NULL) {
+        Py_DECREF(r);
+        rc = 0;
+    }
+out:
+    Py_DECREF(H);
+    return rc;
+}
+
+/* a call into NIXL raised: an Exception is recorded as the end of H's posting (H may be NULL: none),
+   then raised again */
+static PyObject *failed(TapObject *t, PyObject *handle, TapHandleObject *H) {
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    PyErr_NormalizeException(&type, &val, &tb);
+    if (tb != NULL && val != NULL)
+        PyException_SetTraceback(val, tb);
+    if (H != NULL && val != NULL && PyErr_GivenExceptionMatches(type, PyExc_Exception) &&
+        terminal(t, handle, H, NULL, val) < 0) {
+        /* what went wrong while recording it, with NIXL's error as its context (as in Python) */
+        PyObject *t2, *v2, *tb2;
+        PyErr_Fetch(&t2, &v2, &tb2);
+        PyErr_NormalizeException(&t2, &v2, &tb2);
+        if (v2 != NULL) {
+            if (tb2 != NULL)
+                PyException_SetTraceback(v2, tb2);
+            PyException_SetContext(v2, val);  /* steals val */
+            val = NULL;
+        }
+        Py_XDECREF(type);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+        PyErr_Restore(t2, v2, tb2);
+        return NULL;
+    }
+    PyErr_Restore(type, val, tb);
+    return NULL;
+}
+
+/* handles.get(handle) as a new reference (NULL and no error: none) */
+static TapHandleObject *handle_of(TapObject *t, PyObject *handle) {
+    PyObject *H = PyDict_GetItemWithError(t->handles, handle);
+    if (H != NULL && !PyObject_TypeCheck(H, &TapHandleType)) {
+        PyErr_SetString(PyExc_TypeError, "the tap's handles must be TapHandle objects");
+        return NULL;
+    }
+    Py_XINCREF(H);
+    return (TapHandleObject *)H;
+}
+
+/* Recorder.descs_posted(xfer, prepared) in C:
+       with rec._lock: rec._descs.append((int(xfer),) + prepared); rec._pending_rows += prepared[-1]
+       if rec._pending_rows >= rec.flush_rows and not rec._wake.is_set(): rec._wake.set() */
+static int descs_posted(TapObject *t, PyObject *xfer, PyObject *prepared) {
+    static PyObject *S_lock = NULL, *S_descs_list, *S_pending, *S_acquire, *S_release;
+    if (S_lock == NULL) {
+        static const char *const nm[5] = {"_lock", "_descs", "_pending_rows", "acquire", "release"};
+        PyObject *o[5];
+        if (intern_all(o, nm, 5) < 0)
+            return -1;
+        S_descs_list = o[1], S_pending = o[2], S_acquire = o[3], S_release = o[4];
+        S_lock = o[0];
+    }
+    if (!PyTuple_Check(prepared) || PyTuple_GET_SIZE(prepared) == 0) {
+        PyErr_SetString(PyExc_TypeError, "descs_posted: a prepared tuple expected");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(prepared);
+    PyObject *x = PyNumber_Long(xfer), *row = x == NULL ? NULL : PyTuple_New(n + 1);
+    if (row == NULL) {
+        Py_XDECREF(x);
+        return -1;
+    }
+    PyTuple_SET_ITEM(row, 0, x);
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(row, i + 1, Py_NewRef(PyTuple_GET_ITEM(prepared, i)));
+    PyObject *lock = rec_attr(t->ap, S_lock);
+    PyObject *r = lock == NULL ? NULL : PyObject_CallMethodNoArgs(lock, S_acquire);
+    if (r == NULL) {
+        Py_XDECREF(lock);
+        Py_DECREF(row);
+        return -1;
+    }
+    Py_DECREF(r);
+    int rc = -1;
+    PyObject *list = rec_attr(t->ap, S_descs_list), *pending = NULL, *sum = NULL;
+    if (list != NULL && PyList_Append(list, row) == 0 && (pending = rec_attr(t->ap, S_pending)) != NULL &&
+        (sum = PyNumber_Add(pending, PyTuple_GET_ITEM(prepared, n - 1))) != NULL &&
+        PyObject_SetAttr(t->ap->rec, S_pending, sum) == 0)
+        rc = 0;
+    Py_XDECREF(list);
+    Py_XDECREF(pending);
+    PyObject *type, *val, *tb;
+    PyErr_Fetch(&type, &val, &tb);
+    r = PyObject_CallMethodNoArgs(lock, S_release);
+    Py_DECREF(lock);
+    Py_DECREF(row);
+    if (r == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(val);
+        Py_XDECREF(tb);
+        Py_XDECREF(sum);
+        return -1;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(type, val, tb);
+    if (rc < 0) {
+        Py_XDECREF(sum);
+        return -1;
+    }
+    /* the flush wake-up, as Recorder.descs_posted (its _pending_rows read again, outside the lock) */
+    Py_DECREF(sum);
+    PyObject *now = rec_attr(t->ap, S_pending), *rows = now == NULL ? NULL : rec_attr(t->ap, S_flush_rows);
+    int due = rows == NULL ? -1 : PyObject_RichCompareBool(now, rows, Py_GE);
+    Py_XDECREF(now);
+    Py_XDECREF(rows);
+    if (due <= 0)
+        return due;
+    PyObject *wake = rec_attr(t->ap, S_wake);
+    if (wake == NULL)
+        return -1;
+    PyObject *is = PyObject_CallMethodNoArgs(wake, S_is_set);
+    int set = is == NULL ? -1 : PyObject_IsTrue(is);
+    Py_XDECREF(is);
+    if (set == 0) {
+        PyObject *w = PyObject_CallMethodNoArgs(wake, S_set);
+        set = w == NULL ? -1 : 1;
+        Py_XDECREF(w);
+    }
+    Py_DECREF(wake);
+    return set < 0 ? -1 : 0;
+}
+
+static PyObject *tap_post(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 1)
+        return py_method(t, 0, args, nargs, kwnames);
+    PyObject *handle = args[0], *notif = nargs > 1 ? args[1] : EMPTY_BYTES;
+    PyObject *small_[8], **call = small_;  /* (handle, notif, *rest) for NIXL */
+    Py_ssize_t ncall = nargs > 1 ? nargs : 2;
+    if (ncall > 8 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    call[0] = handle, call[1] = notif;
+    for (Py_ssize_t i = 2; i < nargs; i++)
+        call[i] = args[i];
+    PyObject *status = NULL, *msg = NULL, *req = NULL, *xid = NULL, *hashes = NULL;
+    TapHandleObject *H = handle_of(t, handle);
+    if (H == NULL && PyErr_Occurred())
+        goto done;
+    int closed = rec_closed(t);
+    if (closed < 0)
+        goto done;
+    if (H == NULL || closed) {  /* NIXL still moves the bytes; the trace says how many postings it did not see */
+        PyObject *reason = CONST(t, closed ? C_CLOSED : C_UNTRACED);
+        if (!closed && (reason = PyDict_GetItemWithError(t->untraced, handle)) == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            reason = CONST(t, C_UNTRACED);
+        }
+        PyObject *r = PyObject_CallMethodOneArg(t->ap->rec, S_untraced, reason);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+        status = inner_call(t, S_postXferReq, call, ncall);
+        goto done;
+    }
+    int given = PyObject_IsTrue(notif);  /* an empty message keeps the one given at creation */
+    if (given < 0 || (msg = given ? as_bytes(notif) : Py_NewRef(OR_NONE(H->notif))) == NULL)
+        goto done;
+    if ((req = request_of(t->ap, NULL)) == NULL)
+        goto done;
+    if (req == Py_None) {
+        int m = PyObject_IsTrue(msg);
+        if (m < 0)
+            goto done;
+        if (m) {
+            PyObject *seen = PySequence_GetItem(OR_NONE(H->tagged), 0);
+            if (seen == NULL)
+                goto done;
+            int ne = PyObject_RichCompareBool(seen, msg, Py_NE);
+            Py_DECREF(seen);
+            if (ne < 0)
+                goto done;
+            if (ne) {
+                PyObject *parsed = t->parse == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(t->parse, msg);
+                if (parsed == NULL)
+                    goto done;
+                PyObject *pair = PyTuple_Pack(2, msg, parsed);
+                Py_DECREF(parsed);
+                if (pair == NULL)
+                    goto done;
+                Py_XSETREF(H->tagged, pair);
+            }
+            Py_SETREF(req, PySequence_GetItem(OR_NONE(H->tagged), 1));
+            if (req == NULL)
+                goto done;
+        }
+    }
+    if (t->xfer_ids != Py_None) {
+        xid = Py_TYPE(t->xfer_ids)->tp_iternext(t->xfer_ids);
+        if (xid == NULL && !PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "the recorder's transfer id counter ended");
+    } else {
+        xid = PyObject_CallMethodNoArgs(t->ap->rec, S_new_xfer_id);
+    }
+    if (xid == NULL)
+        goto done;
+    if (t->plain_descs) {
+        if (descs_posted(t, xid, OR_NONE(H->descs)) < 0)
+            goto done;
+    } else {
+        PyObject *da[] = {t->ap->rec, xid, OR_NONE(H->descs)};
+        PyObject *r = PyObject_VectorcallMethod(S_descs_posted, da, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+    }
+    int none = no_hasher(t);
+    if (none < 0 || (hashes = none ? Py_NewRef(ZERO) : PyObject_CallMethodNoArgs(t->ap->rec, S_hash_mark)) == NULL)
+        goto done;
+    /* the posting's state, with no Python code in between (the tap's lock in Python) */
+    Py_XSETREF(H->xfer, Py_NewRef(xid));
+    Py_XSETREF(H->request, Py_NewRef(req));
+    Py_XSETREF(H->terminal, Py_NewRef(Py_False));
+    Py_XSETREF(H->hashes, Py_NewRef(hashes));
+    {
+        int m = PyObject_IsTrue(msg);
+        if (m < 0)
+            goto done;
+        PyObject *v[9] = {CONST(t, C_POST), t->name, req, xid, H->remote, H->total, m ? msg : NULL, NULL, H->detail};
+        PyObject *seq = nixl_row(t->ap, v);
+        if (seq == NULL)
+            goto done;
+        Py_DECREF(seq);
+    }
+    status = inner_call(t, S_postXferReq, call, ncall);
+    if (status == NULL) {  /* NIXL raises on failures found at post (e.g. peer disconnected) */
+        failed(t, handle, H);
+        goto done;
+    }
+    int ne = PyObject_RichCompareBool(status, t->in_prog, Py_NE);
+    if (ne < 0 || (ne && terminal(t, handle, H, status, NULL) < 0))
+        Py_CLEAR(status);
+done:
+    if (call != small_)
+        PyMem_Free(call);
+    Py_XDECREF(H);
+    Py_XDECREF(msg);
+    Py_XDECREF(req);
+    Py_XDECREF(xid);
+    Py_XDECREF(hashes);
+    return status;
+}
+
+static PyObject *tap_status(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs != 1)
+        return py_method(t, 1, args, nargs, kwnames);
+    PyObject *handle = args[0];
+    PyObject *status = inner_call(t, S_getXferStatus, args, 1);
+    if (status == NULL) {  /* NIXL 1.x raises instead of returning an error status */
+        PyObject *type, *val, *tb;
+        PyErr_Fetch(&type, &val, &tb);
+        TapHandleObject *H = handle_of(t, handle);
+        if (H == NULL && PyErr_Occurred()) {
+            Py_XDECREF(type);
+            Py_XDECREF(val);
+            Py_XDECREF(tb);
+            return NULL;
+        }
+        PyErr_Restore(type, val, tb);
+        failed(t, handle, H);
+        Py_XDECREF(H);
+        return NULL;
+    }
+    int ne = PyObject_RichCompareBool(status, t->in_prog, Py_NE);
+    if (ne < 0)
+        goto fail;
+    if (ne) {
+        TapHandleObject *H = handle_of(t, handle);
+        if (H == NULL && PyErr_Occurred())
+            goto fail;
+        int rc = 0;
+        if (H != NULL) {
+            int done = PyObject_IsTrue(OR_NONE(H->terminal));
+            rc = done < 0 ? -1 : done ? 0 : terminal(t, handle, H, status, NULL);
+            Py_DECREF(H);
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    return status;
+fail:
+    Py_DECREF(status);
+    return NULL;
+}
+
+/* d.pop(key, None): *out the value (new reference) or NULL */
+static int dict_pop(PyObject *d, PyObject *key, PyObject **out) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(v);
+    if (PyDict_DelItem(d, key) < 0) {
+        Py_DECREF(v);
+        return -1;
+    }
+    if (out != NULL)
+        *out = v;
+    else
+        Py_DECREF(v);
+    return 0;
+}
+
+static PyObject *tap_release(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs != 1)
+        return py_method(t, 2, args, nargs, kwnames);
+    PyObject *handle = args[0];
+    PyObject *out = inner_call(t, S_releaseXferReq, args, 1);
+    if (out == NULL)
+        return NULL;
+    PyObject *H = NULL;
+    if (dict_pop(t->handles, handle, &H) < 0 || dict_pop(t->untraced, handle, NULL) < 0)
+        goto fail;
+    if (H != NULL && !PyObject_TypeCheck(H, &TapHandleType)) {
+        PyErr_SetString(PyExc_TypeError, "the tap's handles must be TapHandle objects");
+        goto fail;
+    }
+    TapHandleObject *h = (TapHandleObject *)H;
+    if (h != NULL && OR_NONE(h->xfer) != Py_None) {
+        int closed = rec_closed(t);
+        if (closed < 0)
+            goto fail;
+        if (!closed) {
+            PyObject *v[9] = {CONST(t, C_RELEASE), t->name, h->request, h->xfer, h->remote, NULL, NULL, NULL, NULL};
+            PyObject *seq = nixl_row(t->ap, v);
+            if (seq == NULL)
+                goto fail;
+            Py_DECREF(seq);
+        }
+    }
+    Py_XDECREF(H);
+    return out;
+fail:
+    Py_XDECREF(H);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *tap_notifs(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 1)
+        return py_method(t, 3, args, nargs, kwnames);
+    PyObject *map = args[0], *before = NULL, *out = NULL, *items = NULL, *peer_name = NULL, *msgs = NULL,
+             *it = NULL, *m = NULL, *req = NULL;
+    int any = PyObject_IsTrue(map);
+    if (any < 0)
+        return NULL;
+    if (any) {  /* messages already in the map are not new */
+        PyObject *have = PyMapping_Items(map);
+        if (have == NULL || (before = PyDict_New()) == NULL) {
+            Py_XDECREF(have);
+            return NULL;
+        }
+        for (Py_ssize_t i = 0, n = PyList_GET_SIZE(have); i < n; i++) {
+            PyObject *kv = PyList_GET_ITEM(have, i);
+            if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) {
+                PyErr_SetString(PyExc_TypeError, "items() must give (key, value) pairs");
+                goto fail_have;
+            }
+            Py_ssize_t len = PyObject_Size(PyTuple_GET_ITEM(kv, 1));
+            PyObject *l = len < 0 ? NULL : PyLong_FromSsize_t(len);
+            if (l == NULL || PyDict_SetItem(before, PyTuple_GET_ITEM(kv, 0), l) < 0) {
+                Py_XDECREF(l);
+                goto fail_have;
+            }
+            Py_DECREF(l);
+        }
+        Py_DECREF(have);
+        goto call;
+    fail_have:
+        Py_DECREF(have);
+        Py_DECREF(before);
+        return NULL;
+    }
+call:
+    out = inner_call(t, S_getNotifs, args, nargs);
+    if (out == NULL)
+        goto fail;
+    int got = PyObject_IsTrue(out);
+    if (got < 0)
+        goto fail;
+    if (!got)
+        goto done;
+    int closed = rec_closed(t);
+    if (closed < 0)
+        goto fail;
+    if (closed)
+        goto done;
+    if ((items = PyMapping_Items(out)) == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0, n = PyList_GET_SIZE(items); i < n; i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2) {
+            PyErr_SetString(PyExc_TypeError, "items() must give (key, value) pairs");
+            goto fail;
+        }
+        PyObject *peer = PyTuple_GET_ITEM(kv, 0);
+        msgs = Py_NewRef(PyTuple_GET_ITEM(kv, 1));
+        if (before != NULL) {  /* one notif_recv per new message */
+            PyObject *k = PyDict_GetItemWithError(before, peer);
+            Py_ssize_t from = 0;
+            if (k == NULL && PyErr_Occurred())
+                goto fail;
+            if (k != NULL && (from = PyLong_AsSsize_t(k)) == -1 && PyErr_Occurred())
+                goto fail;
+            PyObject *newer = PySequence_GetSlice(msgs, from, PY_SSIZE_T_MAX);
+            if (newer == NULL)
+                goto fail;
+            Py_SETREF(msgs, newer);
+        }
+        if ((it = PyObject_GetIter(msgs)) == NULL)
+            goto fail;
+        while ((m = PyIter_Next(it)) != NULL) {
+            if (peer_name == NULL && (peer_name = agent_name(peer)) == NULL)
+                goto fail;
+            if ((req = request_of(t->ap, NULL)) == NULL)
+                goto fail;
+            if (req == Py_None && t->parse != Py_None) {
+                int nonempty = PyObject_IsTrue(m);
+                if (nonempty < 0)
+                    goto fail;
+                if (nonempty) {
+                    Py_SETREF(req, PyObject_CallOneArg(t->parse, m));
+                    if (req == NULL)
+                        goto fail;
+                }
+            }
+            PyObject *v[9] = {CONST(t, C_RECV), t->name, req, NULL, peer_name, NULL, m, NULL, NULL};
+            PyObject *seq = nixl_row(t->ap, v);
+            if (seq == NULL)
+                goto fail;
+            Py_DECREF(seq);
+            Py_CLEAR(req);
+            Py_CLEAR(m);
+        }
+        if (PyErr_Occurred())
+            goto fail;
+        Py_CLEAR(it);
+        Py_CLEAR(msgs);
+        Py_CLEAR(peer_name);
+    }
+done:
+    Py_XDECREF(before);
+    Py_XDECREF(items);
+    return out;
+fail:
+    Py_XDECREF(before);
+    Py_XDECREF(items);
+    Py_XDECREF(out);
+    Py_XDECREF(peer_name);
+    Py_XDECREF(msgs);
+    Py_XDECREF(it);
+    Py_XDECREF(m);
+    Py_XDECREF(req);
+    return NULL;
+}
+
+/* a 1-D buffer of integers (any stride) of kind 'i' (signed, 4 or 8 bytes: indices), 'u' (unsigned,
+   8 bytes: addresses, sizes) or 'd' (signed, 4 bytes: devices); 0 (no error): not one */
+static int int_view(PyObject *o, Py_buffer *v, char kind) {
+    if (!PyObject_CheckBuffer(o))
+        return 0;
+    if (PyObject_GetBuffer(o, v, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *f = v->format != NULL ? v->format : "B";
+#if PY_LITTLE_ENDIAN
+    if (*f == '@' || *f == '=' || *f == '<')
+        f++;
+#else
+    if (*f == '@' || *f == '=' || *f == '>' || *f == '!')
+        f++;
+#endif
+    int sig4 = v->itemsize == 4 && (*f == 'i' || *f == 'l'), sig8 = v->itemsize == 8 && (*f == 'l' || *f == 'q');
+    int ok = v->ndim == 1 && f[0] != 0 && f[1] == 0 &&
+             (kind == 'i' ? sig4 || sig8 : kind == 'd' ? sig4 : v->itemsize == 8 && (*f == 'L' || *f == 'Q'));
+    if (!ok)
+        PyBuffer_Release(v);
+    return ok;
+}
+
+static inline int64_t int_at(const Py_buffer *v, Py_ssize_t i) {
+    const char *p = (const char *)v->buf + i * v->strides[0];
+    if (v->itemsize == 4) {
+        int32_t x;
+        memcpy(&x, p, 4);
+        return x;
+    }
+    int64_t x;
+    memcpy(&x, p, 8);
+    return x;
+}
+
+/* np.empty(n, dtype) (items of `size` bytes) and its writable buffer */
+static PyObject *np_empty(TapObject *t, Py_ssize_t n, PyObject *dtype, Py_ssize_t size, Py_buffer *v) {
+    PyObject *len = PyLong_FromSsize_t(n);
+    if (len == NULL)
+        return NULL;
+    PyObject *args[] = {len, dtype};
+    PyObject *a = PyObject_Vectorcall(t->empty, args, 2, NULL);
+    Py_DECREF(len);
+    if (a == NULL)
+        return NULL;
+    if (PyObject_GetBuffer(a, v, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    if (v->len != n * size) {
+        PyBuffer_Release(v);
+        Py_DECREF(a);
+        PyErr_SetString(PyExc_RuntimeError, "np.empty gave an unexpected buffer");
+        return NULL;
+    }
+    return a;
+}
+
+/* column src (a buffer of `kind`, m entries) at the indices iv (all in [0, m)), as a new array of
+   dtype; *sum: the sum of the values (unsigned, wrapping as numpy's uint64 sum) when not NULL;
+   NULL and no error: src is not such a buffer */
+static PyObject *gather(TapObject *t, PyObject *src, const Py_buffer *iv, char kind, PyObject *dtype, Py_ssize_t m,
+                        uint64_t *sum) {
+    Py_buffer sv, ov;
+    if (!int_view(src, &sv, kind))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = iv->shape[0];
+    if (sv.shape[0] == m && (out = np_empty(t, n, dtype, sv.itemsize, &ov)) != NULL) {
+        uint64_t acc = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const char *p = (const char *)sv.buf + int_at(iv, i) * sv.strides[0];
+            if (sv.itemsize == 8) {
+                uint64_t x;
+                memcpy(&x, p, 8);
+                ((uint64_t *)ov.buf)[i] = x;
+                acc += x;
+            } else {
+                memcpy((char *)ov.buf + 4 * i, p, 4);
+            }
+        }
+        if (sum != NULL)
+            *sum = acc;
+        PyBuffer_Release(&ov);
+    }
+    PyBuffer_Release(&sv);
+    return out;
+}
+
+/* one side of a prepped posting: out[0..3] = the indices as int64, the list's addresses at them,
+   their sizes and devices (these two only where the list has no one value for all: the _Dlist's
+   size / dev None; *total then the sizes' sum); 1, or 0: not a case handled here (the caller's
+   Python does it), -1: error. dl: the side's _Dlist. */
+static int side(TapObject *t, PyObject *dl, PyObject *idx, int sizes, int devs, PyObject **out, uint64_t *total) {
+    static PyObject *S_descs_ = NULL;
+    if (S_descs_ == NULL && (S_descs_ = PyUnicode_InternFromString("descs")) == NULL)
+        return -1;
+    Py_buffer iv, ov;
+    if (!int_view(idx, &iv, 'i'))
+        return 0;
+    int rc = -1;
+    PyObject *descs = PyObject_GetAttr(dl, S_descs_), *col[3] = {NULL, NULL, NULL};
+    if (descs == NULL)
+        goto out;
+    for (int c = 0; c < 3; c++)
+        if ((col[c] = PySequence_GetItem(descs, c)) == NULL)
+            goto out;
+    Py_ssize_t n = iv.shape[0], m = PyObject_Length(col[0]);
+    if (m < 0)
+        goto out;
+    rc = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {  /* NIXL's rule (a negative index, numpy's from the end: in Python) */
+        int64_t k = int_at(&iv, i);
+        if (k < 0 || k >= (int64_t)m)
+            goto out;
+    }
+    if ((out[0] = np_empty(t, n, t->i64, 8, &ov)) == NULL) {
+        rc = -1;
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        ((int64_t *)ov.buf)[i] = int_at(&iv, i);
+    PyBuffer_Release(&ov);
+    if ((out[1] = gather(t, col[0], &iv, 'u', t->u64, m, NULL)) == NULL ||
+        (sizes && (out[2] = gather(t, col[1], &iv, 'u', t->u64, m, total)) == NULL) ||
+        (devs && (out[3] = gather(t, col[2], &iv, 'd', t->i32, m, NULL)) == NULL)) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto out;
+    }
+    rc = 1;
+out:
+    PyBuffer_Release(&iv);
+    Py_XDECREF(descs);
+    for (int c = 0; c < 3; c++)
+        Py_XDECREF(col[c]);
+    if (rc != 1)
+        for (int c = 0; c < 4; c++)
+            Py_CLEAR(out[c]);
+    return rc;
+}
+
+/* agent_tap._bytes */
+static PyObject *msg_bytes(PyObject *msg) {
+    int given = PyObject_IsTrue(msg);
+    if (given < 0)
+        return NULL;
+    return given || PyUnicode_Check(msg) ? as_bytes(msg) : Py_NewRef(EMPTY_BYTES);
+}
+
+/* BindingTap._prepped in C: both lists seen, index arrays of int32/int64 in range, the lists'
+   columns integer buffers; 0: not that case */
+static int prepped(TapObject *t, PyObject *handle, PyObject *op, PyObject *L, PyObject *R, PyObject *li_in,
+                   PyObject *ri_in, PyObject *notif) {
+    static PyObject *names[6] = {NULL};  /* id, text, agent, uniform, size, dev */
+    if (names[0] == NULL) {
+        static const char *const nm[6] = {"id", "text", "agent", "uniform", "size", "dev"};
+        if (intern_all(names, nm, 6) < 0)
+            return -1;
+    }
+    PyObject *lv[6] = {NULL}, *rv[6] = {NULL}, *lc[4] = {NULL}, *rc_[4] = {NULL}, *op_ = NULL, *hex = NULL,
+             *detail = NULL, *total = NULL, *n = NULL, *descs = NULL, *msg = NULL, *H = NULL;
+    int rc = -1;
+    for (int i = 0; i < 6; i++)
+        if ((lv[i] = PyObject_GetAttr(L, names[i])) == NULL || (rv[i] = PyObject_GetAttr(R, names[i])) == NULL)
+            goto out;
+    uint64_t lsum = 0, rsum = 0;
+    int got = side(t, L, li_in, lv[4] == Py_None, lv[5] == Py_None, lc, &lsum);
+    if (got > 0)
+        got = side(t, R, ri_in, rv[4] == Py_None, rv[5] == Py_None, rc_, &rsum);
+    if (got <= 0) {
+        rc = got;
+        goto out;
+    }
+    /* each side's (addresses, sizes, devices): sizes and devices one 0-d value when every entry of
+       its list shares it */
+    PyObject *lsz = lc[2] != NULL ? lc[2] : lv[4], *ldev = lc[3] != NULL ? lc[3] : lv[5];
+    PyObject *rsz = rc_[2] != NULL ? rc_[2] : rv[4], *rdev = rc_[3] != NULL ? rc_[3] : rv[5];
+    int write = PyObject_RichCompareBool(op, t->write, Py_EQ);
+    if (write < 0)
+        goto out;
+    op_ = Py_NewRef(CONST(t, write ? C_WRITE : C_READ));
+    if ((hex = PyNumber_ToBase(handle, 16)) == NULL ||
+        (detail = PyUnicode_FromFormat("{\"handle\": \"%U\", \"prepped\": true}", hex)) == NULL)
+        goto out;
+    Py_ssize_t nl = PyObject_Length(lc[0]), nr = PyObject_Length(rc_[0]);
+    if (nl < 0 || nr < 0 || (n = PyLong_FromSsize_t(write ? nl : nr)) == NULL)
+        goto out;
+    if (lv[3] != Py_None) {  /* L.uniform * len(li), else the sizes' sum */
+        PyObject *count = PyLong_FromSsize_t(nl);
+        if (count == NULL)
+            goto out;
+        total = PyNumber_Multiply(lv[3], count);
+        Py_DECREF(count);
+    } else {
+        total = PyLong_FromUnsignedLongLong(lsum);
+    }
+    if (total == NULL)
+        goto out;
+    /* _handle_descs: src/dst is the direction the bytes move, whoever initiated */
+    if (write)
+        descs = PyTuple_Pack(13, op_, t->text, rv[1], lc[1], rc_[1], lsz, ldev, rdev, lv[0], lc[0], rv[0], rc_[0], n);
+    else
+        descs = PyTuple_Pack(13, op_, rv[1], t->text, rc_[1], lc[1], rsz, rdev, ldev, rv[0], rc_[0], lv[0], lc[0], n);
+    if (descs == NULL || (msg = msg_bytes(notif)) == NULL)
+        goto out;
+    PyObject *hargs = PyTuple_Pack(6, op_, rv[2], msg, descs, detail, total);
+    if (hargs == NULL)
+        goto out;
+    H = th_new(&TapHandleType, hargs, NULL);
+    Py_DECREF(hargs);
+    if (H == NULL || PyDict_SetItem(t->handles, handle, H) < 0)
+        goto out;
+    rc = 1;
+out:
+    for (int i = 0; i < 6; i++) {
+        Py_XDECREF(lv[i]);
+        Py_XDECREF(rv[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(lc[i]);
+        Py_XDECREF(rc_[i]);
+    }
+    Py_XDECREF(op_);
+    Py_XDECREF(hex);
+    Py_XDECREF(detail);
+    Py_XDECREF(total);
+    Py_XDECREF(n);
+    Py_XDECREF(descs);
+    Py_XDECREF(msg);
+    Py_XDECREF(H);
+    return rc;
+}
+
+static PyObject *tap_make(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 5)
+        return py_method(t, 4, args, nargs, kwnames);
+    PyObject *notif = nargs > 5 ? args[5] : EMPTY_BYTES;
+    PyObject *small_[10], **call = small_;  /* (op, local_h, local_idx, remote_h, remote_idx, notif, *rest) */
+    Py_ssize_t ncall = nargs > 6 ? nargs : 6;
+    if (ncall > 10 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < ncall; i++)
+        call[i] = i == 5 ? notif : args[i];
+    PyObject *handle = inner_call(t, S_makeXferReq, call, ncall);
+    if (call != small_)
+        PyMem_Free(call);
+    if (handle == NULL)
+        return NULL;
+    PyObject *L = PyDict_GetItemWithError(t->dlists, args[1]), *R = NULL;
+    if (L == NULL && PyErr_Occurred())
+        goto fail;
+    if (L != NULL && (R = PyDict_GetItemWithError(t->dlists, args[3])) == NULL && PyErr_Occurred())
+        goto fail;
+    int done = 0;
+    if (L != NULL && R != NULL) {
+        Py_INCREF(L);
+        Py_INCREF(R);
+        done = prepped(t, handle, args[0], L, R, args[2], args[4], notif);
+        Py_DECREF(L);
+        Py_DECREF(R);
+        if (done < 0)
+            goto fail;
+    }
+    if (!done) {  /* the rest (lists of other kinds, lists prepared before tracing): in Python */
+        PyObject *pa[] = {t->pytap, handle, args[0], args[1], args[2], args[3], args[4], notif};
+        PyObject *r = PyObject_VectorcallMethod(S_prepped, pa, 8 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    return handle;
+fail:
+    Py_DECREF(handle);
+    return NULL;
+}
+
+static int tap_traverse(TapObject *t, visitproc visit, void *arg) {
+    Py_VISIT(t->ap);
+    Py_VISIT(t->pytap);
+    Py_VISIT(t->inner);
+    Py_VISIT(t->name);
+    Py_VISIT(t->xfer_ids);
+    Py_VISIT(t->handles);
+    Py_VISIT(t->untraced);
+    Py_VISIT(t->parse);
+    Py_VISIT(t->in_prog);
+    Py_VISIT(t->success);
+    Py_VISIT(t->consts);
+    Py_VISIT(t->fallbacks);
+    Py_VISIT(t->dlists);
+    Py_VISIT(t->text);
+    Py_VISIT(t->write);
+    Py_VISIT(t->empty);
+    Py_VISIT(t->i64);
+    Py_VISIT(t->u64);
+    Py_VISIT(t->i32);
+    return 0;
+}
+
+static int tap_clear(TapObject *t) {
+    Py_CLEAR(t->ap);
+    Py_CLEAR(t->pytap);
+    Py_CLEAR(t->inner);
+    Py_CLEAR(t->name);
+    Py_CLEAR(t->xfer_ids);
+    Py_CLEAR(t->handles);
+    Py_CLEAR(t->untraced);
+    Py_CLEAR(t->parse);
+    Py_CLEAR(t->in_prog);
+    Py_CLEAR(t->success);
+    Py_CLEAR(t->consts);
+    Py_CLEAR(t->fallbacks);
+    Py_CLEAR(t->dlists);
+    Py_CLEAR(t->text);
+    Py_CLEAR(t->write);
+    Py_CLEAR(t->empty);
+    Py_CLEAR(t->i64);
+    Py_CLEAR(t->u64);
+    Py_CLEAR(t->i32);
+    return 0;
+}
+
+static void tap_dealloc(TapObject *t) {
+    PyObject_GC_UnTrack(t);
+    tap_clear(t);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static PyMethodDef tap_methods[] = {
+    {"postXferReq", (PyCFunction)(void (*)(void))tap_post, METH_FASTCALL | METH_KEYWORDS, "BindingTap.postXferReq"},
+    {"getXferStatus", (PyCFunction)(void (*)(void))tap_status, METH_FASTCALL | METH_KEYWORDS,
+     "BindingTap.getXferStatus"},
+    {"releaseXferReq", (PyCFunction)(void (*)(void))tap_release, METH_FASTCALL | METH_KEYWORDS,
+     "BindingTap.releaseXferReq"},
+    {"getNotifs", (PyCFunction)(void (*)(void))tap_notifs, METH_FASTCALL | METH_KEYWORDS, "BindingTap.getNotifs"},
+    {"makeXferReq", (PyCFunction)(void (*)(void))tap_make, METH_FASTCALL | METH_KEYWORDS, "BindingTap.makeXferReq"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject TapType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvtrace.tracer._rows.Tap",
+    .tp_basicsize = sizeof(TapObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "the NIXL tap's per-posting calls in C (see tap())",
+    .tp_traverse = (traverseproc)tap_traverse,
+    .tp_clear = (inquiry)tap_clear,
+    .tp_dealloc = (destructor)tap_dealloc,
+    .tp_methods = tap_methods,
+};
+
+static PyObject *tap(PyObject *self, PyObject *args) {
+    PyObject *pytap, *inner, *name, *ap, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts,
+        *fallbacks, *dlists, *text, *write, *empty, *i64, *u64, *i32;
+    int telemetry, plain_hashes, plain_descs;
+    if (!PyArg_ParseTuple(args, "OOOO!OO!O!OpOOO!O!pO!OOOOOOp", &pytap, &inner, &name, &AppenderType, &ap, &xfer_ids,
+                          &PyDict_Type, &handles, &PyDict_Type, &untraced, &parse, &telemetry, &in_prog, &success,
+                          &PyTuple_Type, &consts, &PyTuple_Type, &fallbacks, &plain_hashes, &PyDict_Type, &dlists,
+                          &text, &write, &empty, &i64, &u64, &i32, &plain_descs))
+        return NULL;
+    if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 5 ||
+        (xfer_ids != Py_None && Py_TYPE(xfer_ids)->tp_iternext == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "tap: 9 constants, 5 fallbacks and an iterator (or None) expected");
+        return NULL;
+    }
+    TapObject *t = PyObject_GC_New(TapObject, &TapType);
+    if (t == NULL)
+        return NULL;
+    t->ap = (AppenderObject *)Py_NewRef(ap);
+    t->pytap = Py_NewRef(pytap), t->inner = Py_NewRef(inner), t->name = Py_NewRef(name);
+    t->xfer_ids = Py_NewRef(xfer_ids), t->handles = Py_NewRef(handles), t->untraced = Py_NewRef(untraced);
+    t->parse = Py_NewRef(parse), t->in_prog = Py_NewRef(in_prog), t->success = Py_NewRef(success);
+    t->consts = Py_NewRef(consts), t->fallbacks = Py_NewRef(fallbacks);
+    t->dlists = Py_NewRef(dlists), t->text = Py_NewRef(text), t->write = Py_NewRef(write);
+    t->empty = Py_NewRef(empty), t->i64 = Py_NewRef(i64), t->u64 = Py_NewRef(u64), t->i32 = Py_NewRef(i32);
+    t->telemetry = telemetry, t->plain_hashes = plain_hashes, t->plain_descs = plain_descs;
+    PyObject_GC_Track(t);
+    return (PyObject *)t;
+}
+
+static int tap_names(void) {
+    static const char *const nm[13] = {"closed", "untraced", "new_xfer_id", "descs_posted", "hash_mark",
+                                       "wait_hashes", "_terminal_detail", "postXferReq", "getXferStatus",
+                                       "releaseXferReq", "getNotifs", "makeXferReq", "_prepped"};
+    PyObject *o[13];
+    if (intern_all(o, nm, 13) < 0)
+        return -1;
+    S_makeXferReq = o[11], S_prepped = o[12];
+    S_closed = o[0], S_untraced = o[1], S_new_xfer_id = o[2], S_descs_posted = o[3], S_hash_mark = o[4];
+    S_wait_hashes = o[5], S_terminal_detail = o[6], S_postXferReq = o[7], S_getXferStatus = o[8];
+    S_releaseXferReq = o[9], S_getNotifs = o[10];
+    ZERO = PyLong_FromLong(0);
+    EMPTY_BYTES = PyBytes_FromStringAndSize("", 0);
+    NONE_PAIR = PyTuple_Pack(2, Py_None, Py_None);
+    if (ZERO == NULL || EMPTY_BYTES == NULL || NONE_PAIR == NULL || PyType_Ready(&TapHandleType) < 0 ||
+        PyType_Ready(&TapType) < 0)
+        return -1;
+    return 0;
+}
+
 static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS, "rows -> an Arrow C struct array (address, capsule), or None"},
     {"pick", pick, METH_VARARGS, "the ring bookkeeping's rows and columns"},
     {"book", book, METH_VARARGS, "the ring bookkeeping's loop over its rows"},
     {"json_text", json_text, METH_O, "plain detail values as the recorder's JSON text, or None"},
     {"appender", appender, METH_VARARGS, "the recorder's per-event methods in C, on its own buffers"},
+    {"tap", tap, METH_VARARGS, "the NIXL tap's per-posting calls in C, on an appender"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
@@ -1791,7 +2896,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
 PyMODINIT_FUNC PyInit__rows(void) {
     MINUS_ONE = PyLong_FromLong(-1);
     ONE = PyLong_FromLong(1);
-    if (MINUS_ONE == NULL || ONE == NULL || appender_names() < 0 || PyType_Ready(&AppenderType) < 0)
+    if (MINUS_ONE == NULL || ONE == NULL || appender_names() < 0 || PyType_Ready(&AppenderType) < 0 ||
+        tap_names() < 0)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL || PyModule_AddObjectRef(mod, "TapHandle", (PyObject *)&TapHandleType) < 0 ||
+        PyModule_AddObjectRef(mod, "Appender", (PyObject *)&AppenderType) < 0) {
+        Py_XDECREF(mod);
+        return NULL;
+    }
+    return mod;
 }

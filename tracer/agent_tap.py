@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from .agent_descs import Descs, reg_descs, strided_descs, xfer_descs
-from .recorder import Recorder, _text, current_request
+from .recorder import NATIVE_ROWS, Recorder, _text, current_request
 from .schema import EventKind as K
 
 
@@ -71,7 +71,10 @@ def _handle_descs(op: str, local_text: str, remote_text: str, local: tuple, remo
 class BindingTap:
     """Stands in for ``nixl_agent.agent``; unknown attributes pass through (and are cached)."""
 
-    def __init__(self, inner, name: str, recorder: Recorder, parse=None, telemetry: bool = False):
+    def __init__(self, inner, name: str, recorder: Recorder, parse=None, telemetry: bool = False,
+                 native: bool = True):
+        """``native``: the per-posting calls in C (tracer/_rows.c ``tap``) when the recorder's
+        per-event methods are (same rows; False: these Python methods)."""
         self._inner = inner
         self._name = _name(name)
         self._text = _text(self._name)
@@ -85,6 +88,32 @@ class BindingTap:
         self._handles: dict[int, _Handle] = {}
         self._untraced: dict[int, str] = {}  # handle -> why its postings cannot be recorded
         self._lock = threading.Lock()  # a completion is recorded once even if two threads poll
+        self._new_handle = _Handle
+        if native:
+            self._native()
+
+    def _native(self) -> None:
+        """makeXferReq, postXferReq, getXferStatus, releaseXferReq and getNotifs in C (tracer/_rows.c ``tap``):
+        the same calls into NIXL and the same rows, no Python frame per call. Only on a recorder
+        whose nixl_event is the C appender's (not KVTRACE_ROWS=python, not a subclass's own);
+        the C calls claim a completion under the GIL instead of this tap's lock, so every handle
+        is then its TapHandle."""
+        ap = getattr(self._rec.nixl_event, "__self__", None)
+        if NATIVE_ROWS is None or not hasattr(NATIVE_ROWS, "tap") or type(ap) is not NATIVE_ROWS.Appender:
+            return
+        rec, cls = self._rec, type(self._rec)
+        xfer_ids = rec._xfer_ids if cls.new_xfer_id is Recorder.new_xfer_id else None
+        plain = cls.hash_mark is Recorder.hash_mark and cls.wait_hashes is Recorder.wait_hashes
+        c = NATIVE_ROWS.tap(self, self._inner, self._name, ap, xfer_ids, self._handles, self._untraced,
+                            self._parse, self._telemetry, self._IN_PROG, self._SUCCESS,
+                            (_POST, _DONE, _RELEASE, _RECV, "DONE", "WRITE", "READ", _CLOSED, _BEFORE),
+                            (BindingTap.postXferReq, BindingTap.getXferStatus, BindingTap.releaseXferReq,
+                             BindingTap.getNotifs, BindingTap.makeXferReq), plain,
+                            self._dlists, self._text, self._WRITE, np.empty, np.dtype(np.int64), np.dtype(np.uint64),
+                            np.dtype(np.int32), cls.descs_posted is Recorder.descs_posted)
+        self._new_handle = NATIVE_ROWS.TapHandle
+        self.postXferReq, self.getXferStatus = c.postXferReq, c.getXferStatus
+        self.releaseXferReq, self.getNotifs, self.makeXferReq = c.releaseXferReq, c.getNotifs, c.makeXferReq
 
     def __getattr__(self, attr):
         value = getattr(self._inner, attr)
@@ -144,6 +173,11 @@ class BindingTap:
 
     def makeXferReq(self, op, local_h, local_idx, remote_h, remote_idx, notif=b"", *args):
         handle = self._inner.makeXferReq(op, local_h, local_idx, remote_h, remote_idx, notif, *args)
+        self._prepped(handle, op, local_h, local_idx, remote_h, remote_idx, notif)
+        return handle
+
+    def _prepped(self, handle, op, local_h, local_idx, remote_h, remote_idx, notif) -> None:
+        """The handle NIXL made of two prepared lists: its descriptors resolved once."""
         dlists = self._dlists
         L, R = dlists.get(local_h), dlists.get(remote_h)
         if L is not None and R is not None:
@@ -159,19 +193,18 @@ class BindingTap:
             total = L.uniform * len(li) if L.uniform is not None else (int(lsz.sum()) if len(lsz) else 0)
             op_ = "WRITE" if op == self._WRITE else "READ"
             detail = f'{{"handle": "{hex(handle)}", "prepped": true}}'  # = json.dumps of that dict
-            self._handles[handle] = _Handle(
+            self._handles[handle] = self._new_handle(
                 op_, R.agent, _bytes(notif),
                 _handle_descs(op_, self._text, R.text, local, remote, L.id, li, R.id, ri), detail, total)
         else:
             self._untraced[handle] = "descriptor list prepared before tracing started"
-        return handle
 
     def createXferReq(self, op, local_descs, remote_descs, remote_agent, notif=b"", *args):
         handle = self._inner.createXferReq(op, local_descs, remote_descs, remote_agent, notif, *args)
         detail = f'{{"handle": "{hex(handle)}", "prepped": false}}'  # = json.dumps of that dict
         L, R = xfer_descs(local_descs), xfer_descs(remote_descs)
         op_, remote = self._op(op), _name(remote_agent)
-        self._handles[handle] = _Handle(op_, remote, _bytes(notif),
+        self._handles[handle] = self._new_handle(op_, remote, _bytes(notif),
                                         _handle_descs(op_, self._text, _text(remote), L[:3], R[:3]), detail,
                                         int(L.nbytes.sum()) if len(L.nbytes) else 0)
         return handle
@@ -180,8 +213,7 @@ class BindingTap:
         H = self._handles.get(handle)
         if H is None or self._rec.closed:
             # NIXL still moves the bytes; the trace says how many postings it did not see
-            self._rec.untraced("posted after the recording ended" if self._rec.closed else
-                               self._untraced.get(handle, "transfer handle created before tracing started"))
+            self._rec.untraced(_CLOSED if self._rec.closed else self._untraced.get(handle, _BEFORE))
             return self._inner.postXferReq(handle, notif, *args)
         msg = _bytes(notif) if notif else H.notif  # an empty message keeps the one given at creation
         req = current_request.get()
@@ -230,6 +262,11 @@ class BindingTap:
         if ok and not self._telemetry:   # the common case: no detail
             self._rec.nixl_event(_DONE, self._name, H.request, H.xfer, H.remote, H.total, None, "DONE")
             return
+        self._terminal_detail(handle, H, status, error, ok)
+
+    def _terminal_detail(self, handle, H, status, error: Exception | None, ok: bool) -> None:
+        """The end of a posting that is not a plain success (an error, or telemetry asked for),
+        once claimed (:meth:`_terminal`, or the C calls)."""
         detail = {}
         if error is not None:
             detail["error"] = f"{type(error).__name__}: {error}"
@@ -278,6 +315,8 @@ class BindingTap:
 
 
 _POST, _DONE, _RELEASE, _RECV = K.XFER_POST.value, K.XFER_DONE.value, K.XFER_RELEASE.value, K.NOTIF_RECV.value
+_CLOSED = "posted after the recording ended"                 # why a posting went untraced
+_BEFORE = "transfer handle created before tracing started"
 
 
 def _name(agent) -> str:

@@ -340,7 +340,7 @@ class TraceModel:
         CHECKPOINT, ~30% more derive CPU, so small traces, far below the cap, pay neither)."""
         store = getattr(self, "_store", None)
         if getattr(self, "database", ":memory:") != ":memory:" and store is not None and self._unsaved:
-            # out of core (a database file): every table leaves it for its zstd Parquet
+            # out of core (a database file): every table leaves it for its Parquet
             # file as soon as it is built, so the disk holds each table once and smaller
             # than in DuckDB's own storage (100M events: desc_end alone took 8 GB of the
             # database file); the CHECKPOINT frees the dropped tables' blocks for the next

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import time
 
 import numpy as np
@@ -12,6 +13,9 @@ nixl_api = pytest.importorskip("nixl._api")
 
 from kvtrace.tracer import Recorder, open_trace  # noqa: E402
 from kvtrace.tracer.agent import TracedAgent, original_agent_class  # noqa: E402
+from kvtrace.tracer.agent_tap import BindingTap  # noqa: E402
+from kvtrace.tracer.recorder import NATIVE_ROWS  # noqa: E402
+from kvtrace.tracer.tags import make_parser  # noqa: E402
 
 PAGE = 256
 
@@ -98,6 +102,104 @@ def test_wrapped_results_equal_unwrapped(traced):
     plain, _ = scenario(lambda n, c: original_agent_class()(n, c))
     assert traced[0] == plain
     assert issubclass(TracedAgent, original_agent_class())
+
+
+def _tap_tables(path, native: bool):
+    """scenario() recorded with the tap's per-posting calls in C (native) or in Python: every
+    table's rows, times dropped (and telemetry's), addresses as (buffer, offset), handles in
+    details by rank."""
+    rec = Recorder(str(path), "main")
+    taps = []
+
+    def make(name, cfg):
+        a = TracedAgent(name, cfg, recorder=rec, request_tags="auto")
+        a.agent = BindingTap(a.agent._inner, a.name, rec, make_parser("auto"), a.agent._telemetry, native=native)
+        taps.append(a.agent)
+        return a
+    out, (a, b, src, dst) = scenario(make)
+    prepped_in_python = []
+    out2, (c, d, src2, dst2) = _prepped_arrays(make, prepped_in_python)
+    rec.close()
+    in_c = {type(t.postXferReq).__name__ == "builtin_function_or_method" for t in taps}
+    assert in_c == {native and hasattr(NATIVE_ROWS, "tap")}   # (an extension built before the C tap: Python)
+    # index arrays of int32/int64 over one-size lists: resolved in C when the tap is
+    assert len(prepped_in_python) == (0 if in_c == {True} else 5)
+    bases = {src.ctypes.data: "src", dst.ctypes.data: "dst", src2.ctypes.data: "src2", dst2.ctypes.data: "dst2"}
+    ranks: dict[str, int] = {}
+
+    def addr(v):
+        if v is None:
+            return None
+        base = max((b for b in bases if b <= v), default=None)
+        return (bases[base], v - base) if base is not None and v - base < 8 * PAGE else v
+
+    def detail(v):
+        if v is None:
+            return None
+        v = re.sub(r'"(start|post|xfer)_us": ?\d+', r'"\1_us": 0', v)   # NIXL's telemetry times
+        return re.sub(r"0x[0-9a-f]+", lambda m: f"h{ranks.setdefault(m[0], len(ranks))}", v)
+    t = open_trace(str(path))
+    tables = {}
+    for name in ("events", "descs", "dlists", "layouts"):
+        rows = t.table(name).to_pylist()
+        for r in rows:
+            r.pop("t_ns", None)
+            for c in ("addr", "src_addr", "dst_addr"):
+                if c in r:
+                    r[c] = addr(r[c])
+            if "detail" in r:
+                r["detail"] = detail(r["detail"])
+        tables[name] = rows
+    return out + out2, tables
+
+
+def _prepped_arrays(make, prepped_in_python: list):
+    """Prepped postings with numpy index arrays (what engines pass): WRITE with int32 indices,
+    READ with int64 ones, a WRITE whose message is a str, both ops over lists whose entries
+    have two sizes; each tap's Python resolution of a handle counted in ``prepped_in_python``."""
+    c, d = make("C", _cfg()), make("D", _cfg())
+    for agent in (c, d):
+        py = agent.agent._prepped
+        agent.agent._prepped = lambda *a, _py=py: (prepped_in_python.append(a[0]), _py(*a))[1]
+    src = (np.arange(8 * PAGE) % 241).astype(np.uint8)
+    dst = np.zeros(8 * PAGE, np.uint8)
+    c.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
+    d.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
+    c.add_remote_agent(d.get_agent_metadata())
+    d.add_remote_agent(c.get_agent_metadata())
+    loc = c.prep_xfer_dlist("", [(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
+    rem = c.prep_xfer_dlist("D", [(dst.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
+    # entries of two sizes (a group of pools with different item sizes)
+    mixed = [(i * PAGE, PAGE // 2 if i % 2 else PAGE, 0) for i in range(4)]
+    loc2 = c.prep_xfer_dlist("", np.array([(src.ctypes.data + 4 * PAGE + a, n, v) for a, n, v in mixed]), "DRAM")
+    rem2 = c.prep_xfer_dlist("D", np.array([(dst.ctypes.data + 4 * PAGE + a, n, v) for a, n, v in mixed]), "DRAM")
+    out = []
+    for op, lists, li, ri, msg in (
+            ("WRITE", (loc, rem), np.array([0, 1, 2], np.int32), np.array([5, 6, 7], np.int32), b"9_kv_0_1_0"),
+            ("READ", (loc, rem), np.array([4, 7], np.int64), np.array([0, 1], np.int64), b"10_kv_0_1_0"),
+            ("WRITE", (loc, rem), np.array([3], np.int32), np.array([3], np.int32), "11_kv_0_1_0"),
+            ("WRITE", (loc2, rem2), np.array([1, 2, 3], np.int32), np.array([1, 2, 3], np.int32), b"12_kv_0_1_0"),
+            ("READ", (loc2, rem2), np.array([0, 1], np.int64), np.array([0, 1], np.int64), b"13_kv_0_1_0")):
+        h = c.make_prepped_xfer(op, lists[0], li, lists[1], ri, msg)
+        c.transfer(h)
+        out.append(_wait(c, h))
+        c.release_xfer_handle(h)
+    out.append(_notifs(d, 5))
+    out.append(bytes(dst))
+    return out, (c, d, src, dst)
+
+
+def test_tap_rows_in_c_equal_python(tmp_path):
+    """The tap's per-posting calls in C (tracer/_rows.c) record exactly the rows its Python
+    methods do, on the same calls (WRITE posted twice with telemetry, READ over plain lists,
+    release through the handle, notifications by get and update, a standalone one; prepped
+    postings with int32 and int64 index arrays, a str message, lists of mixed sizes)."""
+    out_c, rows_c = _tap_tables(tmp_path / "c.kvtrace", True)
+    out_py, rows_py = _tap_tables(tmp_path / "py.kvtrace", False)
+    assert out_c == out_py
+    for name in rows_py:
+        assert rows_c[name] == rows_py[name], name
+    assert [e["kind"] for e in rows_c["events"]].count("xfer_post") == 8
 
 
 def test_trace_passes_validator(traced, validate_trace):
@@ -205,11 +307,14 @@ def test_strided_prep_expands_in_nixl_order(tmp_path, validate_trace):
     validate_trace(tmp_path / "s.kvtrace")
 
 
-def test_post_to_a_destroyed_peer_records_error(tmp_path, validate_trace):
+@pytest.mark.parametrize("native", [True, False], ids=["c-tap", "python-tap"])
+def test_post_to_a_destroyed_peer_records_error(tmp_path, validate_trace, native):
     """ERR path: the peer agent is gone when the handle is posted; NIXL raises, the trace
-    shows the posting and its error, and the exception reaches the program unchanged."""
+    shows the posting and its error, and the exception reaches the program unchanged
+    (the tap's calls in C and in Python)."""
     rec = Recorder(str(tmp_path / "e.kvtrace"), "main")
     a, b = TracedAgent("A", _cfg(), recorder=rec), TracedAgent("B", _cfg(), recorder=rec)
+    a.agent = BindingTap(a.agent._inner, a.name, rec, None, False, native=native)
     src, dst = np.ones(1024, np.uint8), np.zeros(1024, np.uint8)
     a.register_memory([(src.ctypes.data, 1024, 0, "")], "DRAM")
     rb = b.register_memory([(dst.ctypes.data, 1024, 0, "")], "DRAM")
