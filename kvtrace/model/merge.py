@@ -112,7 +112,10 @@ def write_in_order(src: str | list[str], out: str, perm: np.ndarray, pairs: dict
                [paired(pairs["shard"]), paired(pairs["seq"]), paired(pairs["xfer"])]
         return pa.Table.from_arrays(cols, schema=schema)
 
-    with pq.ParquetWriter(out, schema, **write_options(schema)) as w, ThreadPoolExecutor(1) as ex:
+    # a row group's values encoded in one batch, not eight of the default 1,024: the
+    # same bytes (a row group is one page of each column either way), ~5% less CPU
+    with pq.ParquetWriter(out, schema, write_batch_size=ROWS_PER_GROUP, **write_options(schema)) as w, \
+            ThreadPoolExecutor(1) as ex:
         nxt = ex.submit(block, 0) if len(perm) else None
         for a in range(0, len(perm), BLOCK):
             tbl = nxt.result()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +28,8 @@ from .sqltext import query_sql
 VERSION = 3
 FILE = "timeline.parquet"
 STAMP = "timeline_stamp.json"
+#: threads reading the index's seq and t_ns (one file each)
+READERS = 2
 #: seconds of the last build's parts (for bench/bench_tui.py)
 TIMES: dict[str, float] = {}
 
@@ -152,8 +155,7 @@ def build(model, path: str) -> None:
     # file order: seq and t_ns of each shard's file; the shard is the file's (no string
     # column read and encoded again)
     names = [s.name for s in model.trace.shards]
-    seq, t, shard_of = _read_seq_t(events_path)
-    in_file_order = merge.grouped(shard_of, seq)
+    seq, t, shard_of, in_file_order = _read_seq_t(events_path)
     if not in_file_order:
         ev = con.sql(query_sql("events_in_order")).to_arrow_table()
         shard_codes = ev.column("shard").combine_chunks().dictionary_encode()
@@ -220,23 +222,38 @@ def _stream_batches(model, events_path: list[str]):
     return [raw_batches(s, "events") for s in shards]
 
 
-def _read_seq_t(paths: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _read_seq_t(paths: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """seq, t_ns (nulls as 0) and the file's number of every row of the files, in file
-    order, copied chunk by chunk into arrays sized up front (peak: the arrays and one
-    chunk, not the Arrow tables beside them)."""
+    order, and whether each file's seq strictly increases (merge.grouped of them: the
+    rows of a file are one contiguous run); copied chunk by chunk into arrays sized up
+    front (peak: the arrays and one chunk per file, not the Arrow tables beside them).
+    The files are read in parallel (Parquet decoding runs outside the GIL)."""
     counts = [pq.ParquetFile(p).metadata.num_rows for p in paths]
-    n = int(sum(counts))
+    starts = np.cumsum([0] + counts)
+    n = int(starts[-1])
     seq, t = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    at = 0
-    for p in paths:
-        pf = pq.ParquetFile(p)
-        for b in pf.iter_batches(batch_size=1 << 20, columns=["seq", "t_ns"], use_threads=False):
-            k = b.num_rows
-            seq[at:at + k] = b.column(0).to_numpy(zero_copy_only=False)
-            t[at:at + k] = b.column(1).fill_null(0).to_numpy(zero_copy_only=False)
-            at += k
+
+    def read(k: int) -> bool:
+        at, increasing, last = int(starts[k]), True, None
+        for b in pq.ParquetFile(paths[k]).iter_batches(batch_size=1 << 20, columns=["seq", "t_ns"],
+                                                        use_threads=False):
+            m = b.num_rows
+            s = seq[at:at + m]
+            s[:] = b.column(0).to_numpy(zero_copy_only=False)
+            t[at:at + m] = b.column(1).fill_null(0).to_numpy(zero_copy_only=False)
+            if m:
+                increasing = increasing and bool(np.all(s[1:] > s[:-1])) and (last is None or s[0] > last)
+                last = s[-1]
+            at += m
+        return increasing
+
+    if len(paths) > 1:
+        with ThreadPoolExecutor(READERS) as ex:
+            increasing = list(ex.map(read, range(len(paths))))
+    else:
+        increasing = [read(k) for k in range(len(paths))]
     shard_of = np.repeat(np.arange(len(paths), dtype=np.int32), counts)
-    return seq, t, shard_of
+    return seq, t, shard_of, all(increasing)
 
 
 def _int64(col) -> np.ndarray:

@@ -61,7 +61,8 @@ def test_merge_writer_matches_the_sort_path(early_free_trace, tmp_path, monkeypa
     s.release_streams()      # the merge reads the index's Parquet instead of the stream files
     order.build(s, path)
     assert duckdb.execute(q, [path]).fetchall() == merged
-    monkeypatch.setattr(merge, "grouped", lambda *a: False)
+    read = order._read_seq_t       # rows said not to be in (shard, seq) order: the sort path
+    monkeypatch.setattr(order, "_read_seq_t", lambda paths: (*read(paths)[:3], False))
     order.build(s, path)
     assert duckdb.execute(q, [path]).fetchall() == merged
     assert any(r[-3] is not None for r in merged)     # pairing columns carried
@@ -72,3 +73,21 @@ def test_grouped_detects_interleaved_shards():
     assert grouped(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
     assert not grouped(np.array([0, 1, 0]), np.array([0, 0, 1]))
     assert not grouped(np.array([0, 0]), np.array([1, 0]))
+
+
+def test_read_seq_t_says_whether_each_file_keeps_seq_order(tmp_path):
+    """order._read_seq_t's flag is merge.grouped of the rows it reads (files read apart)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kvtrace.model import merge, order
+
+    for seqs, want in (([[0, 1, 5], [2, 3]], True), ([[0, 1, 1], [2, 3]], False), ([[0, 2], [4, 3]], False)):
+        paths = []
+        for k, s in enumerate(seqs):
+            paths.append(str(tmp_path / f"{k}.parquet"))
+            pq.write_table(pa.table({"seq": pa.array(s, pa.int64()), "t_ns": pa.array([None] * len(s), pa.int64())}),
+                           paths[-1], row_group_size=2)
+        seq, t, shard_of, flag = order._read_seq_t(paths)
+        assert flag is want and merge.grouped(shard_of, seq) is want
+        assert list(seq) == sum(seqs, []) and not t.any()
