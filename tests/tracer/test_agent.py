@@ -153,6 +153,14 @@ def _tap_tables(path, native: bool):
     return out + out2, tables
 
 
+def _link(a, src, b, dst) -> None:
+    """Register ``src`` with agent ``a`` and ``dst`` with ``b`` (DRAM), and make each known to the other."""
+    a.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
+    b.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
+    a.add_remote_agent(b.get_agent_metadata())
+    b.add_remote_agent(a.get_agent_metadata())
+
+
 def _prepped_arrays(make, prepped_in_python: list):
     """Prepped postings with numpy index arrays (what engines pass): WRITE with int32 indices,
     READ with int64 ones, a WRITE whose message is a str, both ops over lists whose entries
@@ -163,10 +171,7 @@ def _prepped_arrays(make, prepped_in_python: list):
         agent.agent._prepped = lambda *a, _py=py: (prepped_in_python.append(a[0]), _py(*a))[1]
     src = (np.arange(8 * PAGE) % 241).astype(np.uint8)
     dst = np.zeros(8 * PAGE, np.uint8)
-    c.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
-    d.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
-    c.add_remote_agent(d.get_agent_metadata())
-    d.add_remote_agent(c.get_agent_metadata())
+    _link(c, src, d, dst)
     loc = c.prep_xfer_dlist("", [(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
     rem = c.prep_xfer_dlist("D", [(dst.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], "DRAM")
     # entries of two sizes (a group of pools with different item sizes)
@@ -352,10 +357,7 @@ def test_postings_the_tap_cannot_see_are_counted_by_reason(tmp_path):
     b = TracedAgent("B", _cfg(), recorder=rec)
     src = (np.arange(4 * PAGE) % 251).astype(np.uint8)
     dst = np.zeros(4 * PAGE, np.uint8)
-    a.register_memory([(src.ctypes.data, src.nbytes, 0, "")], "DRAM")
-    b.register_memory([(dst.ctypes.data, dst.nbytes, 0, "")], "DRAM")
-    a.add_remote_agent(b.get_agent_metadata())
-    b.add_remote_agent(a.get_agent_metadata())
+    _link(a, src, b, dst)
     seen = a.prep_xfer_dlist("", [(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(4)], "DRAM")
     rem = a.prep_xfer_dlist("B", [(dst.ctypes.data + i * PAGE, PAGE, 0) for i in range(4)], "DRAM")
     # the twin: a posting over lists the tap saw is traced
