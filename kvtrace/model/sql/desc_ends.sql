@@ -26,10 +26,10 @@ WITH r AS (
                                                               num_slots, page_tokens) AS r
     FROM lay
 ), l AS (   -- each region with the earlier regions of its agent that overlap it (null: none, the usual case)
-    SELECT a.agent, a.pool, a.layer, a.part, a.pid, a.part_id, a.addr, a.nbytes, a.slot_bytes, a.num_slots,
+    SELECT a.agent, a.r, a.pool, a.layer, a.part, a.pid, a.part_id, a.addr, a.nbytes, a.slot_bytes, a.num_slots,
            list({'addr': o.addr, 'nbytes': o.nbytes}) FILTER (WHERE o.r IS NOT NULL) AS lower
     FROM r a LEFT JOIN r o ON o.agent = a.agent AND o.r < a.r AND o.addr < a.addr + a.nbytes AND a.addr < o.addr + o.nbytes
-    GROUP BY ALL
+    GROUP BY ALL   -- (a.r: one group per region of lay)
 ), j AS (
     SELECT d.shard, d.xfer, d.pos, d.nbytes,
            d.src_agent AS s_agent, d.src_addr AS s_addr, d.src_dlist AS s_dlist, d.src_idx AS s_idx,

@@ -1,4 +1,5 @@
--- end_hold_ids: every descriptor end with its transfer's post, the shard where the end's
+-- desc_hold_ids: every descriptor with both its ends side by side (one row; s_* the source
+-- end, d_* the destination end), each end with its transfer's post, the shard where the end's
 -- agent lives (home), when that shard knows the transfer ended, and — for ends in
 -- allocator-managed pools — the holding of the transfer's request that covers the post
 -- (the latest alloc of that slot by the request that happens-before the post).
@@ -8,7 +9,7 @@
 -- cut, and no alloc of the slot by the request is merely unordered with the post.
 -- Otherwise the holding is unknown (h_unknown), never "not held"; so is the holding of a
 -- transfer that carries no request (whose pages it moves is unknown).
--- requires: desc_end, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut
+-- requires: desc_ends, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut
 -- pieces: xfers.xfer by holding_list, xfers
 -- Built from the transfers with $lo <= xfer < $hi (null: unbounded; TraceModel builds it in
 -- one piece unless the holdings and transfers outgrow a share of the memory cap, then in
@@ -16,17 +17,32 @@
 -- index outside the range are skipped) and the holdings of their requests only, so its
 -- hash joins' build sides fit the cap and nothing spills (in one statement, 100M events
 -- under a 3 GB cap spilled every end with all its columns: x5 the in-memory CPU).
--- Stored narrow: names are small integer ids here (the view end_hold, which every reader reads,
--- gives them back), because writing a text column of its two rows per descriptor cost ~0.7 cpu-s
--- per column at 10M events, an integer ~0.1 (shard, side, agent, pool, part, h_shard: ~4 cpu-s).
--- Columns (end_hold's, with these in place of its names):
---   dst BOOLEAN           -- the destination end (end_hold.side = 'dst'; else 'src')
---   aid INTEGER           -- the end's agent (agent_ids)
---   pid, part_id INTEGER  -- its pool and part (lay)
---   psidx, h_sidx INTEGER -- the initiator and home shards (shards.sidx), as in end_hold
---   the rest as end_hold: xfer, pos, addr, nbytes, layer, slot, off, slot_bytes, crosses, dlist, idx,
---   request, post_seq, bound, t_ns, managed, seen_seq, end_seq, h_blind, h_unknown, alloc_seq,
---   free_seq, release_seq, gen_seq, page, sk, lk
+-- One row per descriptor, not per end: the readers of both ends (desc_match_ids,
+-- read_predict_ids) read them here instead of joining an end to its other end (at 10M
+-- events that join of 6.8M to 6.8M ends cost ~2 cpu-s in desc_match_ids, ~5 in
+-- read_predict_ids), and the descriptor's columns (xfer, pos, nbytes, request, post_seq,
+-- psidx, t_ns) are stored once. The view end_hold_ids gives the ends one by one.
+-- Stored narrow: names are small integer ids here (the views end_hold_ids and end_hold give
+-- the ends back, end_hold with their names), because writing a text column per end cost
+-- ~0.7 cpu-s per column at 10M events, an integer ~0.1.
+-- Columns:
+--   xfer BIGINT, pos INTEGER, nbytes UBIGINT  -- the descriptor
+--   request VARCHAR, post_seq BIGINT, psidx INTEGER, t_ns BIGINT  -- its transfer's post (xfers;
+--                           psidx: the initiator shard, shards.sidx)
+--   s_aid INTEGER           -- the source end's agent (agent_ids)
+--   s_addr UBIGINT, s_pid, s_layer, s_part_id INTEGER, s_slot, s_off BIGINT, s_slot_bytes UBIGINT,
+--   s_crosses BOOLEAN, s_dlist, s_idx BIGINT  -- the end as desc_ends resolves it (pid, part_id: lay's ids)
+--   s_bound BIGINT          -- largest seq of the home shard that happens-before the post
+--   s_h_sidx INTEGER        -- home shard of the end's agent (shards.sidx; null: agent never recorded)
+--   s_managed BOOLEAN       -- the pool has alloc events on that agent
+--   s_seen_seq, s_end_seq BIGINT  -- from these seqs on the home shard the data is known complete /
+--                           the transfer known over (null: never)
+--   s_h_blind BOOLEAN       -- a remote end whose home shard is not ordered before the post's, or is cut
+--   s_h_unknown BOOLEAN     -- the holding cannot be decided (unordered, or past a cut)
+--   s_alloc_seq, s_free_seq, s_release_seq, s_gen_seq, s_page BIGINT  -- the holding (null: none)
+--   s_sk, s_lk UBIGINT      -- join keys of the slot and slot layer on the home shard (see slot_ev)
+--   s_first BOOLEAN         -- desc_ends' (false only where the agent's layout regions overlap)
+--   d_aid ... d_first       -- the destination end, likewise
 CREATE OR REPLACE TABLE desc_hold_ids AS
 WITH e AS (
     SELECT d.xfer, d.pos, d.nbytes, x.request, x.post_seq, x.sidx AS psidx, x.t_ns,

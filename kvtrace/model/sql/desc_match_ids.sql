@@ -3,7 +3,7 @@
 -- descriptor correctness, read by the layer_offset_mismatch check and the TUI inspector.
 -- The rule applies (checked) when both ends fall in a layout and one side's pool is
 -- allocator-managed. Then the ends must agree on pool, layer and K/V part, the request
--- must hold both slots at the post (pages from end_hold), and the bytes must be the same
+-- must hold both slots at the post (pages from desc_hold_ids), and the bytes must be the same
 -- tokens: with the same bytes per token on both sides (same geometry, or pages of other
 -- sizes) the same token position page * slot_bytes + offset; with heads split differently
 -- (heterogeneous TP: where a rank's share sits in the slot is the engine's choice)
@@ -15,14 +15,15 @@
 -- requires: desc_hold_ids, lay, holding_list, agent_home, agent_ids, xfers
 -- pieces: xfers.xfer by desc_hold_ids / 2
 -- Built from the descriptors of the transfers with $lo <= xfer < $hi (null: unbounded;
--- TraceModel builds it in one piece unless the ends it joins, one side of end_hold_ids with
--- about half its columns (the "/ 4"), outgrow a share of the memory cap, then in ranges
--- of transfers): a descriptor's ends and every group of the duplicate test belong to one
--- transfer, so the pieces are exact, and each joins only its own ends (end_hold's row
--- groups outside the range are skipped) instead of spilling all of them (10M events
--- under a 300 MB cap: 27 pieces, 14-16 cpu-s, in one statement 27).
--- Stored narrow, as end_hold_ids (whose integer ids it reads: its self-join and hash tables
--- carry no names); the view desc_match gives the names back (id_names). Columns: desc_match's,
+-- TraceModel builds it in one piece unless desc_hold_ids, with about half its columns read
+-- here (the "/ 2"), outgrows a share of the memory cap, then in ranges of transfers): a
+-- descriptor and every group of the duplicate test belong to one transfer, so the pieces are
+-- exact, and each reads only its own descriptors (desc_hold_ids' row groups outside the range
+-- are skipped). (Until the ends were stored side by side this joined the 6.8M destination
+-- ends to their 6.8M source ends at 10M events, ~2.5 of its ~10 cpu-s; under a 300 MB cap in
+-- 27 pieces, 14-16 cpu-s, in one statement 27.)
+-- Stored narrow, as desc_hold_ids (whose integer ids it reads: its hash tables carry no
+-- names); the view desc_match gives the names back (id_names). Columns: desc_match's,
 -- with psidx (the initiator shard) for shard, s_aid, s_pid, s_part_id / d_aid, d_pid, d_part_id
 -- for the ends' agent, pool and part, unheld_aid for unheld.
 CREATE OR REPLACE TABLE desc_match_ids AS

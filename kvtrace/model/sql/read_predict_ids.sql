@@ -28,9 +28,11 @@
 -- not null. So the generations with more than one transfer (multi, by a hash of their key:
 -- a collision only sends a generation down the exact general path) take the general join
 -- + group-by per read (xm), and every other read takes its one transfer by a hash join (t1);
--- the group-by over every read cost ~5 s of the ~8 s at 10M. The source end's checksum is
--- found by an ASOF join on the source ends alone (7 integer columns), before they meet
--- their destination ends. The ends come from end_hold_ids (integers only: no name is read).
+-- the group-by over every read cost ~5 s of the ~8 s at 10M. The two ends of a transfer's
+-- descriptors come side by side from desc_hold_ids (integers only: no name is read), so the
+-- source end's checksum is found by an ASOF join on the descriptors into held slot layers
+-- alone, with no join of destination ends to source ends (at 10M that join and an ASOF join
+-- over every source end cost ~6 of this object's ~13 cpu-s).
 CREATE OR REPLACE TABLE read_predict_ids AS
 WITH dst AS NOT MATERIALIZED (   -- transfers into a held slot layer: the generation they write
     -- (each destination end once: d_first, see desc_ends)
