@@ -20,7 +20,7 @@
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first reads
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
-WITH j AS (  -- with the latest local write before the read (precomputed in reads)
+WITH j AS NOT MATERIALIZED (  -- with the latest local write before the read (precomputed in reads)
     SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq FROM reads r WHERE managed
 ), t AS (
     SELECT lk, gen_seq, bound FROM end_hold_ids   -- integer columns only: no name is read
@@ -31,13 +31,14 @@ WITH j AS (  -- with the latest local write before the read (precomputed in read
     SELECT lk, bound FROM end_hold_ids WHERE dst AND h_unknown
     UNION ALL
     SELECT lk, bound FROM run_hold WHERE side = 'dst' AND h_unknown
-), undelivered AS (   -- anti joins: hash joins on the integer keys, no per-read subquery
-    SELECT j.* FROM j
+), bad AS (   -- anti joins: hash joins on the integer keys, no per-read subquery; on the read's
+    -- keys alone ((lk, seq) is one read), so whichever side DuckDB hashes is narrow
+    SELECT j.lk, j.seq FROM j
     ANTI JOIN t ON t.lk = j.lk AND t.gen_seq = j.gen_seq AND j.seq > t.bound
     -- one of them, not known to be posted after the read, may have delivered it: unknown
     ANTI JOIN maybe m ON m.lk = j.lk AND j.seq > m.bound
     WHERE NOT (j.w_seq IS NOT NULL AND (j.gen_seq IS NULL OR j.w_seq > j.gen_seq))
-)
+), undelivered AS (SELECT j.* FROM j SEMI JOIN bad USING (lk, seq))
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events,
        count(*) AS count,
