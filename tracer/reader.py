@@ -143,7 +143,7 @@ def _read_batches(path, source, size, schema, required, keep, on_batch) -> Strea
         try:   # a whole batch whose buffers lie (a flipped offset: a string "2^64 bytes long")
             b.validate(full=True)   # is damage, not a crash's cut: ~0.4 cpu-s per 10M events
         except pa.ArrowInvalid:
-            raise TraceError(f"{path}: record batch {nread} is corrupt{_corrupt_column(b)}") from None
+            raise TraceError(f"{path}: record batch {nread} is corrupt{corrupt_column(b)}") from None
         rows, nonempty = rows + b.num_rows, nonempty + (1 if b.num_rows else 0)
         if keep:
             batches.append(b)
@@ -162,7 +162,7 @@ def _read_batches(path, source, size, schema, required, keep, on_batch) -> Strea
     return StreamRead(table, nonempty, truncated, max(0, size - good_pos) if truncated else 0)
 
 
-def _corrupt_column(batch: pa.RecordBatch) -> str:
+def corrupt_column(batch: pa.RecordBatch) -> str:
     """' (column NAME: what is wrong)' for the first column of ``batch`` that fails validation."""
     for name, col in zip(batch.schema.names, batch.columns):
         try:

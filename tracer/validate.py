@@ -18,6 +18,7 @@ import os
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from .reader import corrupt_column
 from .schema import (FORMAT_NAME, MANIFEST, NOT_NULL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
                      SHARD_INFO, SLOT_KINDS, EventKind)
 
@@ -57,7 +58,13 @@ def _read(path: str, where: str, v: Validation) -> tuple[pa.Table | None, bool]:
     batches, cut = [], False
     while True:
         try:
-            batches.append(reader.read_next_batch())
+            b = reader.read_next_batch()
+            try:   # readable, but its buffers lie (a flipped offset): damage, not a cut
+                b.validate(full=True)
+            except pa.ArrowInvalid:
+                v.problems.append(f"{where}: record batch {len(batches) + 1} is corrupt{corrupt_column(b)}")
+                return None, False
+            batches.append(b)
         except StopIteration:
             break
         except (OSError, pa.ArrowInvalid):
