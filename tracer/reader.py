@@ -116,7 +116,7 @@ def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = (), ke
 def _read_batches(path, source, size, schema, required, keep, on_batch) -> StreamRead:
     try:
         reader = ipc.open_stream(source)
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, OSError) as e:
         if _cut_in_header(path, size):   # a crash while the stream's schema was being written
             return StreamRead(schema.empty_table(), 0, truncated=True, lost_bytes=size)
         raise TraceError(f"{path}: not an Arrow IPC stream ({_short(e)})") from None
@@ -140,6 +140,8 @@ def _read_batches(path, source, size, schema, required, keep, on_batch) -> Strea
         except (pa.ArrowInvalid, OSError):
             truncated = True
             break
+        except pa.ArrowException as e:   # a message that reads but names what is not there
+            raise TraceError(f"{path}: record batch {nread + 1} is corrupt ({_short(e)})") from None
         try:   # a whole batch whose buffers lie (a flipped offset: a string "2^64 bytes long")
             b.validate(full=True)   # is damage, not a crash's cut: ~0.4 cpu-s per 10M events
         except pa.ArrowInvalid:

@@ -52,7 +52,7 @@ def _read(path: str, where: str, v: Validation) -> tuple[pa.Table | None, bool]:
     """The complete batches of one stream, and whether it was cut mid-batch."""
     try:
         reader = ipc.open_stream(pa.memory_map(path))
-    except (OSError, pa.ArrowInvalid) as e:
+    except (OSError, pa.ArrowException) as e:
         v.problems.append(f"{where}: not an Arrow IPC stream ({str(e).strip().splitlines()[0]})")
         return None, False
     batches, cut = [], False
@@ -71,6 +71,9 @@ def _read(path: str, where: str, v: Validation) -> tuple[pa.Table | None, bool]:
             v.notes.append(f"{where}: cut after {len(batches)} complete batches")
             cut = True
             break
+        except pa.ArrowException as e:   # e.g. a dictionary id no message defined
+            v.problems.append(f"{where}: record batch {len(batches) + 1} is corrupt ({str(e).strip().splitlines()[0]})")
+            return None, False
     return pa.Table.from_batches(batches, schema=reader.schema), cut
 
 
