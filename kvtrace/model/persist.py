@@ -31,6 +31,20 @@ DERIVED_DIR = "derived"
 #: (10M events: ~-3.5 of ~20 cpu-s writing the six largest) and reads them back as fast, for
 #: ~1.5x the disk (412 -> 628 MB; bench/results/checks.txt, 2026-12-05 helper derive)
 CODEC = "lz4"
+#: the Parquet writer buffers a row group per thread (122,880 rows by default) before it
+#: writes it: for a table of more than ROW_GROUP_COLUMNS columns (desc_hold_ids, 59: both ends
+#: of a descriptor) its row groups hold ROW_GROUP_CELLS // columns rows, so the buffers take
+#: no more memory than a narrower table's; desc_hold_ids written straight from its query ran
+#: out of the cap otherwise (1M events under 200 MB; 10M under 300 MB it fell back to a
+#: database table moved out after: 18.5 -> 39.7 cpu-s)
+ROW_GROUP_COLUMNS = 40
+ROW_GROUP_CELLS = 2_000_000
+
+
+def _row_groups(rel) -> dict:
+    """write_parquet's row group option for the rows of ``rel`` (none: DuckDB's default)."""
+    n = len(rel.types)
+    return {"row_group_size": ROW_GROUP_CELLS // n} if n > ROW_GROUP_COLUMNS else {}
 #: the code whose text the derived rows depend on: this package (its builders, SQL and
 #: queries), the trace schema, the checksum of never-written memory
 _CODE = ("kvtrace.model", "kvtrace.tracer.schema", "kvtrace.kernels.checksum", "kvtrace.kernels.provenance")
@@ -158,7 +172,8 @@ class Store:
         tmp = f"{out}.{os.getpid()}.tmp"
         try:
             os.makedirs(self.dir, exist_ok=True)
-            con.table(name).write_parquet(tmp, compression=CODEC)
+            rel = con.table(name)
+            rel.write_parquet(tmp, compression=CODEC, **_row_groups(rel))
             if con.read_parquet(tmp).types != con.table(name).types:
                 os.remove(tmp)   # a type Parquet cannot hold (HUGEINT reads back as DOUBLE): derive it each time
                 return False
@@ -193,7 +208,7 @@ class Store:
             for f, p in zip(files, runs):
                 rel = con.sql(query, params=p)
                 types = rel.types
-                rel.write_parquet(f, compression=CODEC)
+                rel.write_parquet(f, compression=CODEC, **_row_groups(rel))
             if con.read_parquet(files).types != types:
                 _remove(tmp)   # a type Parquet cannot hold (see save): a table, derived each time
                 return False

@@ -36,7 +36,7 @@ def test_pieces_out_of_core_same_rows_and_findings(tmp_path, monkeypatch, bug, g
     path = str(tmp_path / "t.kvtrace")
     made = gen_synthetic.build(path, 10_000, bug=bug)
     end_hold, desc_match = registry()["desc_hold_ids"], registry()["desc_match_ids"]
-    assert end_hold.piece_key == ("xfers", "xfer") and end_hold.pieces == ("holding_list", "xfers")
+    assert end_hold.piece_key == ("xfers", "xfer") and end_hold.pieces == ("holding_list", "holding_list", "xfers")
     assert desc_match.piece_key == ("xfers", "xfer") and desc_match.pieces == ("desc_hold_ids",)
     assert desc_match.pieces_divisor == 2 and end_hold.pieces_divisor == 1
 

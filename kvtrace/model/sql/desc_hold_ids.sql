@@ -10,9 +10,10 @@
 -- Otherwise the holding is unknown (h_unknown), never "not held"; so is the holding of a
 -- transfer that carries no request (whose pages it moves is unknown).
 -- requires: desc_ends, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut
--- pieces: xfers.xfer by holding_list, xfers
+-- pieces: xfers.xfer by holding_list, holding_list, xfers
 -- Built from the transfers with $lo <= xfer < $hi (null: unbounded; TraceModel builds it in
--- one piece unless the holdings and transfers outgrow a share of the memory cap, then in
+-- one piece unless the holdings (hashed twice: once per end) and transfers outgrow a share of
+-- the memory cap, then in
 -- ranges of transfers): each piece reads its transfers' descriptors (row groups of the
 -- index outside the range are skipped) and the holdings of their requests only, so its
 -- hash joins' build sides fit the cap and nothing spills (in one statement, 100M events
@@ -76,7 +77,7 @@ WITH e AS (
     LEFT JOIN xfer_seen ss ON ss.shard = d.shard AND ss.xfer = d.xfer AND ss.side_shard = sa.h_shard
     LEFT JOIN xfer_seen ts ON ts.shard = d.shard AND ts.xfer = d.xfer AND ts.side_shard = ta.h_shard
     WHERE ($lo IS NULL OR (d.xfer >= $lo AND x.xfer >= $lo)) AND ($hi IS NULL OR (d.xfer < $hi AND x.xfer < $hi))
-), k AS (
+), k AS NOT MATERIALIZED (   -- (each end's join reads holding_list itself: no copy of it is kept)
     SELECT hk, hl FROM holding_list
     WHERE ($lo IS NULL AND $hi IS NULL)
        OR request IN (SELECT request FROM xfers WHERE ($lo IS NULL OR xfer >= $lo) AND ($hi IS NULL OR xfer < $hi))
