@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from ..errors import UsageError
+from ..errors import TraceError, UsageError
 from ..tracer.reader import open_trace
 from .memory import MemoryMap
 from .pairing import Transfer, transfers
@@ -123,6 +123,10 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
 
     # program order per (shard, thread): the model's prog_order
     op_of = {k: op for op, k in enumerate(zip(col["shard"], col["seq"]))}
+    if len(op_of) < n:   # two events under one (shard, seq): program order cannot name either
+        sh, q = next(k for k, c in collections.Counter(zip(col["shard"], col["seq"])).items() if c > 1)
+        raise TraceError(f"shard {sh}: event seq {q} appears more than once; replay needs every event's "
+                         f"seq unique within its shard (`kvtrace check` still analyses it, its order marked unreliable)")
     threads: list[list[int]] = []
     thread_names: list[tuple] = []
     thread_of = [0] * n

@@ -118,7 +118,7 @@ class SymbolicExecutor:
 
     def write(self, op: int) -> None:
         content = self.content
-        for cell, c, ext in self.writes[op]:
+        for cell, c, ext in self.writes.get(op, ()):   # a write naming no slot writes nothing
             # a partly filled last page keeps whatever its tail held
             content[cell] = c if ext is None else splice(content[cell], c, 0, 0, ext)
 

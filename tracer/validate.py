@@ -18,6 +18,7 @@ import os
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from .reader import corrupt_column
 from .schema import (FORMAT_NAME, MANIFEST, NOT_NULL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
                      SHARD_INFO, SLOT_KINDS, EventKind)
 
@@ -51,19 +52,28 @@ def _read(path: str, where: str, v: Validation) -> tuple[pa.Table | None, bool]:
     """The complete batches of one stream, and whether it was cut mid-batch."""
     try:
         reader = ipc.open_stream(pa.memory_map(path))
-    except (OSError, pa.ArrowInvalid) as e:
+    except (OSError, pa.ArrowException) as e:
         v.problems.append(f"{where}: not an Arrow IPC stream ({str(e).strip().splitlines()[0]})")
         return None, False
     batches, cut = [], False
     while True:
         try:
-            batches.append(reader.read_next_batch())
+            b = reader.read_next_batch()
+            try:   # readable, but its buffers lie (a flipped offset): damage, not a cut
+                b.validate(full=True)
+            except pa.ArrowInvalid:
+                v.problems.append(f"{where}: record batch {len(batches) + 1} is corrupt{corrupt_column(b)}")
+                return None, False
+            batches.append(b)
         except StopIteration:
             break
         except (OSError, pa.ArrowInvalid):
             v.notes.append(f"{where}: cut after {len(batches)} complete batches")
             cut = True
             break
+        except pa.ArrowException as e:   # e.g. a dictionary id no message defined
+            v.problems.append(f"{where}: record batch {len(batches) + 1} is corrupt ({str(e).strip().splitlines()[0]})")
+            return None, False
     return pa.Table.from_batches(batches, schema=reader.schema), cut
 
 

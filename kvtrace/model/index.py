@@ -140,13 +140,13 @@ def raw_batches(shard, table: str, with_shard: bool = True):
     with pa.OSFile(path) as f:
         try:
             reader = ipc.open_stream(f)
-        except (pa.ArrowInvalid, OSError):   # replaced since it was read: the reader's rows
+        except (pa.ArrowException, OSError):   # replaced since it was read: the reader's rows
             yield _indexed(kept.table, shard.name, table, with_shard)
             return
         while want > 0:
             try:
                 b = reader.read_next_batch()
-            except (StopIteration, pa.ArrowInvalid, OSError):
+            except (StopIteration, pa.ArrowException, OSError):
                 break
             if b.num_rows > want:        # the file grew past what was read (a live shard)
                 b = b.slice(0, want)

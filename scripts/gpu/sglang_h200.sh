@@ -7,6 +7,7 @@
 #   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed)
 #   ROUNDS=2 bash .gpu/sglang_h200.sh ring  # the flight recorder's cost on VRAM, interleaved arms
 #   bash .gpu/sglang_h200.sh ringab         # the same, this kvtrace vs .gpu/old/'s (another checkout)
+#   REQ=384 ROUNDS=4 bash .gpu/sglang_h200.sh abthru   # ring without checksums vs none vs .gpu/old, longer transfer phase
 # The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
 # 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
 # and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
@@ -139,6 +140,22 @@ step_ringab() {
     KV=old REC_ARGS="--ring 30s" run ab$r-ring-no-sums-old 0.5.21 sglang:-content --memory vram $big
     REC_ARGS="--ring 30s" run ab$r-ring 0.5.21 sglang --memory vram $big
     KV=old REC_ARGS="--ring 30s" run ab$r-ring-old 0.5.21 sglang --memory vram $big
+  done
+}
+
+# the ring's cost on VRAM throughput, this checkout vs $PACK/old, without page checksums,
+# REQ requests (more waves: a longer transfer phase than ringab's 96), ROUNDS rounds, arms rotating
+step_abthru() {
+  local big="--slots 512 --page-tokens 64 --requests ${REQ:-384} --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-3}); do
+    local arms=(plain new old); local k=$((r % 3))
+    for a in "${arms[@]:$k}" "${arms[@]:0:$k}"; do
+      case $a in
+        plain) run t$r-plain 0.5.21 - --memory vram $big ;;
+        new) REC_ARGS="--ring 30s" run t$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big ;;
+        old) KV=old REC_ARGS="--ring 30s" run t$r-ring-no-sums-old 0.5.21 sglang:-content --memory vram $big ;;
+      esac
+    done
   done
 }
 

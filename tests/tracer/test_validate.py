@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pyarrow as pa
@@ -135,3 +136,29 @@ def test_the_contract_document_names_every_required_column():
         assert f"**{table}**" in doc, table
         for c in cols:
             assert f"`{c}`" in doc, (table, c)
+
+
+def _lying_offsets(col):
+    """Column ``col`` (strings) rebuilt over the same bytes with one offset pointing 2 GB
+    back: the batch still reads, its buffers lie (what one flipped bit can do)."""
+    def edit(t):
+        a = t.column(col).combine_chunks()
+        offsets = pa.array([0, -2**31 + 4] + list(range(2, len(a) + 1)), pa.int32()).buffers()[1]
+        bad = pa.Array.from_buffers(pa.string(), len(a), [None, offsets, a.buffers()[2]])
+        return t.set_column(t.schema.get_field_index(col), col, bad)
+    return edit
+
+
+def test_corrupt_record_batch_is_named_not_read(good, tmp_path):
+    """A record batch that reads but whose string offsets lie is refused in one line naming
+    the stream, the batch and the column: by the validator, and by every reader (it reached
+    Parquet's writer as an ArrowInvalid traceback before). The untouched twin passes."""
+    t = str(tmp_path / "t.kvtrace")
+    shutil.copytree(good, t)
+    assert validate(t).ok
+    open_trace(t)
+    _rewrite(os.path.join(t, "prefill/events.arrows"), _lying_offsets("request"))
+    v = validate(t)
+    assert not v.ok and [p for p in v.problems if re.match(r"prefill/events: record batch \d+ is corrupt \(column request: ", p)], v.problems
+    with pytest.raises(TraceError, match=r"events.arrows: record batch \d+ is corrupt \(column request: "):
+        open_trace(t)
