@@ -127,6 +127,10 @@ def _read_batches(path, source, size, schema, required, keep, on_batch, not_null
             return StreamRead(schema.empty_table(), 0, truncated=True, lost_bytes=size)
         raise TraceError(f"{path}: not an Arrow IPC stream ({_short(e)})") from None
     file_schema = reader.schema
+    try:
+        file_schema.names
+    except UnicodeDecodeError:   # a flipped bit in the schema message
+        raise TraceError(f"{path}: the stream's schema is corrupt (a column name is not UTF-8)") from None
     ver = (file_schema.metadata or {}).get(b"kvtrace.version")
     if ver is not None and ver != str(SCHEMA_VERSION).encode():
         raise TraceError(f"{path}: written by trace format version {_printable(ver)}; "
