@@ -25,6 +25,9 @@ from .memory import MemoryMap
 from .pairing import Transfer, transfers
 from .pairing import detail as _detail
 
+#: the largest slot (or unstructured range between descriptor ends) replay materializes
+REPLAY_MAX_CELL_BYTES = 1 << 30
+
 COLUMNS = ("shard", "seq", "t_ns", "thread", "agent", "kind", "request", "pool", "layer", "slots",
            "pages", "checksums", "xfer", "peer", "addr", "nbytes", "mem_type", "device", "msg",
            "status", "detail")
@@ -173,6 +176,10 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
 
     xfers, move_xfer, move_pieces = transfers(col, n, descs_by, mem, chunks, fault, waits, notes,
                                               pairs, op_of, ends)
+    big = max(mem.cells, key=lambda c: c.size, default=None)
+    if big is not None and big.size > REPLAY_MAX_CELL_BYTES:   # replay holds each touched slot's bytes
+        raise TraceError(f"{big.label()} is {big.size} bytes: replay holds every slot it touches in memory, "
+                         f"up to {REPLAY_MAX_CELL_BYTES >> 20} MiB a slot")
     requests = sorted({r for r in col["request"] if r})
     return Graph(tr.path, tr.manifest, col, n, threads, thread_names, thread_of, waits, cells, pages, extent,
                  xfers, move_xfer, move_pieces, mem, layouts,

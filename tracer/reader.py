@@ -16,7 +16,8 @@ import pyarrow.ipc as ipc
 import numpy as np
 
 from ..errors import TraceError
-from .schema import FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO, TABLES
+from .schema import (FORMAT_NAME, MANIFEST, NOT_NULL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO,
+                     TABLES)
 
 
 @dataclasses.dataclass
@@ -59,7 +60,8 @@ class LazyStream:
     @property
     def table(self) -> pa.Table:
         if self._table is None:
-            got = read_stream(self.path, SCHEMAS[self.table_name], REQUIRED_COLUMNS[self.table_name])
+            got = read_stream(self.path, SCHEMAS[self.table_name], REQUIRED_COLUMNS[self.table_name],
+                              not_null=NOT_NULL_COLUMNS[self.table_name])
             # the rows the index holds: a live stream may have grown since it was indexed
             self._table = got.table.slice(0, self._rows) if got.table.num_rows > self._rows else got.table
         return self._table
@@ -93,9 +95,11 @@ class Shard:
 
 
 def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = (), keep: bool = True,
-                on_batch=None) -> StreamRead:
+                on_batch=None, not_null: tuple[str, ...] | None = None) -> StreamRead:
     """Read an Arrow IPC stream batch by batch, keeping the prefix of a truncated one.
-    ``required``: columns the format requires (a stream without one is refused).
+    ``required``: columns the format requires (a stream without one is refused);
+    ``not_null``: columns that must hold a value in every row (default: the schema's
+    non-nullable ones; a null there is refused).
 
     ``keep=False``: the rows are only looked at, one batch at a time (``on_batch`` gets
     each, conformed), through ordinary reads instead of a memory map, and the result
@@ -107,13 +111,15 @@ def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = (), ke
         return StreamRead(schema.empty_table(), 0, truncated=True)
     source = pa.memory_map(path) if keep else pa.OSFile(path)
     try:
-        return _read_batches(path, source, size, schema, required, keep, on_batch)
+        if not_null is None:
+            not_null = tuple(f.name for f in schema if not f.nullable)
+        return _read_batches(path, source, size, schema, required, keep, on_batch, not_null)
     finally:
         if not keep:
             source.close()
 
 
-def _read_batches(path, source, size, schema, required, keep, on_batch) -> StreamRead:
+def _read_batches(path, source, size, schema, required, keep, on_batch, not_null) -> StreamRead:
     try:
         reader = ipc.open_stream(source)
     except (pa.ArrowException, OSError) as e:
@@ -121,6 +127,10 @@ def _read_batches(path, source, size, schema, required, keep, on_batch) -> Strea
             return StreamRead(schema.empty_table(), 0, truncated=True, lost_bytes=size)
         raise TraceError(f"{path}: not an Arrow IPC stream ({_short(e)})") from None
     file_schema = reader.schema
+    try:
+        file_schema.names
+    except UnicodeDecodeError:   # a flipped bit in the schema message
+        raise TraceError(f"{path}: the stream's schema is corrupt (a column name is not UTF-8)") from None
     ver = (file_schema.metadata or {}).get(b"kvtrace.version")
     if ver is not None and ver != str(SCHEMA_VERSION).encode():
         raise TraceError(f"{path}: written by trace format version {_printable(ver)}; "
@@ -151,16 +161,16 @@ def _read_batches(path, source, size, schema, required, keep, on_batch) -> Strea
             batches.append(b)
         else:
             part = _table_of(path, [b], file_schema, schema)
-            for field in schema:
-                if not field.nullable:
-                    nulls[field.name] = nulls.get(field.name, 0) + part.column(field.name).null_count
+            for name in not_null:
+                nulls[name] = nulls.get(name, 0) + part.column(name).null_count
             if on_batch is not None and not any(nulls.values()):
                 on_batch(part)
     if not keep:
-        _refuse_nulls(path, schema, nulls)
+        _refuse_nulls(path, nulls)
         return StreamRead(schema.empty_table(), nonempty, truncated, max(0, size - good_pos) if truncated else 0,
                           rows=rows)
-    table = _checked(path, _table_of(path, batches, file_schema, schema), schema)
+    table = _table_of(path, batches, file_schema, schema)
+    _refuse_nulls(path, {name: table.column(name).null_count for name in not_null})
     return StreamRead(table, nonempty, truncated, max(0, size - good_pos) if truncated else 0)
 
 
@@ -182,15 +192,12 @@ def _table_of(path: str, batches: list, file_schema: pa.Schema, schema: pa.Schem
     return _conform(table, schema)
 
 
-def _checked(path: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
-    _refuse_nulls(path, schema, {f.name: table.column(f.name).null_count for f in schema if not f.nullable})
-    return table
-
-
-def _refuse_nulls(path: str, schema: pa.Schema, nulls: dict) -> None:
-    for field in schema:   # the format's non-null columns (seq, xfer, dlist): keys every reader joins on
-        if nulls.get(field.name):
-            raise TraceError(f"{path}: column {field.name} has {nulls[field.name]} null "
+def _refuse_nulls(path: str, nulls: dict) -> None:
+    """The format's not-null columns (docs/format.md): keys every reader joins on, and the
+    addresses, sizes and geometry replay and the checks compute with."""
+    for name, n in nulls.items():
+        if n:
+            raise TraceError(f"{path}: column {name} has {n} null "
                              f"value(s); the format requires every row to have one")
 
 
@@ -388,9 +395,9 @@ def _read_streams(sdir: str, name: str, scan_only: bool = False) -> tuple[dict, 
             continue
         if scan_only:
             sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname], keep=False,
-                             on_batch=seqs.feed if tname == "events" else None)
+                             on_batch=seqs.feed if tname == "events" else None, not_null=NOT_NULL_COLUMNS[tname])
         else:
-            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname])
+            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname], not_null=NOT_NULL_COLUMNS[tname])
             if tname == "events":
                 seqs.feed(sr.table)
         if sr.truncated:

@@ -55,6 +55,11 @@ def _read(path: str, where: str, v: Validation) -> tuple[pa.Table | None, bool]:
     except (OSError, pa.ArrowException) as e:
         v.problems.append(f"{where}: not an Arrow IPC stream ({str(e).strip().splitlines()[0]})")
         return None, False
+    try:
+        reader.schema.names
+    except UnicodeDecodeError:
+        v.problems.append(f"{where}: the stream's schema is corrupt (a column name is not UTF-8)")
+        return None, False
     batches, cut = [], False
     while True:
         try:

@@ -8,7 +8,9 @@
 --   this generation whose descriptors land on it (a descriptor spanning a run of slots
 --   lands on each) and that is not posted after the read.
 --   Prefix pages shared from an earlier turn count (their writer is in the generation).
---   Otherwise the read sees stale memory or poison.
+--   Otherwise the read sees stale memory or poison. Decided only on a trace with no shard
+--   cut short: a transfer posted in a lost tail can race the read, and its absence proves
+--   nothing (the unknowns name the cut).
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
@@ -20,7 +22,7 @@
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first reads
 --   count BIGINT       -- affected (read, slot) pairs
 --   message VARCHAR
-WITH j AS (  -- with the latest local write before the read (precomputed in reads)
+WITH j AS NOT MATERIALIZED (  -- with the latest local write before the read (precomputed in reads)
     SELECT r.* EXCLUDE (lw_seq, lw_ck, lw_req), r.lw_seq AS w_seq FROM reads r WHERE managed
 ), t AS (
     SELECT lk, gen_seq, bound FROM end_hold_ids   -- integer columns only: no name is read
@@ -31,13 +33,17 @@ WITH j AS (  -- with the latest local write before the read (precomputed in read
     SELECT lk, bound FROM end_hold_ids WHERE dst AND h_unknown
     UNION ALL
     SELECT lk, bound FROM run_hold WHERE side = 'dst' AND h_unknown
-), undelivered AS (   -- anti joins: hash joins on the integer keys, no per-read subquery
-    SELECT j.* FROM j
+), bad AS (   -- anti joins: hash joins on the integer keys, no per-read subquery; on the read's
+    -- keys alone ((lk, seq) is one read), so whichever side DuckDB hashes is narrow
+    SELECT j.lk, j.seq FROM j
     ANTI JOIN t ON t.lk = j.lk AND t.gen_seq = j.gen_seq AND j.seq > t.bound
     -- one of them, not known to be posted after the read, may have delivered it: unknown
     ANTI JOIN maybe m ON m.lk = j.lk AND j.seq > m.bound
     WHERE NOT (j.w_seq IS NOT NULL AND (j.gen_seq IS NULL OR j.w_seq > j.gen_seq))
-)
+      -- absence of a delivery is a fact only where every posting is recorded: a post in a cut
+      -- shard's lost tail may race the read (in the whole trace: read_before_done, not this)
+      AND NOT EXISTS (SELECT 1 FROM shard_cut WHERE cut IS NOT NULL)
+), undelivered AS (SELECT j.* FROM j SEMI JOIN bad USING (lk, seq))
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events,
        count(*) AS count,

@@ -52,6 +52,12 @@ def build_seen_raw(model) -> None:
     _create(model, "xfer_seen_raw", pa.concat_tables(parts) if parts else empty)
 
 
+#: the largest slot whose never-written checksum is computed (it hashes that many bytes of
+#: poison). KV pages are KBs to MBs; a layout claiming more (a damaged trace) gets no
+#: poison row, so no read of it is ever called "never written": a finding missed, never made up
+POISON_MAX_BYTES = 256 << 20
+
+
 @builder("poison", requires=("lay",))
 def build_poison(model) -> None:
     """poison: slot_bytes UBIGINT, checksum UBIGINT — kvh64 of never-written memory per
@@ -59,7 +65,7 @@ def build_poison(model) -> None:
     from ..kernels.checksum import kvh64
     from ..kernels.provenance import poison
 
-    sizes = [int(v) for v in model.ask("slot_sizes").column("slot_bytes").to_pylist()]
+    sizes = [n for v in model.ask("slot_sizes").column("slot_bytes").to_pylist() if (n := int(v)) <= POISON_MAX_BYTES]
     _create(model, "poison", pa.table({"slot_bytes": pa.array(sizes, pa.uint64()),
                                        "checksum": pa.array([int(kvh64(poison(n)[0])) for n in sizes], pa.uint64())}))
 

@@ -126,7 +126,7 @@ def test_tables_moved_out_of_memory_hold_the_same(tmp_path, monkeypatch, example
     monkeypatch.setattr(memory, "COMPACT_SHARE", 0.0)
     rows1, found1, kinds1 = analyse(path, keep=True)
     moved = [n for n, k in kinds.items() if k == "table" and kinds1[n] == "view"]
-    assert "end_hold_ids" in moved and "read_predict_ids" in moved
+    assert "desc_hold_ids" in moved and "read_predict_ids" in moved
     assert rows1 == rows and found1 == found
     rows2, found2, _ = analyse(path, keep=True)               # and the next model reads them
     assert rows2 == rows and found2 == found

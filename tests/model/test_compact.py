@@ -22,12 +22,12 @@ def test_compressed_tables_hold_the_same_rows(tmp_path, monkeypatch):
     with TraceModel(path, keep_derived=False) as m:
         m.derive()
         plain = tables(m)
-        kinds = {k for (k,) in m.execute("SELECT DISTINCT compression FROM pragma_storage_info('end_hold_ids')").fetchall()}
+        kinds = {k for (k,) in m.execute("SELECT DISTINCT compression FROM pragma_storage_info('desc_hold_ids')").fetchall()}
         assert kinds == {"Uncompressed"}            # far below the cap: never compressed
     monkeypatch.setattr(memory, "COMPACT_SHARE", 0.0)   # every object: compress
     with TraceModel(path, keep_derived=False) as m:
         m.derive()
-        kinds = {k for (k,) in m.execute("SELECT DISTINCT compression FROM pragma_storage_info('end_hold_ids')").fetchall()}
+        kinds = {k for (k,) in m.execute("SELECT DISTINCT compression FROM pragma_storage_info('desc_hold_ids')").fetchall()}
         assert kinds != {"Uncompressed"}
         assert tables(m) == plain
-    assert {"end_hold_ids", "desc_match_ids", "holdings", "read_predict_ids", "inflight_pairs"} <= set(plain)
+    assert {"desc_hold_ids", "desc_match_ids", "holdings", "read_predict_ids", "inflight_pairs"} <= set(plain)

@@ -35,10 +35,10 @@ def _findings(s) -> list[tuple]:
 def test_pieces_out_of_core_same_rows_and_findings(tmp_path, monkeypatch, bug, gen_synthetic):
     path = str(tmp_path / "t.kvtrace")
     made = gen_synthetic.build(path, 10_000, bug=bug)
-    end_hold, desc_match = registry()["end_hold_ids"], registry()["desc_match_ids"]
+    end_hold, desc_match = registry()["desc_hold_ids"], registry()["desc_match_ids"]
     assert end_hold.piece_key == ("xfers", "xfer") and end_hold.pieces == ("holding_list", "xfers")
-    assert desc_match.piece_key == ("xfers", "xfer") and desc_match.pieces == ("end_hold_ids",)
-    assert desc_match.pieces_divisor == 4 and end_hold.pieces_divisor == 1
+    assert desc_match.piece_key == ("xfers", "xfer") and desc_match.pieces == ("desc_hold_ids",)
+    assert desc_match.pieces_divisor == 2 and end_hold.pieces_divisor == 1
 
     monkeypatch.setenv("KVTRACE_DATABASE", "memory")
     with TraceSession(path, keep_derived=False) as s:     # far below the cap: one piece

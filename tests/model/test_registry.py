@@ -66,7 +66,7 @@ def test_table_query_is_the_select_a_table_file_stores():
     assert table_query(parse_sql("v", "-- requires: events\nCREATE VIEW v AS SELECT 1;")) is None
     objs = registry()
     tables = [n for n, d in objs.items() if d.sql and "TABLE " + n in d.sql]
-    assert {"end_hold_ids", "read_predict_ids", "desc_match_ids"} <= set(tables)
+    assert {"desc_hold_ids", "read_predict_ids", "desc_match_ids"} <= set(tables)
     for n in tables:
         q = table_query(objs[n])
         assert q and not q.upper().startswith("CREATE") and not q.endswith(";")

@@ -1,5 +1,5 @@
 -- agent_ids: every agent a descriptor end or an event names, with a small integer id (the
--- narrow tables, end_hold_ids, store it instead of the name) and its home (agent_home; null:
+-- narrow tables, desc_hold_ids, store it instead of the name) and its home (agent_home; null:
 -- it recorded no event).
 -- requires: agent_home, descs
 -- Columns: agent VARCHAR, aid INTEGER (1-based, in name order), h_shard VARCHAR, h_sidx INTEGER

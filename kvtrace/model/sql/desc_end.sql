@@ -1,6 +1,7 @@
 -- desc_end: both ends of every descriptor resolved through layouts to
--- (agent, pool, layer, slot, offset) by a range join on the layout regions.
--- requires: descs, lay
+-- (agent, pool, layer, slot, offset), one row per end: desc_ends' ends (resolved there, side
+-- by side), each read once.
+-- requires: desc_ends
 -- Columns:
 --   shard VARCHAR, xfer BIGINT, pos INTEGER  -- the descriptor (initiator shard)
 --   side VARCHAR        -- src | dst (the direction bytes move)
@@ -11,29 +12,14 @@
 --   slot_bytes UBIGINT, num_slots BIGINT
 --   crosses BOOLEAN     -- the range runs past the end of its slot
 --   pid, part_id INTEGER  -- the region's pool and part ids (lay; null: none covers it)
--- A view, not a table: end_hold, the one object of the analysis that reads it, stores every
--- column of it beside its own, so storing the rows twice only cost time (~0.4 cpu-s at 1M
--- events: a quarter of it the range join, the rest writing 1.36M rows). Readers outside the
--- analysis (replay, export, the TUI) compute it where they read it. (With the end_hold of
--- 2026-12-03, DuckDB 1.x misestimated the view's range join and hashed the 1.36M-row side
--- there; end_hold's plan today builds on lay, agent_home, xfers: EXPLAIN it after changes.)
+-- A view, not a table: the analysis reads the ends side by side (desc_hold_ids, from desc_ends);
+-- readers outside it (replay, export) compute it where they read it.
 CREATE OR REPLACE VIEW desc_end AS
-WITH d AS (
-    SELECT shard, xfer, pos, nbytes, 'src' AS side, src_agent AS agent, src_addr AS addr,
-           src_dlist AS dlist, src_idx AS idx FROM descs
-    UNION ALL
-    SELECT shard, xfer, pos, nbytes, 'dst', dst_agent, dst_addr, dst_dlist, dst_idx FROM descs
-), j AS (
-    SELECT d.*, l.pool, l.layer, l.part, l.pid, l.part_id, l.addr AS l_addr, l.nbytes AS l_nbytes, l.slot_bytes, l.num_slots
-    -- a range hash join: layouts are few, and an ASOF join would sort every descriptor
-    FROM d LEFT JOIN lay l ON d.agent = l.agent AND d.addr >= l.addr AND d.addr < l.addr + l.nbytes
-)
-SELECT shard, xfer, pos, side, agent, addr, nbytes, dlist, idx,
-       CASE WHEN inl THEN pool END AS pool, CASE WHEN inl THEN layer END AS layer,
-       CASE WHEN inl THEN part END AS part,
-       CASE WHEN inl THEN ((addr - l_addr) // slot_bytes)::BIGINT END AS slot,
-       CASE WHEN inl THEN ((addr - l_addr) % slot_bytes)::BIGINT END AS off,
-       CASE WHEN inl THEN slot_bytes END AS slot_bytes, CASE WHEN inl THEN num_slots END AS num_slots,
-       coalesce(inl AND (addr - l_addr) % slot_bytes + nbytes > slot_bytes, false) AS crosses,
-       CASE WHEN inl THEN pid END AS pid, CASE WHEN inl THEN part_id END AS part_id
-FROM (SELECT *, l_addr IS NOT NULL AND addr + nbytes <= l_addr + l_nbytes AS inl FROM j);
+SELECT shard, xfer, pos, 'src' AS side, s_agent AS agent, s_addr AS addr, nbytes, s_dlist AS dlist, s_idx AS idx,
+       s_pool AS pool, s_layer AS layer, s_part AS part, s_slot AS slot, s_off AS off, s_slot_bytes AS slot_bytes,
+       s_num_slots AS num_slots, s_crosses AS crosses, s_pid AS pid, s_part_id AS part_id
+FROM desc_ends WHERE d_first   -- each source end once (with its destination end's first region)
+UNION ALL
+SELECT shard, xfer, pos, 'dst', d_agent, d_addr, nbytes, d_dlist, d_idx, d_pool, d_layer, d_part, d_slot, d_off,
+       d_slot_bytes, d_num_slots, d_crosses, d_pid, d_part_id
+FROM desc_ends WHERE s_first;

@@ -3,7 +3,7 @@
 -- descriptor correctness, read by the layer_offset_mismatch check and the TUI inspector.
 -- The rule applies (checked) when both ends fall in a layout and one side's pool is
 -- allocator-managed. Then the ends must agree on pool, layer and K/V part, the request
--- must hold both slots at the post (pages from end_hold), and the bytes must be the same
+-- must hold both slots at the post (pages from desc_hold_ids), and the bytes must be the same
 -- tokens: with the same bytes per token on both sides (same geometry, or pages of other
 -- sizes) the same token position page * slot_bytes + offset; with heads split differently
 -- (heterogeneous TP: where a rank's share sits in the slot is the engine's choice)
@@ -12,17 +12,18 @@
 -- An end on an agent that recorded no holding at all for the request (its allocator is not
 -- hooked there, e.g. a scheduler in a process of its own) proves nothing about which slots
 -- the request holds: such a descriptor is unknown (not checked), never "not held".
--- requires: end_hold_ids, lay, holding_list, agent_home, agent_ids, xfers
--- pieces: xfers.xfer by end_hold_ids / 4
+-- requires: desc_hold_ids, lay, holding_list, agent_home, agent_ids, xfers
+-- pieces: xfers.xfer by desc_hold_ids / 2
 -- Built from the descriptors of the transfers with $lo <= xfer < $hi (null: unbounded;
--- TraceModel builds it in one piece unless the ends it joins, one side of end_hold_ids with
--- about half its columns (the "/ 4"), outgrow a share of the memory cap, then in ranges
--- of transfers): a descriptor's ends and every group of the duplicate test belong to one
--- transfer, so the pieces are exact, and each joins only its own ends (end_hold's row
--- groups outside the range are skipped) instead of spilling all of them (10M events
--- under a 300 MB cap: 27 pieces, 14-16 cpu-s, in one statement 27).
--- Stored narrow, as end_hold_ids (whose integer ids it reads: its self-join and hash tables
--- carry no names); the view desc_match gives the names back (id_names). Columns: desc_match's,
+-- TraceModel builds it in one piece unless desc_hold_ids, with about half its columns read
+-- here (the "/ 2"), outgrows a share of the memory cap, then in ranges of transfers): a
+-- descriptor and every group of the duplicate test belong to one transfer, so the pieces are
+-- exact, and each reads only its own descriptors (desc_hold_ids' row groups outside the range
+-- are skipped). (Until the ends were stored side by side this joined the 6.8M destination
+-- ends to their 6.8M source ends at 10M events, ~2.5 of its ~10 cpu-s; under a 300 MB cap in
+-- 27 pieces, 14-16 cpu-s, in one statement 27.)
+-- Stored narrow, as desc_hold_ids (whose integer ids it reads: its hash tables carry no
+-- names); the view desc_match gives the names back (id_names). Columns: desc_match's,
 -- with psidx (the initiator shard) for shard, s_aid, s_pid, s_part_id / d_aid, d_pid, d_part_id
 -- for the ends' agent, pool and part, unheld_aid for unheld.
 CREATE OR REPLACE TABLE desc_match_ids AS
@@ -35,38 +36,36 @@ ah AS (SELECT DISTINCT i.aid, h.request FROM holding_list h JOIN agent_home o ON
           OR h.request IN (SELECT request FROM xfers WHERE ($lo IS NULL OR xfer >= $lo) AND ($hi IS NULL OR xfer < $hi))),
 a AS (
     SELECT t.psidx, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
-           s.aid AS s_aid, s.addr AS s_addr, s.pid AS s_pid, s.layer AS s_layer, s.part_id AS s_part_id,
-           s.slot AS s_slot, s.off AS s_off, s.slot_bytes AS s_slot_bytes, s.page AS s_page,
-           s.managed AS s_managed, s.dlist AS s_dlist, s.idx AS s_idx,
-           t.aid AS d_aid, t.addr AS d_addr, t.pid AS d_pid, t.layer AS d_layer, t.part_id AS d_part_id,
-           t.slot AS d_slot, t.off AS d_off, t.slot_bytes AS d_slot_bytes, t.page AS d_page,
-           t.managed AS d_managed, t.dlist AS d_dlist, t.idx AS d_idx,
+           t.s_aid, t.s_addr, t.s_pid, t.s_layer, t.s_part_id, t.s_slot, t.s_off, t.s_slot_bytes, t.s_page,
+           t.s_managed, t.s_dlist, t.s_idx,
+           t.d_aid, t.d_addr, t.d_pid, t.d_layer, t.d_part_id, t.d_slot, t.d_off, t.d_slot_bytes, t.d_page,
+           t.d_managed, t.d_dlist, t.d_idx,
            -- a page that cannot be known (its holding unordered with the post, past a cut, or
            -- of a transfer with no request) proves nothing, unless the other end is proven
            -- outside the request's pages
-           coalesce(t.pid IS NOT NULL AND s.pid IS NOT NULL AND (t.managed OR s.managed)
-                    AND (NOT (t.h_unknown OR s.h_unknown)
-                         OR (s.managed AND s.page IS NULL AND NOT s.h_unknown)
-                         OR (t.managed AND t.page IS NULL AND NOT t.h_unknown)), false) AS applies,
+           coalesce(t.d_pid IS NOT NULL AND t.s_pid IS NOT NULL AND (t.d_managed OR t.s_managed)
+                    AND (NOT (t.d_h_unknown OR t.s_h_unknown)
+                         OR (t.s_managed AND t.s_page IS NULL AND NOT t.s_h_unknown)
+                         OR (t.d_managed AND t.d_page IS NULL AND NOT t.d_h_unknown)), false) AS applies,
            -- an end with no page whose agent holds nothing of the request: not held is unprovable
-           CASE WHEN s.page IS NULL AND sh.aid IS NULL THEN s.aid
-                WHEN t.page IS NULL AND th.aid IS NULL THEN t.aid END AS blank,
-           s.slot_bytes * tp.pt = t.slot_bytes * sp.pt AS same_geometry,
-           coalesce(s.pid = t.pid AND s.layer = t.layer AND s.part_id IS NOT DISTINCT FROM t.part_id AND
-               CASE WHEN s.slot_bytes * tp.pt = t.slot_bytes * sp.pt
-                    THEN s.page * s.slot_bytes + s.off = t.page * t.slot_bytes + t.off
-                    ELSE s.page * sp.pt < (t.page + 1) * tp.pt AND t.page * tp.pt < (s.page + 1) * sp.pt END,
+           CASE WHEN t.s_page IS NULL AND sh.aid IS NULL THEN t.s_aid
+                WHEN t.d_page IS NULL AND th.aid IS NULL THEN t.d_aid END AS blank,
+           t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt AS same_geometry,
+           coalesce(t.s_pid = t.d_pid AND t.s_layer = t.d_layer AND t.s_part_id IS NOT DISTINCT FROM t.d_part_id AND
+               CASE WHEN t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt
+                    THEN t.s_page * t.s_slot_bytes + t.s_off = t.d_page * t.d_slot_bytes + t.d_off
+                    ELSE t.s_page * sp.pt < (t.d_page + 1) * tp.pt AND t.d_page * tp.pt < (t.s_page + 1) * sp.pt END,
                false) AS same
-    -- the two ends of a descriptor by integer keys (psidx: the initiator shard's index);
+    -- the two ends of a descriptor, side by side in one row of desc_hold_ids (no join pairs them);
     -- "holds something of the request" as plain left joins (ah is distinct): as NOT EXISTS
     -- subqueries DuckDB built a correlated plan over every row (~1/3 of the cost at 10M);
     -- looked up only for an end without a page (a null key never matches; blank reads it only then)
-    FROM end_hold_ids t JOIN end_hold_ids s ON s.psidx = t.psidx AND s.xfer = t.xfer AND s.pos = t.pos AND NOT s.dst
-    LEFT JOIN pt sp ON sp.aid = s.aid AND sp.pid = s.pid
-    LEFT JOIN pt tp ON tp.aid = t.aid AND tp.pid = t.pid
-    LEFT JOIN ah sh ON sh.aid = s.aid AND sh.request = CASE WHEN s.page IS NULL THEN t.request END
-    LEFT JOIN ah th ON th.aid = t.aid AND th.request = CASE WHEN t.page IS NULL THEN t.request END
-    WHERE t.dst AND ($lo IS NULL OR (t.xfer >= $lo AND s.xfer >= $lo)) AND ($hi IS NULL OR (t.xfer < $hi AND s.xfer < $hi))
+    FROM desc_hold_ids t
+    LEFT JOIN pt sp ON sp.aid = t.s_aid AND sp.pid = t.s_pid
+    LEFT JOIN pt tp ON tp.aid = t.d_aid AND tp.pid = t.d_pid
+    LEFT JOIN ah sh ON sh.aid = t.s_aid AND sh.request = CASE WHEN t.s_page IS NULL THEN t.request END
+    LEFT JOIN ah th ON th.aid = t.d_aid AND th.request = CASE WHEN t.d_page IS NULL THEN t.request END
+    WHERE ($lo IS NULL OR t.xfer >= $lo) AND ($hi IS NULL OR t.xfer < $hi)
 ), b AS (SELECT a.* EXCLUDE (applies, blank), applies AND blank IS NULL AS checked,
                 CASE WHEN applies THEN blank END AS unheld_aid FROM a
 ), ov AS (  -- agents with two layout regions that overlap on other slot boundaries (rare)

@@ -1,8 +1,9 @@
 -- end_hold: every descriptor end with its transfer's post, the shard where the end's agent
 -- lives (home), when that shard knows the transfer ended, and — for ends in allocator-managed
 -- pools — the holding of the transfer's request that covers the post. Derived in
--- end_hold_ids (the rules are there), which stores small integer ids in place of the names;
--- this view gives the names back (id_names), so a reader
+-- desc_hold_ids (the rules are there; both ends of a descriptor in one row), which stores small
+-- integer ids in place of the names; end_hold_ids gives its ends one by one, and this view
+-- gives the names back (id_names), so a reader
 -- pays for a name only where it reads it (a hot reader may read end_hold_ids itself).
 -- requires: end_hold_ids, id_names
 -- Columns:

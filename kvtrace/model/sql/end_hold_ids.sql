@@ -1,67 +1,27 @@
--- end_hold_ids: every descriptor end with its transfer's post, the shard where the end's
--- agent lives (home), when that shard knows the transfer ended, and — for ends in
--- allocator-managed pools — the holding of the transfer's request that covers the post
--- (the latest alloc of that slot by the request that happens-before the post).
--- A remote end (its agent lives on another shard than the post) whose request holds no
--- slot by an alloc that happens-before the post is "not held" only when that is a fact:
--- the home shard's events can be ordered before the post's (shard_order), its tail is not
--- cut, and no alloc of the slot by the request is merely unordered with the post.
--- Otherwise the holding is unknown (h_unknown), never "not held"; so is the holding of a
--- transfer that carries no request (whose pages it moves is unknown).
--- requires: desc_end, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut
--- pieces: xfers.xfer by holding_list, xfers
--- Built from the transfers with $lo <= xfer < $hi (null: unbounded; TraceModel builds it in
--- one piece unless the holdings and transfers outgrow a share of the memory cap, then in
--- ranges of transfers): each piece reads its transfers' descriptors (row groups of the
--- index outside the range are skipped) and the holdings of their requests only, so its
--- hash joins' build sides fit the cap and nothing spills (in one statement, 100M events
--- under a 3 GB cap spilled every end with all its columns: x5 the in-memory CPU).
--- Stored narrow: names are small integer ids here (the view end_hold, which every reader reads,
--- gives them back), because writing a text column of its two rows per descriptor cost ~0.7 cpu-s
--- per column at 10M events, an integer ~0.1 (shard, side, agent, pool, part, h_shard: ~4 cpu-s).
+-- end_hold_ids: every descriptor end with its transfer's post, home shard and holding, one row
+-- per end, in small integer ids (end_hold gives the names back): desc_hold_ids' ends (derived
+-- there, both ends of a descriptor side by side), each read once. For the readers that want
+-- the ends one by one (inflight_pairs' sweep, read_undelivered, end_hold); a reader of both
+-- ends of a descriptor reads desc_hold_ids instead of joining the two rows here.
+-- requires: desc_hold_ids
 -- Columns (end_hold's, with these in place of its names):
 --   dst BOOLEAN           -- the destination end (end_hold.side = 'dst'; else 'src')
 --   aid INTEGER           -- the end's agent (agent_ids)
 --   pid, part_id INTEGER  -- its pool and part (lay)
 --   psidx, h_sidx INTEGER -- the initiator and home shards (shards.sidx), as in end_hold
 --   the rest as end_hold: xfer, pos, addr, nbytes, layer, slot, off, slot_bytes, crosses, dlist, idx,
---   request, post_seq, bound, t_ns, managed, seen_seq, end_seq, h_blind, h_unknown, alloc_seq,
---   free_seq, release_seq, gen_seq, page, sk, lk
-CREATE OR REPLACE TABLE end_hold_ids AS
-WITH e AS (
-    SELECT d.xfer, d.pos, d.side = 'dst' AS dst, a.aid, d.addr, d.nbytes, d.pid, d.layer, d.part_id, d.slot, d.off,
-           d.slot_bytes, d.crosses, d.dlist, d.idx, x.request, x.post_seq, x.sidx AS psidx,
-           x.know[a.h_sidx + 1] AS bound, x.t_ns, a.h_sidx,
-           m.pool IS NOT NULL AS managed, s.seen_seq, s.end_seq,
-           a.h_sidx IS DISTINCT FROM x.sidx AND (o.from_sidx IS NULL OR c.cut IS NOT NULL) AS h_blind,
-           -- holding_list's key; null where a part is (an equi-join on the parts never matches a null)
-           CASE WHEN a.h_shard IS NOT NULL AND d.agent IS NOT NULL AND d.pool IS NOT NULL AND d.slot IS NOT NULL
-                     AND x.request IS NOT NULL THEN hash(a.h_shard, d.agent, d.pool, d.slot, x.request) END AS hk,
-           -- join keys of the slot and slot layer on the home shard (see slot_ev)
-           hash(a.h_shard, d.agent, d.pool, d.slot) AS sk, hash(a.h_shard, d.agent, d.pool, d.layer, d.slot) AS lk
-    FROM desc_end d JOIN xfers x USING (shard, xfer)
-    LEFT JOIN agent_ids a ON a.agent = d.agent
-    LEFT JOIN shard_order o ON o.from_sidx = a.h_sidx AND o.to_sidx = x.sidx
-    LEFT JOIN shard_cut c ON c.shard = a.h_shard
-    LEFT JOIN managed m ON m.agent = d.agent AND m.pool = d.pool
-    LEFT JOIN xfer_seen s ON s.shard = d.shard AND s.xfer = d.xfer AND s.side_shard = a.h_shard
-    WHERE ($lo IS NULL OR (d.xfer >= $lo AND x.xfer >= $lo)) AND ($hi IS NULL OR (d.xfer < $hi AND x.xfer < $hi))
-), j AS (  -- the request's latest alloc of the slot that happens-before the post
-    -- (a list of one holding, the usual case, is read without a lambda)
-    SELECT e.*, CASE WHEN len(k.hl) = 1 THEN CASE WHEN k.hl[1].a <= e.bound THEN k.hl[1] END
-                     ELSE list_filter(k.hl, lambda h: h.a <= e.bound)[-1] END AS h,
-           -- allocs of the slot by the request not known to come before or after the post
-           e.h_sidx IS DISTINCT FROM e.psidx
-               AND CASE WHEN len(k.hl) = 1
-                        THEN coalesce(k.hl[1].a > e.bound AND (e.end_seq IS NULL OR k.hl[1].a < e.end_seq), false)
-                        ELSE len(list_filter(k.hl, lambda h: h.a > e.bound AND (e.end_seq IS NULL OR h.a < e.end_seq))) > 0
-                   END AS unordered
-    FROM e LEFT JOIN (SELECT hk, hl FROM holding_list
-                      WHERE ($lo IS NULL AND $hi IS NULL)
-                         OR request IN (SELECT request FROM xfers WHERE ($lo IS NULL OR xfer >= $lo) AND ($hi IS NULL OR xfer < $hi))) k
-        ON k.hk = e.hk
-)
-SELECT j.* EXCLUDE (h, unordered, hk),
-       coalesce(managed AND h IS NULL AND (request IS NULL OR h_blind OR unordered), false) AS h_unknown,
-       h.a AS alloc_seq, h.f AS free_seq, h.r AS release_seq, h.g AS gen_seq, h.p AS page
-FROM j;
+--   request, post_seq, bound, t_ns, managed, seen_seq, end_seq, h_blind, sk, lk, h_unknown,
+--   alloc_seq, free_seq, release_seq, gen_seq, page (in this order)
+CREATE OR REPLACE VIEW end_hold_ids AS
+SELECT xfer, pos, false AS dst, s_aid AS aid, s_addr AS addr, nbytes, s_pid AS pid, s_layer AS layer,
+       s_part_id AS part_id, s_slot AS slot, s_off AS off, s_slot_bytes AS slot_bytes, s_crosses AS crosses,
+       s_dlist AS dlist, s_idx AS idx, request, post_seq, psidx, s_bound AS bound, t_ns, s_h_sidx AS h_sidx,
+       s_managed AS managed, s_seen_seq AS seen_seq, s_end_seq AS end_seq, s_h_blind AS h_blind,
+       s_sk AS sk, s_lk AS lk, s_h_unknown AS h_unknown, s_alloc_seq AS alloc_seq, s_free_seq AS free_seq,
+       s_release_seq AS release_seq, s_gen_seq AS gen_seq, s_page AS page
+FROM desc_hold_ids WHERE d_first   -- each source end once (with its destination end's first region)
+UNION ALL
+SELECT xfer, pos, true, d_aid, d_addr, nbytes, d_pid, d_layer, d_part_id, d_slot, d_off, d_slot_bytes, d_crosses,
+       d_dlist, d_idx, request, post_seq, psidx, d_bound, t_ns, d_h_sidx, d_managed, d_seen_seq, d_end_seq,
+       d_h_blind, d_sk, d_lk, d_h_unknown, d_alloc_seq, d_free_seq, d_release_seq, d_gen_seq, d_page
+FROM desc_hold_ids WHERE s_first;

@@ -1,5 +1,5 @@
--- id_names: the names behind the small integer ids the narrow tables store (end_hold_ids,
--- desc_match_ids), one row of lists: shards[sidx + 1], agents[aid], pools[pid], parts[part_id]
+-- id_names: the names behind the small integer ids the narrow tables store (desc_hold_ids,
+-- desc_match_ids, read_predict_ids), one row of lists: shards[sidx + 1], agents[aid], pools[pid], parts[part_id]
 -- (a null id, or one past the end, gives a null name). The views end_hold and desc_match read
 -- their names here, so each dictionary is derived once, from shards, agent_ids and lay.
 -- requires: shards, agent_ids, lay

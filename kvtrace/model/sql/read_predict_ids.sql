@@ -4,7 +4,7 @@
 -- the latest write of its source slot that happens-before the post (whole-slot copies
 -- only). checksum_mismatch reports the reads whose checksum differs; attribution
 -- (analysis/attribution.py) searches for whose bytes they hold.
--- requires: reads, writes, end_hold_ids, poison
+-- requires: reads, writes, desc_hold_ids, poison
 -- Narrow: only the read's keys, its checksum and the prediction; join reads USING (lk, seq)
 -- for the rest (checksum_mismatch does so for the few mismatched reads only).
 -- Stored narrow: the transfer's shard as its index and the prediction's source as a boolean
@@ -28,36 +28,34 @@
 -- not null. So the generations with more than one transfer (multi, by a hash of their key:
 -- a collision only sends a generation down the exact general path) take the general join
 -- + group-by per read (xm), and every other read takes its one transfer by a hash join (t1);
--- the group-by over every read cost ~5 s of the ~8 s at 10M. The source end's checksum is
--- found by an ASOF join on the source ends alone (7 integer columns), before they meet
--- their destination ends. The ends come from end_hold_ids (integers only: no name is read).
+-- the group-by over every read cost ~5 s of the ~8 s at 10M. The two ends of a transfer's
+-- descriptors come side by side from desc_hold_ids (integers only: no name is read), so the
+-- source end's checksum is found by an ASOF join on the descriptors into held slot layers
+-- alone, with no join of destination ends to source ends (at 10M that join and an ASOF join
+-- over every source end cost ~6 of this object's ~13 cpu-s).
 CREATE OR REPLACE TABLE read_predict_ids AS
 WITH dst AS NOT MATERIALIZED (   -- transfers into a held slot layer: the generation they write
-    SELECT psidx, xfer, pos, lk, gen_seq, post_seq, seen_seq, bound, off, nbytes, slot_bytes
-    FROM end_hold_ids WHERE dst AND managed AND gen_seq IS NOT NULL
-), src AS NOT MATERIALIZED (
-    SELECT psidx, xfer, pos, lk, bound, off, slot_bytes FROM end_hold_ids WHERE NOT dst
+    -- (each destination end once: d_first, see desc_ends)
+    SELECT d_lk AS lk, d_gen_seq AS gen_seq FROM desc_hold_ids WHERE s_first AND d_managed AND d_gen_seq IS NOT NULL
 ), multi AS (   -- slot layer generations with more than one transfer in (rare), by hash
     SELECT hash(lk, gen_seq) AS h FROM dst GROUP BY h HAVING count(*) > 1
-), sck AS NOT MATERIALIZED (   -- each source end with the checksum of the latest write of its
-    -- slot layer that happens-before the post
-    SELECT s.psidx, s.xfer, s.pos, s.off AS s_off, s.slot_bytes AS s_slot_bytes, w.checksum AS x_ck
-    FROM src s ASOF LEFT JOIN writes w ON w.lk = s.lk AND s.bound >= w.seq
-), t1 AS (   -- the transfer of each generation that receives one
-    SELECT d.lk, d.gen_seq, d.post_seq, d.seen_seq, d.bound, d.psidx, s.x_ck,
-           d.off = 0 AND s.s_off = 0 AND d.nbytes = d.slot_bytes AND d.slot_bytes = s.s_slot_bytes AS whole
-    FROM (SELECT * FROM dst WHERE hash(lk, gen_seq) NOT IN (SELECT h FROM multi)) d
-    JOIN sck s USING (psidx, xfer, pos)
+), pair AS NOT MATERIALIZED (   -- the descriptors of those transfers, both ends side by side
+    SELECT d_lk AS lk, d_gen_seq AS gen_seq, post_seq, d_seen_seq AS seen_seq, d_bound AS bound, psidx,
+           d_off = 0 AND s_off = 0 AND nbytes = d_slot_bytes AND d_slot_bytes = s_slot_bytes AS whole,
+           s_lk, s_bound
+    FROM desc_hold_ids WHERE d_managed AND d_gen_seq IS NOT NULL
+), t1 AS (   -- the transfer of each generation that receives one, with the checksum of the
+    -- latest write of its source slot layer that happens-before the post
+    SELECT p.lk, p.gen_seq, p.post_seq, p.seen_seq, p.bound, p.psidx, w.checksum AS x_ck, p.whole
+    FROM (SELECT * FROM pair WHERE hash(lk, gen_seq) NOT IN (SELECT h FROM multi)) p
+    ASOF LEFT JOIN writes w ON w.lk = p.s_lk AND p.s_bound >= w.seq
 ), tm AS (   -- the transfers of the generations that receive several (their source writes
     -- looked up among the writes of their source slot layers only)
-    SELECT d.lk, d.gen_seq, d.post_seq, d.seen_seq, d.bound, d.psidx, w.checksum AS x_ck,
-           d.off = 0 AND s.off = 0 AND d.nbytes = d.slot_bytes AND d.slot_bytes = s.slot_bytes AS whole
-    FROM (SELECT * FROM dst WHERE hash(lk, gen_seq) IN (SELECT h FROM multi)) d
-    JOIN src s USING (psidx, xfer, pos)
+    SELECT p.lk, p.gen_seq, p.post_seq, p.seen_seq, p.bound, p.psidx, w.checksum AS x_ck, p.whole
+    FROM (SELECT * FROM pair WHERE hash(lk, gen_seq) IN (SELECT h FROM multi)) p
     ASOF LEFT JOIN (SELECT lk, seq, checksum FROM writes WHERE lk IN (
-                        SELECT s.lk FROM (SELECT * FROM dst WHERE hash(lk, gen_seq) IN (SELECT h FROM multi)) d
-                        JOIN src s USING (psidx, xfer, pos))) w
-        ON w.lk = s.lk AND s.bound >= w.seq
+                        SELECT s_lk FROM pair WHERE hash(lk, gen_seq) IN (SELECT h FROM multi))) w
+        ON w.lk = p.s_lk AND p.s_bound >= w.seq
 ), xm AS (   -- per read of such a generation: its latest transfer not posted after the read
     SELECT rk.lk, rk.seq,   -- (slot layer key, seq) names the read's slot layer: integer group keys
            arg_max(t.x_ck, t.post_seq) AS x_ck,
