@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .reader import corrupt_column
-from .schema import (FORMAT_NAME, MANIFEST, NOT_NULL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
-                     SHARD_INFO, SLOT_KINDS, EventKind)
+from .schema import (FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
+                     SHARD_INFO, SLOT_KINDS, EventKind, contract_nulls)
 
 _KINDS = frozenset(k.value for k in EventKind)
 _SLOT_KINDS = frozenset(k.value for k in SLOT_KINDS)
@@ -112,9 +112,9 @@ def _columns(name: str, t: pa.Table, where: str, v: Validation) -> None:
             v.problems.append(f"{where}: missing column {col}")
         elif not same_type(t.schema.field(col).type, want):
             v.problems.append(f"{where}.{col}: type {t.schema.field(col).type}, want {want}")
-    for col in NOT_NULL_COLUMNS[name]:
-        if col in t.schema.names and t.column(col).null_count:
-            v.problems.append(f"{where}.{col}: {t.column(col).null_count} null value(s) in a column every row needs")
+    for col, n in contract_nulls(name, t).items():
+        if n:
+            v.problems.append(f"{where}.{col}: {n} null value(s) in a column every row needs")
 
 
 def _events(ev: pa.Table, where: str, v: Validation) -> set:
