@@ -55,6 +55,7 @@ def _set(col, values, typ=None):
 
 
 BREAKS = {
+    "descriptor lost mid-list": ("prefill/descs.arrows", lambda t: t.slice(1), "descriptor positions are not 0..n-1"),
     "missing column": ("prefill/descs.arrows", _drop("dst_addr"), "missing column dst_addr"),
     "wrong type": ("prefill/events.arrows", _set("layer", lambda t: [str(x) for x in t.column("layer").to_pylist()],
                                                   pa.string()), "events.layer: type string"),
