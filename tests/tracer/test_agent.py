@@ -107,7 +107,7 @@ def test_wrapped_results_equal_unwrapped(traced):
 def _tap_tables(path, native: bool):
     """scenario() recorded with the tap's per-posting calls in C (native) or in Python: every
     table's rows, times dropped (and telemetry's), addresses as (buffer, offset), handles in
-    details by rank."""
+    details as "h"."""
     rec = Recorder(str(path), "main")
     taps = []
 
@@ -125,7 +125,6 @@ def _tap_tables(path, native: bool):
     # index arrays of int32/int64 over one-size lists: resolved in C when the tap is
     assert len(prepped_in_python) == (0 if in_c == {True} else 5)
     bases = {src.ctypes.data: "src", dst.ctypes.data: "dst", src2.ctypes.data: "src2", dst2.ctypes.data: "dst2"}
-    ranks: dict[str, int] = {}
 
     def addr(v):
         if v is None:
@@ -137,7 +136,9 @@ def _tap_tables(path, native: bool):
         if v is None:
             return None
         v = re.sub(r'"(start|post|xfer)_us": ?\d+', r'"\1_us": 0', v)   # NIXL's telemetry times
-        return re.sub(r"0x[0-9a-f]+", lambda m: f"h{ranks.setdefault(m[0], len(ranks))}", v)
+        # a handle's address, not ranked: a released handle's address can come back for a later
+        # handle in one run and not in the other (the heap's state), so ranks are not comparable
+        return re.sub(r"0x[0-9a-f]+", "h", v)
     t = open_trace(str(path))
     tables = {}
     for name in ("events", "descs", "dlists", "layouts"):
