@@ -9,8 +9,10 @@ the arms off, file and ring (--ring 30s) ``--rounds`` times each, in an order ro
 (what bench_ring.py --only throughput runs). The old code is the checkout at OLD_CHECKOUT
 (e.g. ``git worktree add /tmp/old main``), imported through bench_real_connector's
 PYTHONPATH farm. Prints best and median seconds per (code, arm), wall and process CPU (all threads: steadier
-than wall on a shared machine), and each code's ring and file overhead over its own
-no-recording runs.
+than wall on a shared machine), the wall of the step loop (``xfer``: the transfer phase; with the
+bytes the prefill posts, from a file arm's trace, the same in every run, the transfer throughput),
+and each code's ring and file overhead over its own no-recording runs (for ``xfer``: wall, so
+throughput's loss is ``1 - 1/(1 + overhead)``).
 """
 from __future__ import annotations
 
@@ -36,19 +38,39 @@ wl = load("small", requests=n)
 arms = [("off", None), ("file", ""), ("ring", "30s")]
 k = rep % 3
 out = {}
+steps = []   # the step loop's times (on_step after each step): its wall is the transfer phase's
+
+
+def on_step(*_):
+    steps.append(time.perf_counter())
+
+
+def moved(d):
+    # bytes the prefill posted (every xfer_post of the file arm's trace: the same in every arm)
+    from kvtrace.tracer import open_trace
+    ev = open_trace(d).table("events").to_pylist()
+    return sum(e["nbytes"] or 0 for e in ev if e["kind"] == "xfer_post")
+
+
 for arm, ring in (arms if warm else arms[:1]):   # --warm: every arm once first (imports, first-use costs)
     d = None if ring is None else os.path.join(tmp, f"warm-{arm}-{os.getpid()}.kvtrace")
     run_inprocess(wl, [], d, checksums=False, ring=ring or None)
     if d:
+        if arm == "file":
+            out["bytes"] = [moved(d)]
         shutil.rmtree(d, ignore_errors=True)
 for r in range(rounds):
     for arm, ring in arms[(k + r) % 3:] + arms[:(k + r) % 3]:
         d = None if ring is None else os.path.join(tmp, f"{arm}-{os.getpid()}.kvtrace")
+        steps.clear()
         t0, c0 = time.perf_counter(), time.process_time()
-        run_inprocess(wl, [], d, checksums=False, ring=ring or None)
+        run_inprocess(wl, [], d, checksums=False, ring=ring or None, on_step=on_step)
         out.setdefault(arm, []).append(time.perf_counter() - t0)
         out.setdefault(arm + " cpu", []).append(time.process_time() - c0)
+        out.setdefault(arm + " xfer", []).append(steps[-1] - steps[0])
         if d:
+            if arm == "file" and "bytes" not in out:
+                out["bytes"] = [moved(d)]
             shutil.rmtree(d, ignore_errors=True)
 print(json.dumps(out))
 """
@@ -65,7 +87,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="runs of each arm per process (arms rotate)")
     a = p.parse_args(argv)
     load0, t0 = os.getloadavg(), time.time()
-    times = {(c, arm): [] for c in ("old", "new") for arm in ("off", "file", "ring", "off cpu", "file cpu", "ring cpu")}
+    times = {(c, arm): [] for c in ("old", "new")
+             for arm in ("off", "file", "ring", "off cpu", "file cpu", "ring cpu", "off xfer", "file xfer", "ring xfer")}
+    moved = set()
     with tempfile.TemporaryDirectory(prefix="kvtrace-ab-") as tmp:
         farm = _farm(a.old, os.path.join(tmp, "old"))
         for rep in range(a.reps):
@@ -79,7 +103,10 @@ def main(argv=None) -> int:
                 if r.returncode:
                     raise SystemExit(f"{code} rep {rep} failed: {r.stderr[-1500:]}")
                 for arm, s in json.loads(r.stdout.strip().splitlines()[-1]).items():
-                    times[(code, arm)].extend(s)
+                    if arm == "bytes":
+                        moved.update(s)
+                    else:
+                        times[(code, arm)].extend(s)
     load1 = os.getloadavg()
     print(f"reference engine, workload small x{a.requests}, checksums off, {a.reps} processes per code x "
           f"{a.rounds} run(s) per arm{', after a warm-up run of every arm' if a.warm else ''}, "
@@ -87,13 +114,22 @@ def main(argv=None) -> int:
     for (code, arm), v in times.items():
         print(f"  {code} {arm:8s} best {min(v):6.3f} s  median {statistics.median(v):6.3f} s  runs "
               + " ".join(f"{x:.3f}" for x in v))
+    if len(moved) == 1:   # transfer throughput: bytes posted / wall of the step loop (the transfer phase)
+        (b,) = moved
+        for code in ("old", "new"):
+            for arm in ("off", "file", "ring"):
+                v = [b / x / 1e6 for x in times[(code, arm + " xfer")]]
+                print(f"  {code} {arm:4s} transfer throughput  best {max(v):7.1f} MB/s  median "
+                      f"{statistics.median(v):7.1f} MB/s  ({b / 1e6:.1f} MB a run)")
+    else:
+        print(f"  bytes posted differ between runs ({sorted(moved)}): no throughput figure")
     for code in ("old", "new"):
-        for arm in ("file", "ring", "file cpu", "ring cpu"):
-            off = times[(code, "off cpu" if arm.endswith("cpu") else "off")]
+        for arm in ("file", "ring", "file cpu", "ring cpu", "file xfer", "ring xfer"):
+            off = times[(code, "off" + arm[len(arm.split()[0]):])]   # "ring cpu" -> "off cpu"
             v = times[(code, arm)]
             print(f"  {code}: {arm} vs off  best {min(v) / min(off) - 1:+7.1%}  median "
                   f"{statistics.median(v) / statistics.median(off) - 1:+7.1%}")
-    for arm in ("file", "ring", "file cpu", "ring cpu"):
+    for arm in ("file", "ring", "file cpu", "ring cpu", "file xfer", "ring xfer"):
         o, n = times[("old", arm)], times[("new", arm)]
         print(f"  new/old {arm}: best {min(n) / min(o):.3f}  median {statistics.median(n) / statistics.median(o):.3f}")
     print(f"  ({time.time() - t0:.0f} s; load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end)")

@@ -1802,11 +1802,13 @@ static PyObject *appender(PyObject *self, PyObject *args) {
  *   "DONE", "WRITE", "READ", the untraced reasons after close and before tracing); ``fallbacks``:
  *   BindingTap's Python methods of those five names, for calls with keyword arguments;
  *   makeXferReq resolves a handle's descriptors here when both lists were seen (``dlists``: the
- *   tap's _Dlist by list handle) and the indices are int32/int64 arrays in range (np.empty(n,
- *   i64/u64/i32) for its columns; ``text``: the tap's agent as rows record
+ *   tap's _Dlist by list handle) and the indices are int32/int64 arrays in range (its indices and
+ *   addresses kept as Take, gathered at flush; np.empty(n, u64/i32) for the sizes and devices of a
+ *   list with no one value for all; ``text``: the tap's agent as rows record
  *   it; ``write``: NIXL's WRITE op), else in pytap._prepped; ``plain_hashes``: the recorder's hash_mark and
  *   wait_hashes are Recorder's own (so with no hashing thread, rec._hasher None, they are 0 and
- *   a no-op: not called); ``plain_descs``: its descs_posted is Recorder's own (done here, on its
+ *   a no-op: not called); a ``parse`` of tags.make_parser's presets runs in C (tag_of), others are
+ *   called; ``plain_descs``: its descs_posted is Recorder's own (done here, on its
  *   lock, buffer and row count). A completion that is not a plain success (an error, or telemetry asked
  *   for) is claimed here and recorded by pytap._terminal_detail (Python: its detail, the
  *   xfer_error row the ring's trigger watches for). The claim (terminal check and set) and a
@@ -1901,6 +1903,7 @@ typedef struct {
     PyObject *pytap, *inner, *name, *xfer_ids, *handles, *untraced, *parse, *in_prog, *success, *consts, *fallbacks;
     PyObject *dlists, *text, *write, *empty, *i64, *u64, *i32;
     int telemetry, plain_hashes, plain_descs;
+    int tags;  /* parse is tags.make_parser's of presets: TAG_SGLANG / TAG_VLLM bits, tried in that order */
 } TapObject;
 
 #define CONST(t, i) PyTuple_GET_ITEM((t)->consts, i)
@@ -2149,6 +2152,94 @@ static int descs_posted(TapObject *t, PyObject *xfer, PyObject *prepared) {
     return set < 0 ? -1 : 0;
 }
 
+/* tracer/tags.py's presets without the regex engine (the same matches: tests/tracer/test_tags.py):
+   sglang  (?P<request>-?\d+)_(?:kv|aux|state)(?:_.*)?\Z
+   vllm    (?P<request>.+):(?P<world>\d+)\Z            (DOTALL, re.match: anchored at the start)
+   the request decoded as bytes.decode(errors="replace"); NULL and no error: no match */
+enum { TAG_SGLANG = 1, TAG_VLLM = 2 };
+
+static PyObject *tag_sglang(const char *b, Py_ssize_t n) {
+    Py_ssize_t i = b[0] == '-' ? 1 : 0, d = i;
+    while (i < n && b[i] >= '0' && b[i] <= '9')
+        i++;
+    if (i == d || i >= n || b[i] != '_')
+        return NULL;
+    Py_ssize_t end = i, k = i + 1, rest = n - k;
+    static const char *const kinds[3] = {"kv", "aux", "state"};
+    for (int j = 0; j < 3; j++) {
+        Py_ssize_t len = (Py_ssize_t)strlen(kinds[j]);
+        if (rest >= len && memcmp(b + k, kinds[j], (size_t)len) == 0 && (rest == len || b[k + len] == '_'))
+            return PyUnicode_DecodeUTF8(b, end, "replace");
+    }
+    return NULL;
+}
+
+static PyObject *tag_vllm(const char *b, Py_ssize_t n) {
+    Py_ssize_t i = n;
+    while (i > 0 && b[i - 1] >= '0' && b[i - 1] <= '9')
+        i--;
+    if (i == n || i < 2 || b[i - 1] != ':')   /* digits to the end, after a ':' with something before it */
+        return NULL;
+    return PyUnicode_DecodeUTF8(b, i - 1, "replace");
+}
+
+static PyObject *tag_native(int mode, const char *b, Py_ssize_t n) {
+    PyObject *r = NULL;
+    if (n > 0 && (mode & TAG_SGLANG))
+        r = tag_sglang(b, n);
+    if (r == NULL && !PyErr_Occurred() && n > 0 && (mode & TAG_VLLM))
+        r = tag_vllm(b, n);
+    if (r == NULL && !PyErr_Occurred())
+        r = Py_NewRef(Py_None);
+    return r;
+}
+
+/* parse(msg) for a true msg: in C for the presets' parser and a bytes msg */
+static PyObject *tag_of(TapObject *t, PyObject *msg) {
+    if (t->tags && PyBytes_CheckExact(msg))
+        return tag_native(t->tags, PyBytes_AS_STRING(msg), PyBytes_GET_SIZE(msg));
+    return PyObject_CallOneArg(t->parse, msg);
+}
+
+/* tag_parse(presets, msg): what tag_of gives for a parser of those presets (tests) */
+static PyObject *tag_parse(PyObject *self, PyObject *args) {
+    int mode;
+    const char *b;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "iy#:tag_parse", &mode, &b, &n))
+        return NULL;
+    return tag_native(mode, b, n);
+}
+
+/* the preset bits of a tags.make_parser parser (its ``presets``), 0: another callable */
+static int tag_mode(PyObject *parse) {
+    if (parse == Py_None)
+        return 0;
+    PyObject *names = PyObject_GetAttrString(parse, "presets");
+    if (names == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    int mode = 0;
+    if (names != NULL && PyTuple_Check(names)) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+            PyObject *x = PyTuple_GET_ITEM(names, i);
+            int bit = !PyUnicode_Check(x) ? 0 : PyUnicode_CompareWithASCIIString(x, "sglang") == 0 ? TAG_SGLANG
+                      : PyUnicode_CompareWithASCIIString(x, "vllm") == 0                         ? TAG_VLLM
+                                                                                                  : 0;
+            /* only the order sglang-then-vllm (the one tag_native tries) */
+            if (bit == 0 || (bit == TAG_SGLANG && (mode & TAG_VLLM))) {
+                mode = 0;
+                break;
+            }
+            mode |= bit;
+        }
+    }
+    Py_XDECREF(names);
+    return mode;
+}
+
 static PyObject *tap_post(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 1)
         return py_method(t, 0, args, nargs, kwnames);
@@ -2199,7 +2290,7 @@ static PyObject *tap_post(TapObject *t, PyObject *const *args, Py_ssize_t nargs,
             if (ne < 0)
                 goto done;
             if (ne) {
-                PyObject *parsed = t->parse == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(t->parse, msg);
+                PyObject *parsed = t->parse == Py_None ? Py_NewRef(Py_None) : tag_of(t, msg);
                 if (parsed == NULL)
                     goto done;
                 PyObject *pair = PyTuple_Pack(2, msg, parsed);
@@ -2446,7 +2537,7 @@ call:
                 if (nonempty < 0)
                     goto fail;
                 if (nonempty) {
-                    Py_SETREF(req, PyObject_CallOneArg(t->parse, m));
+                    Py_SETREF(req, tag_of(t, m));
                     if (req == NULL)
                         goto fail;
                 }
@@ -2572,15 +2663,132 @@ static PyObject *gather(TapObject *t, PyObject *src, const Py_buffer *iv, char k
     return out;
 }
 
-/* one side of a prepped posting: out[0..3] = the indices as int64, the list's addresses at them,
-   their sizes and devices (these two only where the list has no one value for all: the _Dlist's
-   size / dev None; *total then the sizes' sum); 1, or 0: not a case handled here (the caller's
-   Python does it), -1: error. dl: the side's _Dlist. */
+/* Take(col, idx): a column of a posting's descriptors not gathered yet -- ``col``'s entries at
+   the indices ``idx`` (bytes of native int64, each in range of col), or the indices themselves
+   when col is None. makeXferReq keeps its handle's addresses and indices so (one bytes copy of
+   the indices, no numpy array per handle: the engine's thread); the recorder's flush
+   (_descs_batch) gathers a batch's columns with take_into, one array per column. col is a
+   prepared list's column (tap-owned, never written after prepXferDlist). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *col, *idx;
+} TakeObject;
+
+static void take_dealloc(TakeObject *k) {
+    Py_XDECREF(k->col);
+    Py_XDECREF(k->idx);
+    Py_TYPE(k)->tp_free((PyObject *)k);
+}
+
+static PyObject *take_get_col(TakeObject *k, void *c) { return Py_NewRef(OR_NONE(k->col)); }
+static PyObject *take_get_idx(TakeObject *k, void *c) { return Py_NewRef(k->idx); }
+static Py_ssize_t take_len(TakeObject *k) { return PyBytes_GET_SIZE(k->idx) / 8; }
+
+static PyGetSetDef take_getset[] = {{"col", (getter)take_get_col, NULL, "the column gathered (None: the indices)", NULL},
+                                    {"idx", (getter)take_get_idx, NULL, "the indices, native int64 bytes", NULL},
+                                    {NULL}};
+static PySequenceMethods take_seq = {.sq_length = (lenfunc)take_len};
+
+static PyTypeObject TakeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "kvtrace.tracer._rows.Take",
+    .tp_basicsize = sizeof(TakeObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a descriptor column of a posting, gathered at flush (take_into)",
+    .tp_dealloc = (destructor)take_dealloc,
+    .tp_getset = take_getset,
+    .tp_as_sequence = &take_seq,
+};
+
+static PyObject *take_new(PyObject *col, PyObject *idx) {
+    TakeObject *k = PyObject_New(TakeObject, &TakeType);
+    if (k == NULL)
+        return NULL;
+    k->col = col == NULL || col == Py_None ? NULL : Py_NewRef(col);
+    k->idx = Py_NewRef(idx);
+    return (PyObject *)k;
+}
+
+/* take_into(takes, out): every Take of the sequence gathered, one after the other, into out (a
+   writable contiguous buffer of 8-byte items: addresses, sizes, indices; or 4-byte: devices) that
+   they fill exactly; False (out untouched): some item is not a Take */
+static PyObject *take_into(PyObject *self, PyObject *args) {
+    PyObject *vals, *out;
+    if (!PyArg_ParseTuple(args, "OO:take_into", &vals, &out))
+        return NULL;
+    PyObject *seq = PySequence_Fast(vals, "take_into: a sequence of Take expected");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t nv = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < nv; i++)
+        if (Py_TYPE(items[i]) != &TakeType) {
+            Py_DECREF(seq);
+            Py_RETURN_FALSE;
+        }
+    Py_buffer ov;
+    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t size = ov.itemsize, total = size > 0 ? ov.len / size : 0, pos = 0;
+    const char *err = NULL;
+    if (size != 8 && size != 4)
+        err = "take_into: 4- or 8-byte items expected";
+    for (Py_ssize_t i = 0; err == NULL && i < nv; i++) {
+        TakeObject *k = (TakeObject *)items[i];
+        Py_ssize_t n = PyBytes_GET_SIZE(k->idx) / 8;
+        const char *ip = PyBytes_AS_STRING(k->idx);
+        if (n > total - pos) {
+            err = "take_into: the takes overrun the output";
+            break;
+        }
+        char *op = (char *)ov.buf + pos * size;
+        if (k->col == NULL) {
+            if (size != 8)
+                err = "take_into: indices are 8-byte items";
+            else
+                memcpy(op, ip, (size_t)n * 8);
+        } else {
+            Py_buffer sv;
+            if (!int_view(k->col, &sv, size == 8 ? 'u' : 'd')) {
+                err = PyErr_Occurred() ? "" : "take_into: a column of another type";
+                break;
+            }
+            for (Py_ssize_t j = 0; j < n; j++) {
+                int64_t x;
+                memcpy(&x, ip + 8 * j, 8);
+                if (x < 0 || x >= sv.shape[0]) {
+                    err = "take_into: an index out of its column";
+                    break;
+                }
+                memcpy(op + j * size, (const char *)sv.buf + x * sv.strides[0], (size_t)size);
+            }
+            PyBuffer_Release(&sv);
+        }
+        pos += n;
+    }
+    if (err == NULL && pos != total)
+        err = "take_into: the takes do not fill the output";
+    PyBuffer_Release(&ov);
+    Py_DECREF(seq);
+    if (err != NULL) {
+        if (*err)
+            PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* one side of a prepped posting: out[0..3] = the indices (Take(None, idx): int64 bytes), the list's
+   addresses at them (Take(addresses, idx): gathered at flush), their sizes and devices (these two
+   only where the list has no one value for all: the _Dlist's size / dev None, gathered here into
+   arrays; *total then the sizes' sum); 1, or 0: not a case handled here (the caller's Python does
+   it), -1: error. dl: the side's _Dlist. */
 static int side(TapObject *t, PyObject *dl, PyObject *idx, int sizes, int devs, PyObject **out, uint64_t *total) {
     static PyObject *S_descs_ = NULL;
     if (S_descs_ == NULL && (S_descs_ = PyUnicode_InternFromString("descs")) == NULL)
         return -1;
-    Py_buffer iv, ov;
+    Py_buffer iv;
     if (!int_view(idx, &iv, 'i'))
         return 0;
     int rc = -1;
@@ -2599,15 +2807,31 @@ static int side(TapObject *t, PyObject *dl, PyObject *idx, int sizes, int devs, 
         if (k < 0 || k >= (int64_t)m)
             goto out;
     }
-    if ((out[0] = np_empty(t, n, t->i64, 8, &ov)) == NULL) {
+    {  /* the addresses: a buffer of m unsigned 8-byte entries, else the Python path */
+        Py_buffer av;
+        if (!int_view(col[0], &av, 'u'))
+            goto out;
+        int fits = av.shape[0] == m;
+        PyBuffer_Release(&av);
+        if (!fits)
+            goto out;
+    }
+    PyObject *ib = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (ib == NULL) {
         rc = -1;
         goto out;
     }
+    int64_t *ip = (int64_t *)PyBytes_AS_STRING(ib);
     for (Py_ssize_t i = 0; i < n; i++)
-        ((int64_t *)ov.buf)[i] = int_at(&iv, i);
-    PyBuffer_Release(&ov);
-    if ((out[1] = gather(t, col[0], &iv, 'u', t->u64, m, NULL)) == NULL ||
-        (sizes && (out[2] = gather(t, col[1], &iv, 'u', t->u64, m, total)) == NULL) ||
+        ip[i] = int_at(&iv, i);
+    out[0] = take_new(NULL, ib);
+    out[1] = out[0] == NULL ? NULL : take_new(col[0], ib);
+    Py_DECREF(ib);
+    if (out[1] == NULL) {
+        rc = -1;
+        goto out;
+    }
+    if ((sizes && (out[2] = gather(t, col[1], &iv, 'u', t->u64, m, total)) == NULL) ||
         (devs && (out[3] = gather(t, col[2], &iv, 'd', t->i32, m, NULL)) == NULL)) {
         rc = PyErr_Occurred() ? -1 : 0;
         goto out;
@@ -2857,6 +3081,11 @@ static PyObject *tap(PyObject *self, PyObject *args) {
     t->dlists = Py_NewRef(dlists), t->text = Py_NewRef(text), t->write = Py_NewRef(write);
     t->empty = Py_NewRef(empty), t->i64 = Py_NewRef(i64), t->u64 = Py_NewRef(u64), t->i32 = Py_NewRef(i32);
     t->telemetry = telemetry, t->plain_hashes = plain_hashes, t->plain_descs = plain_descs;
+    if ((t->tags = tag_mode(parse)) < 0) {
+        t->tags = 0;
+        Py_DECREF(t);
+        return NULL;
+    }
     PyObject_GC_Track(t);
     return (PyObject *)t;
 }
@@ -2876,7 +3105,7 @@ static int tap_names(void) {
     EMPTY_BYTES = PyBytes_FromStringAndSize("", 0);
     NONE_PAIR = PyTuple_Pack(2, Py_None, Py_None);
     if (ZERO == NULL || EMPTY_BYTES == NULL || NONE_PAIR == NULL || PyType_Ready(&TapHandleType) < 0 ||
-        PyType_Ready(&TapType) < 0)
+        PyType_Ready(&TapType) < 0 || PyType_Ready(&TakeType) < 0)
         return -1;
     return 0;
 }
@@ -2888,6 +3117,8 @@ static PyMethodDef methods[] = {
     {"json_text", json_text, METH_O, "plain detail values as the recorder's JSON text, or None"},
     {"appender", appender, METH_VARARGS, "the recorder's per-event methods in C, on its own buffers"},
     {"tap", tap, METH_VARARGS, "the NIXL tap's per-posting calls in C, on an appender"},
+    {"take_into", take_into, METH_VARARGS, "gather a batch's Take columns into one output buffer"},
+    {"tag_parse", tag_parse, METH_VARARGS, "the tag presets' parse in C (bits: 1 sglang, 2 vllm)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
@@ -2901,7 +3132,8 @@ PyMODINIT_FUNC PyInit__rows(void) {
         return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (mod == NULL || PyModule_AddObjectRef(mod, "TapHandle", (PyObject *)&TapHandleType) < 0 ||
-        PyModule_AddObjectRef(mod, "Appender", (PyObject *)&AppenderType) < 0) {
+        PyModule_AddObjectRef(mod, "Appender", (PyObject *)&AppenderType) < 0 ||
+        PyModule_AddObjectRef(mod, "Take", (PyObject *)&TakeType) < 0) {
         Py_XDECREF(mod);
         return NULL;
     }

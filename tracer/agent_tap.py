@@ -181,8 +181,9 @@ class BindingTap:
         dlists = self._dlists
         L, R = dlists.get(local_h), dlists.get(remote_h)
         if L is not None and R is not None:
-            li = np.asarray(local_idx, dtype=np.int64)
-            ri = np.asarray(remote_idx, dtype=np.int64)
+            # copies: an engine may reuse its index arrays once NIXL made the handle
+            li = np.array(local_idx, dtype=np.int64)
+            ri = np.array(remote_idx, dtype=np.int64)
             ld, rd = L.descs, R.descs
             # each side's (addresses, sizes, devices): sizes and devices as one 0-d value when every
             # entry of its list shares it

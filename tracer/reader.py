@@ -16,8 +16,8 @@ import pyarrow.ipc as ipc
 import numpy as np
 
 from ..errors import TraceError
-from .schema import (FORMAT_NAME, MANIFEST, NOT_NULL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO,
-                     TABLES)
+from .schema import (FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO,
+                     TABLES, contract_nulls)
 
 
 @dataclasses.dataclass
@@ -61,7 +61,7 @@ class LazyStream:
     def table(self) -> pa.Table:
         if self._table is None:
             got = read_stream(self.path, SCHEMAS[self.table_name], REQUIRED_COLUMNS[self.table_name],
-                              not_null=NOT_NULL_COLUMNS[self.table_name])
+                              stream=self.table_name)
             # the rows the index holds: a live stream may have grown since it was indexed
             self._table = got.table.slice(0, self._rows) if got.table.num_rows > self._rows else got.table
         return self._table
@@ -95,11 +95,12 @@ class Shard:
 
 
 def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = (), keep: bool = True,
-                on_batch=None, not_null: tuple[str, ...] | None = None) -> StreamRead:
+                on_batch=None, stream: str | None = None) -> StreamRead:
     """Read an Arrow IPC stream batch by batch, keeping the prefix of a truncated one.
     ``required``: columns the format requires (a stream without one is refused);
-    ``not_null``: columns that must hold a value in every row (default: the schema's
-    non-nullable ones; a null there is refused).
+    ``stream``: which of the format's streams it is (events, descs, ...): a null where the
+    contract needs a value (schema.contract_nulls) is refused; None: only the schema's
+    non-nullable columns are checked.
 
     ``keep=False``: the rows are only looked at, one batch at a time (``on_batch`` gets
     each, conformed), through ordinary reads instead of a memory map, and the result
@@ -111,15 +112,13 @@ def read_stream(path: str, schema: pa.Schema, required: tuple[str, ...] = (), ke
         return StreamRead(schema.empty_table(), 0, truncated=True)
     source = pa.memory_map(path) if keep else pa.OSFile(path)
     try:
-        if not_null is None:
-            not_null = tuple(f.name for f in schema if not f.nullable)
-        return _read_batches(path, source, size, schema, required, keep, on_batch, not_null)
+        return _read_batches(path, source, size, schema, required, keep, on_batch, stream)
     finally:
         if not keep:
             source.close()
 
 
-def _read_batches(path, source, size, schema, required, keep, on_batch, not_null) -> StreamRead:
+def _read_batches(path, source, size, schema, required, keep, on_batch, stream) -> StreamRead:
     try:
         reader = ipc.open_stream(source)
     except (pa.ArrowException, OSError) as e:
@@ -127,6 +126,10 @@ def _read_batches(path, source, size, schema, required, keep, on_batch, not_null
             return StreamRead(schema.empty_table(), 0, truncated=True, lost_bytes=size)
         raise TraceError(f"{path}: not an Arrow IPC stream ({_short(e)})") from None
     file_schema = reader.schema
+    try:
+        file_schema.names
+    except UnicodeDecodeError:   # a flipped bit in the schema message
+        raise TraceError(f"{path}: the stream's schema is corrupt (a column name is not UTF-8)") from None
     ver = (file_schema.metadata or {}).get(b"kvtrace.version")
     if ver is not None and ver != str(SCHEMA_VERSION).encode():
         raise TraceError(f"{path}: written by trace format version {_printable(ver)}; "
@@ -157,8 +160,8 @@ def _read_batches(path, source, size, schema, required, keep, on_batch, not_null
             batches.append(b)
         else:
             part = _table_of(path, [b], file_schema, schema)
-            for name in not_null:
-                nulls[name] = nulls.get(name, 0) + part.column(name).null_count
+            for name, n in _nulls(part, schema, stream).items():
+                nulls[name] = nulls.get(name, 0) + n
             if on_batch is not None and not any(nulls.values()):
                 on_batch(part)
     if not keep:
@@ -166,7 +169,7 @@ def _read_batches(path, source, size, schema, required, keep, on_batch, not_null
         return StreamRead(schema.empty_table(), nonempty, truncated, max(0, size - good_pos) if truncated else 0,
                           rows=rows)
     table = _table_of(path, batches, file_schema, schema)
-    _refuse_nulls(path, {name: table.column(name).null_count for name in not_null})
+    _refuse_nulls(path, _nulls(table, schema, stream))
     return StreamRead(table, nonempty, truncated, max(0, size - good_pos) if truncated else 0)
 
 
@@ -186,6 +189,12 @@ def _table_of(path: str, batches: list, file_schema: pa.Schema, schema: pa.Schem
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:  # a batch whose schema differs from the stream's
         raise TraceError(f"{path}: inconsistent record batches ({_short(e)})") from None
     return _conform(table, schema)
+
+
+def _nulls(table: pa.Table, schema: pa.Schema, stream: str | None) -> dict[str, int]:
+    if stream is None:
+        return {f.name: table.column(f.name).null_count for f in schema if not f.nullable}
+    return contract_nulls(stream, table)
 
 
 def _refuse_nulls(path: str, nulls: dict) -> None:
@@ -391,9 +400,9 @@ def _read_streams(sdir: str, name: str, scan_only: bool = False) -> tuple[dict, 
             continue
         if scan_only:
             sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname], keep=False,
-                             on_batch=seqs.feed if tname == "events" else None, not_null=NOT_NULL_COLUMNS[tname])
+                             on_batch=seqs.feed if tname == "events" else None, stream=tname)
         else:
-            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname], not_null=NOT_NULL_COLUMNS[tname])
+            sr = read_stream(p, SCHEMAS[tname], REQUIRED_COLUMNS[tname], stream=tname)
             if tname == "events":
                 seqs.feed(sr.table)
         if sr.truncated:

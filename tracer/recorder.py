@@ -914,6 +914,14 @@ def _descs_batch(chunks: list[tuple]) -> pa.RecordBatch:
             arrays.append(_scalar_column(vals, field, expand))
             continue
         dtype = field.type.to_pandas_dtype()
+        if _Take is not None and name in _TAKE_COLUMNS:
+            # the C tap's prepped postings keep their indices and addresses ungathered (Take):
+            # gathered here, the whole column in one pass when every posting's is one
+            data = np.empty(total, dtype)
+            if _c_rows.take_into(vals, data):
+                arrays.append(np_arrow(data, field.type))
+                continue
+            vals = [_took(v, dtype) if type(v) is _Take else v for v in vals]
         nulls = [v is None for v in vals]
         if all(nulls):
             arrays.append(pa.nulls(total, field.type))
@@ -932,6 +940,18 @@ def _descs_batch(chunks: list[tuple]) -> pa.RecordBatch:
         mask = np.repeat(np.asarray(nulls, dtype=bool), lens) if any(nulls) else None
         arrays.append(np_arrow(data, field.type, mask))
     return pa.RecordBatch.from_arrays(arrays, schema=_DESCS_WIRE)
+
+
+#: the descs columns a chunk may hold as a Take (tracer/_rows.c): gathered by _descs_batch
+_TAKE_COLUMNS = frozenset(("src_addr", "dst_addr", "src_idx", "dst_idx"))
+_Take = getattr(_c_rows, "Take", None)
+
+
+def _took(v, dtype) -> np.ndarray:
+    """One posting's Take column as the array the Python tap records there."""
+    out = np.empty(len(v), dtype)
+    _c_rows.take_into((v,), out)
+    return out
 
 
 def _scalar_column(vals, field: pa.Field, expand: np.ndarray) -> pa.Array:

@@ -137,6 +137,25 @@ NOT_NULL_COLUMNS: dict[str, tuple[str, ...]] = {
     "dlists": ("dlist", "agent", "idx", "addr", "nbytes"),
     "layouts": ("agent", "pool", "layer", "addr", "nbytes", "slot_bytes", "num_slots"),
 }
+#: events of these kinds may leave ``agent`` null (a user annotation of the whole process)
+AGENTLESS_KINDS = ("mark",)
+
+
+def contract_nulls(name: str, table: pa.Table) -> dict[str, int]:
+    """Per not-null column of stream ``name``, how many rows of ``table`` break the contract
+    by holding a null there (an agentless mark is not one)."""
+    import pyarrow.compute as pc
+
+    out = {}
+    for col in NOT_NULL_COLUMNS[name]:
+        if col not in table.schema.names:
+            continue
+        n = table.column(col).null_count
+        if n and name == "events" and col == "agent" and "kind" in table.schema.names:
+            agentless = pc.is_in(table.column("kind"), value_set=pa.array(AGENTLESS_KINDS, table.schema.field("kind").type))
+            n = pc.sum(pc.and_kleene(pc.is_null(table.column(col)), pc.invert(agentless))).as_py() or 0
+        out[col] = n
+    return out
 
 
 def empty_table(name: str) -> pa.Table:

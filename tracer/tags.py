@@ -64,4 +64,6 @@ def make_parser(spec: "str | TagParser | None") -> Optional[TagParser]:
         return None
 
     parse.spec = spec  # type: ignore[attr-defined]  # shown in `kvtrace info`-style summaries
+    # the presets it tries, in order (the NIXL tap's C calls match these without the regex engine)
+    parse.presets = names  # type: ignore[attr-defined]
     return parse

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .reader import corrupt_column
-from .schema import (FORMAT_NAME, MANIFEST, NOT_NULL_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
-                     SHARD_INFO, SLOT_KINDS, EventKind)
+from .schema import (FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
+                     SHARD_INFO, SLOT_KINDS, EventKind, contract_nulls)
 
 _KINDS = frozenset(k.value for k in EventKind)
 _SLOT_KINDS = frozenset(k.value for k in SLOT_KINDS)
@@ -54,6 +54,11 @@ def _read(path: str, where: str, v: Validation) -> tuple[pa.Table | None, bool]:
         reader = ipc.open_stream(pa.memory_map(path))
     except (OSError, pa.ArrowException) as e:
         v.problems.append(f"{where}: not an Arrow IPC stream ({str(e).strip().splitlines()[0]})")
+        return None, False
+    try:
+        reader.schema.names
+    except UnicodeDecodeError:
+        v.problems.append(f"{where}: the stream's schema is corrupt (a column name is not UTF-8)")
         return None, False
     batches, cut = [], False
     while True:
@@ -107,9 +112,9 @@ def _columns(name: str, t: pa.Table, where: str, v: Validation) -> None:
             v.problems.append(f"{where}: missing column {col}")
         elif not same_type(t.schema.field(col).type, want):
             v.problems.append(f"{where}.{col}: type {t.schema.field(col).type}, want {want}")
-    for col in NOT_NULL_COLUMNS[name]:
-        if col in t.schema.names and t.column(col).null_count:
-            v.problems.append(f"{where}.{col}: {t.column(col).null_count} null value(s) in a column every row needs")
+    for col, n in contract_nulls(name, t).items():
+        if n:
+            v.problems.append(f"{where}.{col}: {n} null value(s) in a column every row needs")
 
 
 def _events(ev: pa.Table, where: str, v: Validation) -> set:
@@ -195,4 +200,19 @@ def validate(trace: str) -> Validation:
             elif orphan:
                 v.problems.append(f"{shard}/descs: descriptors of transfers never posted in this shard: "
                                   f"{sorted(orphan)[:5]}")
+        if ds is not None and ds.num_rows and {"xfer", "pos"} <= set(ds.schema.names):
+            _positions(ds, f"{shard}/descs", v)
     return v
+
+
+def _positions(ds: pa.Table, where: str, v: Validation) -> None:
+    """Each transfer's descriptors are positions 0..n-1 of its list, each once: a hole or a
+    repeat means rows lost or duplicated in the middle of the stream, which no cut shows."""
+    g = ds.group_by("xfer").aggregate([("pos", "min"), ("pos", "max"), ("pos", "count"), ("pos", "count_distinct")])
+    lo, hi = g.column("pos_min").to_numpy(zero_copy_only=False), g.column("pos_max").to_numpy(zero_copy_only=False)
+    n, nd = g.column("pos_count").to_numpy(), g.column("pos_count_distinct").to_numpy()
+    bad = (lo != 0) | (hi != n - 1) | (nd != n)
+    if bad.any():
+        xs = g.column("xfer").to_numpy()[bad]
+        v.problems.append(f"{where}: {int(bad.sum())} transfer(s) whose descriptor positions are not 0..n-1 "
+                          f"(rows missing or repeated mid-stream), e.g. xfer {sorted(int(x) for x in xs)[:5]}")

@@ -86,3 +86,32 @@ def test_chunk_positions_with_index_k_on_its_own_page_size():
     s, d = prepped_indices([("kv", 2), ("index_k", 1)], {"kv": [0], "index_k": [1]},
                            {"kv": [7], "index_k": [0, 3]}, {"kv": [5], "index_k": [0, 9]}, [0, 10, 20], [0, 8, 16])
     assert s.tolist() == [7, 17, 23] and d.tolist() == [5, 13, 25]
+
+
+def test_mailbox_records_each_message_as_sent():
+    """A message received in the sender's process is recorded with the bytes its send recorded
+    (the JSON encoded once, not again at delivery); one received as a copy (another process)
+    is encoded there: the same bytes."""
+    import pickle
+
+    from kvtrace.tracer.engine.nixlio import Mailbox
+
+    class Rec:
+        def __init__(self):
+            self.rows = []
+
+        def event(self, kind, agent, request, **kw):
+            self.rows.append((kind, agent, request, kw["peer"], kw["msg"], kw["detail"]))
+
+    rec = Rec()
+    a, b = Mailbox("prefill", "decode", rec), Mailbox("decode", "prefill", rec)
+    b.send("pages", 7, tokens=3, start={"kv": 1}, dst={"kv": [4, 5]})
+    b.send("abort", 8, reason="timeout")
+    msgs = b.take()
+    a.received(msgs[0])
+    a.received(pickle.loads(pickle.dumps(msgs[1])))   # a copy: encoded at delivery
+    sent, recv = rec.rows[:2], rec.rows[2:]
+    assert [r[4] for r in recv] == [r[4] for r in sent]
+    assert recv[0][4] == b'{"id":"decode:0","type":"pages","room":7,"tokens":3,"start":{"kv":1},"dst":{"kv":[4,5]}}'
+    assert [(r[1], r[2], r[3], r[5]) for r in recv] == [("prefill", "7", "decode", {"id": "decode:0", "type": "pages"}),
+                                                        ("prefill", "8", "decode", {"id": "decode:1", "type": "abort"})]

@@ -55,6 +55,7 @@ def _set(col, values, typ=None):
 
 
 BREAKS = {
+    "descriptor lost mid-list": ("prefill/descs.arrows", lambda t: t.slice(1), "descriptor positions are not 0..n-1"),
     "missing column": ("prefill/descs.arrows", _drop("dst_addr"), "missing column dst_addr"),
     "wrong type": ("prefill/events.arrows", _set("layer", lambda t: [str(x) for x in t.column("layer").to_pylist()],
                                                   pa.string()), "events.layer: type string"),
@@ -162,3 +163,24 @@ def test_corrupt_record_batch_is_named_not_read(good, tmp_path):
     assert not v.ok and [p for p in v.problems if re.match(r"prefill/events: record batch \d+ is corrupt \(column request: ", p)], v.problems
     with pytest.raises(TraceError, match=r"events.arrows: record batch \d+ is corrupt \(column request: "):
         open_trace(t)
+
+
+def test_an_agentless_mark_conforms_an_agentless_alloc_does_not(tmp_path):
+    """A user annotation of the whole process (Recorder.mark without an agent) is a valid
+    event with a null agent; any other event without its agent breaks the contract, and the
+    reader refuses it in one line (tools join every event on its agent)."""
+    path = str(tmp_path / "m.kvtrace")
+    b = TraceBuilder(path)
+    p = b.agent("prefill")
+    p.pool("kv", layers=1, slot_bytes=64, num_slots=4)
+    b.recorders["prefill"].mark("engine warm")          # agent None
+    p.alloc("r1", "kv", [0])
+    b.close()
+    assert validate(path).ok, validate(path).problems
+    open_trace(path)
+    _rewrite(os.path.join(path, "prefill", "events.arrows"),
+             _set("agent", lambda t: [None if k == "alloc" else a for k, a in
+                                      zip(t.column("kind").to_pylist(), t.column("agent").to_pylist())]))
+    assert any("events.agent: 1 null value(s)" in q for q in validate(path).problems), validate(path).problems
+    with pytest.raises(TraceError, match="column agent has 1 null value"):
+        open_trace(path)

@@ -79,6 +79,13 @@ def region_offsets(group: dict, uniform: bool) -> list[int]:
 _MSG_JSON = json.JSONEncoder(separators=(",", ":")).encode
 
 
+#: sender name -> {id(message): (message, its JSON)} of the batch its mailbox handed out last: a
+#: receiver in the same process records those bytes instead of encoding the message again
+#: (the engine reads a message, never changes it); one batch per sender (a receiver in another
+#: process gets a copy: encoded there)
+_HANDED: dict[str, dict[int, tuple[dict, bytes]]] = {}
+
+
 class Mailbox:
     """Control messages of one side (the engine's side channel: a queue in-process, a
     local socket between processes). Sending records ``msg_send``, taking delivery
@@ -88,20 +95,28 @@ class Mailbox:
         self.name, self.peer, self.rec = agent_name, peer, rec
         self._ids = itertools.count()
         self.out: list[dict] = []
+        self._json: dict[int, tuple[dict, bytes]] = {}
 
     def send(self, type_: str, room: int | None = None, **body) -> None:
         m = {"id": f"{self.name}:{next(self._ids)}", "type": type_, "room": room, **body}
         if self.rec is not None:
+            text = _MSG_JSON(m).encode()
+            self._json[id(m)] = (m, text)
             self.rec.event(K.MSG_SEND, self.name, None if room is None else str(room), peer=self.peer,
-                           msg=_MSG_JSON(m).encode(), detail={"id": m["id"], "type": type_})
+                           msg=text, detail={"id": m["id"], "type": type_})
         self.out.append(m)
 
     def take(self) -> list[dict]:
         out, self.out = self.out, []
+        if self.rec is not None:
+            _HANDED[self.name], self._json = self._json, {}
         return out
 
     def received(self, m: dict) -> None:
         if self.rec is not None:
             room = m.get("room")
+            sent = _HANDED.get(self.peer)
+            hit = sent.pop(id(m), None) if sent else None
+            text = hit[1] if hit is not None and hit[0] is m else _MSG_JSON(m).encode()
             self.rec.event(K.MSG_RECV, self.name, None if room is None else str(room), peer=self.peer,
-                           msg=_MSG_JSON(m).encode(), detail={"id": m["id"], "type": m["type"]})
+                           msg=text, detail={"id": m["id"], "type": m["type"]})
