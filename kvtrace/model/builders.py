@@ -73,7 +73,7 @@ def build_poison(model) -> None:
 @builder("shard_cut")
 def build_shard_cut(model) -> None:
     """shard_cut: shard VARCHAR, cut BIGINT — the last analysed seq of each shard (null:
-    the whole shard; see cut.py). A partial trace's cut is created when it is opened."""
+    the whole shard; -1: a listed shard that is missing; see cut.py). A partial trace's cut is created when it is opened."""
     if model.cuts:
         return
     _create(model, "shard_cut", pa.table({"shard": pa.array(model.shards, pa.string()),

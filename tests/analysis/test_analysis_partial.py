@@ -160,3 +160,40 @@ def test_a_read_racing_a_post_lost_in_a_cut_tail_is_not_called_undelivered(tmp_p
         found = {f.check for f in s.findings()}
         assert s.unknowns
     assert "read_undelivered" not in found, found
+
+
+def test_a_read_racing_a_post_of_a_missing_shard_is_not_called_undelivered(tmp_path):
+    """Two prefill processes feed one decode; the second one's shard never arrived (listed in
+    the manifest). Decode read that prefill's pages while its transfer was in flight: no
+    recorded fact says whether a transfer delivered them, so read_undelivered stays silent.
+    The whole twin shows the race as read_before_done."""
+    def build(path):
+        b = TraceBuilder(path)
+        p1, p2, d = b.agent("prefill1"), b.agent("prefill2"), b.agent("decode")
+        for side in (p1, p2, d):
+            side.pool("kv", layers=1, slot_bytes=64, num_slots=8)
+        for p, r, s, ds in ((p1, "r0", 0, 3), (p2, "r1", 1, 5)):
+            d.alloc(r, "kv", [ds])
+            d.msg_send(p, "m" + r, request=r)
+            p.msg_recv(d, "m" + r, request=r)
+            p.alloc(r, "kv", [s])
+            p.write(r, "kv", [s])
+        x0 = p1.post("r0", d, src=("kv", [0]), dst=("kv", [3]), msg=b"r0_kv")
+        d.notif_recv(p1, b"r0_kv", request="r0")
+        p1.done(x0, "r0")
+        d.read("r0", "kv", [3])
+        d.read("r1", "kv", [5])                          # races prefill2's transfer
+        x1 = p2.post("r1", d, src=("kv", [1]), dst=("kv", [5]), msg=b"r1_kv")
+        p2.done(x1, "r1")                                 # (decode's notification not recorded yet)
+        return b.close()
+
+    with TraceSession(build(str(tmp_path / "whole.kvtrace"))) as s:
+        whole = {(f.check, f.request) for f in s.findings()}
+    assert ("read_before_done", "r1") in whole and not {c for c, _ in whole} & {"read_undelivered"}, whole
+    path = build(str(tmp_path / "missing.kvtrace"))
+    import shutil
+    shutil.rmtree(os.path.join(path, "prefill2"))
+    with TraceSession(path) as s:
+        found = {f.check for f in s.findings()}
+        assert any("prefill2" in u.what for u in s.unknowns), s.unknowns
+    assert "read_undelivered" not in found, found
