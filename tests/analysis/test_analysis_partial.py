@@ -3,8 +3,8 @@ short by a crash, a shard that never arrived. Analysis goes as far as the facts 
 says what could not run and why."""
 from __future__ import annotations
 
-import json
 import os
+import shutil
 
 import pyarrow as pa
 
@@ -14,6 +14,7 @@ from kvtrace.tracer.builder import TraceBuilder
 from kvtrace.tracer.schema import LAYOUTS
 
 from analysis_cases import CASES, finish, handshake, push
+from partial_cases import _unclose as unclose
 
 
 def _nixl_only(path, race: bool):
@@ -60,7 +61,6 @@ def test_without_layouts_runs_byte_checks_and_says_what_was_skipped(tmp_path, ca
 def test_missing_shard_is_reported_and_the_rest_analysed(tmp_path, capsys):
     path = str(tmp_path / "m.kvtrace")
     CASES["early_src_free"](path, bug=True)
-    import shutil
     shutil.rmtree(os.path.join(path, "decode"))
     with TraceSession(path) as s:
         found = s.findings()
@@ -91,12 +91,7 @@ def test_truncated_shard_keeps_complete_batches(tmp_path, capsys):
     size = os.path.getsize(ev)
     with open(ev, "r+b") as f:          # a crash mid-write of the last batch
         f.truncate(size - 40)
-    info = os.path.join(path, "decode", "shard.json")
-    with open(info) as f:
-        meta = json.load(f)
-    meta["closed"] = False
-    with open(info, "w") as f:
-        json.dump(meta, f)
+    unclose(path, "decode")
     with TraceSession(path) as s:
         found = s.findings()
         n_decode = s.query("select count(*) n from events where shard = 'decode'").column("n")[0].as_py()
@@ -139,12 +134,7 @@ def _read_races_post(path: str, lose_post: bool) -> str:
     d.free("r1", "kv", [5, 6])
     b.close()
     if lose_post:
-        info = os.path.join(path, "prefill", "shard.json")
-        with open(info) as f:
-            meta = json.load(f)
-        meta["closed"] = False
-        with open(info, "w") as f:
-            json.dump(meta, f)
+        unclose(path, "prefill")
     return path
 
 
@@ -191,7 +181,6 @@ def test_a_read_racing_a_post_of_a_missing_shard_is_not_called_undelivered(tmp_p
         whole = {(f.check, f.request) for f in s.findings()}
     assert ("read_before_done", "r1") in whole and not {c for c, _ in whole} & {"read_undelivered"}, whole
     path = build(str(tmp_path / "missing.kvtrace"))
-    import shutil
     shutil.rmtree(os.path.join(path, "prefill2"))
     with TraceSession(path) as s:
         found = {f.check for f in s.findings()}
