@@ -18,11 +18,12 @@ shard knows things the trace does not. (2) is a fixed point over the send → re
 
 A trace whose every listed shard is present, closed and untruncated, with no rows its
 recorder counted lost, is complete: nothing is cut and this module costs nothing.
+Otherwise the analysis views (``events``, ``descs``) read the cut prefix;
+``recorded_events`` / ``recorded_descs`` keep everything recorded.
 
 Postings NIXL ran that a recorder saw but could not record (shard.json
 ``untraced_postings``: a handle made before the tap) cut nothing, since every recorded
-fact stands, but no absence of a delivery is a fact in their process (shard_cut.untraced). The analysis views (``events``, ``descs``) then
-read the cut prefix; ``recorded_events`` / ``recorded_descs`` keep everything recorded.
+fact stands, but no absence of a delivery is a fact in their process (shard_cut.untraced).
 """
 from __future__ import annotations
 
