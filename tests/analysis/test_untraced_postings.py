@@ -64,14 +64,17 @@ def _session(path: str, untraced_page: bool) -> None:
     assert (dst[PAGE:].tolist() == src[PAGE:].tolist()) == untraced_page   # NIXL moved page 1 or not
 
 
-@pytest.mark.timeout(120)
-def test_a_page_filled_by_an_untraced_posting_is_not_called_undelivered(tmp_path):
-    path = str(tmp_path / "untraced.kvtrace")
-    _session(path, untraced_page=True)
+def _analyse(tmp_path, untraced_page: bool):
+    path = str(tmp_path / "s.kvtrace")
+    _session(path, untraced_page)
     with TraceSession(path) as s:
         found = s.findings()
-        unknowns = [u.what for u in s.unknowns]
-        verdict = s.verdict(found)
+        return found, [u.what for u in s.unknowns], s.verdict(found)
+
+
+@pytest.mark.timeout(120)
+def test_a_page_filled_by_an_untraced_posting_is_not_called_undelivered(tmp_path):
+    found, unknowns, verdict = _analyse(tmp_path, untraced_page=True)
     assert "read_undelivered" not in {f.check for f in found}, [f.message for f in found]
     assert any("unrecorded" in u and "descriptor list prepared before tracing started" in u for u in unknowns), unknowns
     assert "holds" not in verdict.checks.values()
@@ -79,11 +82,7 @@ def test_a_page_filled_by_an_untraced_posting_is_not_called_undelivered(tmp_path
 
 @pytest.mark.timeout(120)
 def test_the_twin_that_never_moved_the_page_is_found(tmp_path):
-    path = str(tmp_path / "never.kvtrace")
-    _session(path, untraced_page=False)
-    with TraceSession(path) as s:
-        found = s.findings()
-        unknowns = list(s.unknowns)
+    found, unknowns, _ = _analyse(tmp_path, untraced_page=False)
     hits = [f for f in found if f.check == "read_undelivered"]
     assert hits and hits[0].request == "r1" and hits[0].slots == [1], [f.message for f in found]
     assert unknowns == []
