@@ -24,28 +24,33 @@ WITH r AS (
     FROM (SELECT * FROM slot_ev WHERE kind = 'read') r
     LEFT JOIN (SELECT hk, hl FROM holding_list WHERE len(hl) > 0) k ON k.hk = r.hk
 ), pools AS (
-    -- the (shard, agent, pool)s written and those read, each as one list of keys (a few per
-    -- trace). Reads and writes are cut to them by a filter on that constant list, not by a
-    -- semi join: DuckDB cannot estimate a DISTINCT's few rows and built a semi join's hash
-    -- table on the reads instead (every read row: out of memory at 100M events under 3 GB).
-    -- hash() keys: a collision only lets more rows into the ASOF join, whose lk decides
-    SELECT list(DISTINCT hash(shard, agent, pool)) FILTER (WHERE kind = 'write') AS written_pools,
-           list(DISTINCT hash(shard, agent, pool)) FILTER (WHERE kind = 'read') AS read_pools
-    FROM events WHERE kind IN ('write', 'read')
+    -- the (shard, agent, pool)s both written and read (a few per trace; none where a consumer
+    -- only reads what it receives), as one list of keys in one row. hash() keys: a collision
+    -- only lets more rows into the ASOF join, whose lk decides
+    SELECT coalesce(list(h) FILTER (WHERE w AND r), []) AS both_pools FROM (
+        SELECT hash(shard, agent, pool) AS h, bool_or(kind = 'write') AS w, bool_or(kind = 'read') AS r
+        FROM events WHERE kind IN ('write', 'read') GROUP BY h)
+), meet AS (
+    -- those keys as rows: the hash joins below build on them. DuckDB estimates the unnest of
+    -- a one-row CTE as small, so it never builds on the reads or the writes (a semi join on a
+    -- DISTINCT, whose few rows it cannot estimate, built on every read row: out of memory at
+    -- 100M events under 3 GB); and with none to build on, it never scans them (10M events,
+    -- no pool both written and read: ~-1 of reads' ~4.4 cpu-s, the scans of the reads' events
+    -- and of writes, and a hash of three strings per row, skipped)
+    SELECT unnest(both_pools) AS h FROM pools
 ), lw AS (
     -- the latest local write before each read's (slot layer, seq), on those two integers only,
     -- joined back by them (the ASOF join then sorts two integers per read, not the whole row).
-    -- A slot layer's key names its (shard, agent, pool), so only the reads of pools written on
-    -- the same agent and the writes of pools read there can meet: both sides are cut to those
-    -- pools first, and the ASOF join sorts only what can match (a consumer that only reads what
-    -- it receives: no row; at 10M the ASOF over every read and write that never meet cost ~2.5
-    -- of reads' ~11 cpu-s)
+    -- A slot layer's key names its (shard, agent, pool), so a read and a write can meet only in
+    -- a pool both written and read on the same agent: both sides are cut to those pools first,
+    -- and the ASOF join sorts only what can match (a consumer that only reads what it receives:
+    -- no row; at 10M the ASOF over every read and write that never meet cost ~2.5 of reads'
+    -- ~11 cpu-s)
     SELECT r.lk, r.seq, w.seq AS w_seq, w.checksum AS w_ck, w.request AS w_req
-    FROM (SELECT DISTINCT e.lk, e.seq FROM slot_ev e
-          WHERE e.kind = 'read'
-            AND list_contains((SELECT written_pools FROM pools), hash(e.shard, e.agent, e.pool))) r
+    FROM (SELECT DISTINCT e.lk, e.seq FROM slot_ev e JOIN meet b ON b.h = hash(e.shard, e.agent, e.pool)
+          WHERE e.kind = 'read') r
     ASOF JOIN (SELECT w.lk, w.seq, w.checksum, w.request FROM writes w
-               WHERE list_contains((SELECT read_pools FROM pools), hash(w.shard, w.agent, w.pool))) w
+               JOIN meet b ON b.h = hash(w.shard, w.agent, w.pool)) w
         ON w.lk = r.lk AND r.seq > w.seq
 )
 SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, r.page, r.checksum, r.sk, r.lk,
