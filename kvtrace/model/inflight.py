@@ -143,8 +143,9 @@ def take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
         return table.schema.empty_table()
     starts = np.cumsum([0] + [b.num_rows for b in batches])
     by = np.argsort(rows, kind="stable")
-    cut = np.searchsorted(rows[by], starts)
-    parts = [batches[j].take(pa.array(rows[by][cut[j]:cut[j + 1]] - starts[j]))
+    at = rows[by]
+    cut = np.searchsorted(at, starts)
+    parts = [batches[j].take(pa.array(at[cut[j]:cut[j + 1]] - starts[j]))
              for j in range(len(batches)) if cut[j + 1] > cut[j]]
     back = np.empty(len(rows), np.int64)
     back[by] = np.arange(len(rows))
@@ -152,9 +153,11 @@ def take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
 
 
 def pairs_table(ends: pa.Table, a: np.ndarray, b: np.ndarray, names: Names) -> pa.Table:
-    got = take_rows(ends, np.concatenate([a, b]))
-    ta, tb = pa.array(np.arange(len(a)), pa.int64()), pa.array(np.arange(len(a), len(a) + len(b)), pa.int64())
-    c = lambda name, t: got.column(name).take(t).combine_chunks()  # noqa: E731
+    if 8 * (len(a) + len(b)) <= ends.num_rows:   # few: their rows first (take_rows), then each column's
+        ends = take_rows(ends, np.concatenate([a, b]))
+        a, b = np.arange(len(a)), np.arange(len(a), len(a) + len(b))
+    ta, tb = pa.array(a, pa.int64()), pa.array(b, pa.int64())
+    c = lambda name, t: ends.column(name).take(t).combine_chunks()  # noqa: E731
     a_addr, b_addr = _np(c("addr", ta), 0, np.uint64), _np(c("addr", tb), 0, np.uint64)
     a_n, b_n = _np(c("nbytes", ta), 0, np.uint64), _np(c("nbytes", tb), 0, np.uint64)
     side = pa.array(["dst", "src"], pa.string())
