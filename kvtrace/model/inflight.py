@@ -2,16 +2,26 @@
 that overlap in bytes on the same agent while both are in flight (neither transfer is
 known to have ended — done, error or notification — before the other was posted).
 
-Candidates: per agent and 64 KiB address bucket, ends sorted by (addr, post time, shard,
-post seq, pos, side); each end is compared with its next 4 neighbours in that order (a
-linear-cost sweep; t_ns only orders candidates, happens-before decides). Overlaps further
-apart than 4 neighbours, or across a bucket boundary, are not examined.
+Candidates: per agent and 64 KiB address bucket, ends sorted by (addr, post time, shard
+name, post seq, pos, side; nulls last); each end is compared with its next 4 neighbours in
+that order (a linear-cost sweep; t_ns only orders candidates, happens-before decides).
+Overlaps further apart than 4 neighbours, or across a bucket boundary, are not examined.
 
-One lexsort and four shifted comparisons replace SQL's row_number window and its
-self-join (at 1M events ~10 s of a window over 1.4M ends and a 5.3M-row join); the
-happens-before filter is a sorted-key lookup instead of two hash joins. The ends are read
-as integers (end_hold_ids' ids, queries/inflight_ends.sql) and only the pairs found are
-named (Names): at 10M events, 13.6M ends and no pair.
+One sort and four shifted comparisons replace SQL's row_number window and its self-join
+(at 1M events ~10 s of a window over 1.4M ends and a 5.3M-row join); the happens-before
+filter is a table lookup instead of two hash joins. The ends are read as integers
+(end_hold_ids' ids, queries/inflight_ends.sql) and only the pairs found are named (Names):
+at 10M events, 13.6M ends and no pair.
+
+The sort is one argsort of the sort keys packed into 64-bit words (sortkey.py: each key in
+the bits its range needs; where the first word ties, the next ones order those rows), not
+a lexsort of 7 to 12 keys. The sweep goes a block of sorted rows at a time: each block's
+rows are gathered from one per-end matrix (row-major: one random read per end, not one per
+column) and compared while in cache. Whole-column temporaries were new memory each time,
+and a first touch of new memory costs system time (the 10M trace's sweep, old vs new:
+~4.3 vs ~2.3 user s, ~5.5 vs ~2.6 sys s, 106K vs 2.3K page faults: bench/results/checks.txt).
+Where the dense table of when each shard knows each transfer over can hold sentinels
+(Seen.exact), a lookup is one gather (later_than); else over_by() as before.
 
 Columns (as before, one row per pair):
   agent VARCHAR
@@ -30,6 +40,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc  # noqa: F401  (pa.ipc)
 
+from . import sortkey
+
 NEIGHBOURS = 4
 BUCKET = 65536
 #: ends swept at once; past it, ranges of address buckets (queries/inflight_blocks.sql)
@@ -37,6 +49,11 @@ CHUNK_ROWS = 8_000_000
 #: the sweep's Python memory per end (sort keys, shifted comparisons, the pairs): ~210
 #: bytes measured at 10M events (8M ends: 1.7 GB beside DuckDB's share)
 BYTES_PER_END = 256
+#: sorted rows per block of the sweep (inflight_pairs: 14 numpy calls per neighbour and
+#: block; 16K rows keep a block's columns in cache)
+BLOCK = 1 << 14
+#: rows per block of its first pass (the sort words and the per-end matrix)
+FILL_ROWS = 1 << 16
 #: the share of the memory cap the sweep may take beside DuckDB's buffers
 CAP_SHARE = 0.25
 #: rows per batch when the ranges' ends are read in one scan (build: stream)
@@ -118,7 +135,27 @@ def empty_pairs(ends: pa.Table, names: Names) -> pa.Table:
     return pairs_table(ends, np.empty(0, np.int64), np.empty(0, np.int64), names)
 
 
+def take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """table's ``rows`` (in that order), taken chunk by chunk: a take from a column of many
+    chunks concatenates them first (10M events: ~0.2 s for the pairs' 16 takes, even of none)."""
+    batches = table.to_batches()
+    if not len(rows) or not batches:
+        return table.schema.empty_table()
+    starts = np.cumsum([0] + [b.num_rows for b in batches])
+    by = np.argsort(rows, kind="stable")
+    at = rows[by]
+    cut = np.searchsorted(at, starts)
+    parts = [batches[j].take(pa.array(at[cut[j]:cut[j + 1]] - starts[j]))
+             for j in range(len(batches)) if cut[j + 1] > cut[j]]
+    back = np.empty(len(rows), np.int64)
+    back[by] = np.arange(len(rows))
+    return pa.Table.from_batches(parts, table.schema).take(pa.array(back))
+
+
 def pairs_table(ends: pa.Table, a: np.ndarray, b: np.ndarray, names: Names) -> pa.Table:
+    if 8 * (len(a) + len(b)) <= ends.num_rows:   # few: their rows first (take_rows), then each column's
+        ends = take_rows(ends, np.concatenate([a, b]))
+        a, b = np.arange(len(a)), np.arange(len(a), len(a) + len(b))
     ta, tb = pa.array(a, pa.int64()), pa.array(b, pa.int64())
     c = lambda name, t: ends.column(name).take(t).combine_chunks()  # noqa: E731
     a_addr, b_addr = _np(c("addr", ta), 0, np.uint64), _np(c("addr", tb), 0, np.uint64)
@@ -148,6 +185,10 @@ class Seen:
     lookups by (transfer, shard): a dense table when transfers × shards is small enough
     (one gather per lookup), else a sorted key (a binary search per lookup)."""
 
+    #: the dense table's "not known over" (its rows: the transfers some shard knows over, then
+    #: one for every other transfer; its columns: the shards, then one for an unknown shard)
+    NEVER = np.iinfo(np.int64).max
+
     def __init__(self, seen: pa.Table, shards: list[str], direct_max: int = DIRECT_MAX) -> None:
         self.shards = pa.array(shards, pa.string())
         s_shard, s_xfer = self.shard_ix(seen.column("shard")), _np(seen.column("xfer"), 0, np.int64)
@@ -156,13 +197,20 @@ class Seen:
         self.nx, self.ns = len(self.ux) + 1, len(shards) + 1
         pair = (s_shard + 1) * self.nx + np.searchsorted(self.ux, s_xfer)
         self.ut = np.unique(pair)                    # (shard, transfer)s: dense ids
-        key = np.searchsorted(self.ut, pair) * self.ns + (s_side + 1)
+        t = np.searchsorted(self.ut, pair)
         if len(self.ut) * self.ns <= direct_max:
-            self.has = np.zeros(len(self.ut) * self.ns, bool)
-            self.end = np.zeros(len(self.ut) * self.ns, np.int64)
-            self.has[key], self.end[key] = True, s_end
+            # row t, column side: the end seq; a lookup on a side that is no shard (side_sidx
+            # null, or an unknown shard's index: len(shards)) reads NEVER, as does one of a
+            # transfer no shard knows over (the last row)
+            on = (s_side >= 0) & (s_side < len(shards))
+            key = t[on] * self.ns + s_side[on]
+            self.tab = np.full((len(self.ut) + 1) * self.ns, self.NEVER, np.int64)
+            self.has = np.zeros(len(self.tab), bool)
+            self.tab[key], self.has[key] = s_end[on], True
+            self.lowest = int(s_end[on].min()) if on.any() else self.NEVER   # the least end seq in tab
             self.key = None
         else:
+            key = t * self.ns + (s_side + 1)
             order = np.argsort(key, kind="stable")
             self.key, self.end = key[order], s_end[order]
         # dense lookups for transfer_keys when they fit (a gather per end instead of two
@@ -204,78 +252,175 @@ class Seen:
 
     def over_by(self, tkey: np.ndarray, on: np.ndarray, seq: np.ndarray, ok: np.ndarray) -> np.ndarray:
         """The transfers ``tkey`` are known over on shard ``on`` by its seq ``seq`` (where ``ok``)."""
+        valid = (tkey >= 0) & (on >= 0) & (on < self.ns - 1) & ok
+        if self.key is None:
+            k = np.where(valid, tkey * self.ns + on, 0)
+            return valid & self.has[k] & (self.tab[k] <= seq)
         if not len(self.end):
             return np.zeros(len(tkey), bool)
-        valid = (tkey >= 0) & (on >= 0) & (on < self.ns - 1) & ok
         k = np.where(valid, tkey * self.ns + (on + 1), 0)
-        if self.key is None:
-            return valid & self.has[k] & (self.end[k] <= seq)
         at = np.minimum(np.searchsorted(self.key, k), len(self.key) - 1)
         return valid & (self.key[at] == k) & (self.end[at] <= seq)
+
+    def exact(self, post_max: int | None, post_nulls: bool) -> bool:
+        """Whether later_than() is exact for ends whose posts' seqs reach ``post_max`` (None:
+        no post), some null where ``post_nulls``: the table is dense and no sentinel meets a
+        real value (a post at int64's largest seq would be after NEVER; a null post, read as
+        int64's least, would be after an end seq at its least). Else over_by()."""
+        if self.key is not None or post_max == self.NEVER:
+            return False
+        return not (post_nulls and self.lowest == np.iinfo(np.int64).min)
+
+    def rows(self, tkey: np.ndarray) -> np.ndarray:
+        """The dense table's offset of each transfer (tkey: transfer_keys') for later_than()."""
+        return np.where(tkey >= 0, tkey, len(self.ut)) * self.ns
+
+    def later_than(self, rows: np.ndarray, on: np.ndarray, seq: np.ndarray) -> np.ndarray:
+        """Not over_by(): the transfers at ``rows`` (rows()) are not known over on shard ``on``
+        (an index; len(shards): unknown) by its seq ``seq`` (a null post: int64's least)."""
+        return self.tab[rows + on] > seq
 
 
 def _index_dtype(n: int):
     return np.int32 if n < 2**31 else np.int64
 
 
+def _range(col: pa.ChunkedArray) -> tuple[int | None, int | None]:
+    mm = pc.min_max(col)
+    return mm["min"].as_py(), mm["max"].as_py()
+
+
+def _keys(ends: pa.Table, ranks: np.ndarray) -> list[tuple[str, sortkey.Key]]:
+    """The sweep's order, most significant first: agent, addr, then t_ns, shard (by
+    ``ranks``: each present shard index's rank among the names), post_seq, pos, side, each
+    after its null flag where the column has nulls (nulls last, as SQL's ORDER BY). A
+    name "?col" is the null flag of col."""
+    col = ends.column
+    out = []
+    for name in ("agent_code", "addr", "t_ns", "psidx", "post_seq", "pos", "side_code"):
+        nulls = col(name).null_count > 0
+        if nulls and name not in ("agent_code", "addr"):   # those two: never null (inflight_ends.sql)
+            out.append(("?" + name, sortkey.Key(0, 1, False)))
+        if name == "psidx":
+            lo, hi = (int(ranks.min()), int(ranks.max())) if len(ranks) else (0, 0)
+        else:
+            lo, hi = _range(col(name))
+        out.append((name, sortkey.Key.of(lo, hi, name != "addr", nulls)))
+    return out
+
+
+#: the sweep's per-end matrix (rows in the query's order; a block of sorted rows at a time
+#: is gathered from it): its columns. RUN: the agent's code (its low 16 bits) and the address
+#: bucket, equal for the ends of one (agent, bucket); AGENT only where codes reach 2**16
+_RUN, _ADDR, _END, _SHARD, _XFER, _POST, _TKEY = range(7)
+#: FLAGS (where nbytes or, for over_by(), post_seq has nulls): bits nbytes / post_seq not null
+_NB_OK, _POST_OK = 1, 2
+
+
 def inflight_pairs(ends: pa.Table, seen: Seen, names: Names) -> pa.Table:
     """The pairs (see module doc) among the ends (queries/inflight_ends.sql: all of them,
-    or whole (agent, bucket) groups of them), named by ``names``."""
+    or whole (agent, bucket) groups of them), named by ``names``. Its passes go a block of
+    rows at a time (their temporaries stay in cache and are never new memory); only the
+    sort words, the order and the per-end matrix are as long as the ends."""
     n = ends.num_rows
     if n < 2:
         return empty_pairs(ends, names)
     col = ends.column
     # the shard's rank among the names (ORDER BY shard) from its index: psidx indexes the
-    # model's shard list, which need not be in name order
-    shard_names = seen.shards.to_pylist()
-    rank_of = np.empty(len(shard_names) + 1, np.int64)
-    rank_of[np.argsort(np.array(shard_names, dtype=object), kind="stable")] = np.arange(len(shard_names))
-    rank_of[len(shard_names)] = len(shard_names)
-    psidx = _np(col("psidx"), -1, np.int64)
-    psidx = np.where((psidx >= 0) & (psidx < len(shard_names)), psidx, len(shard_names))
-    agent = _np(col("agent_code"), 0, np.int64)
-    # ORDER BY addr, t_ns, shard, post_seq, pos, side within (agent, addr bucket): the bucket
-    # follows addr. Null flags (nulls last) only for columns that have nulls.
-    keys = []
-    for name, val in (("side_code", None), ("pos", None), ("post_seq", None), ("psidx", rank_of[psidx]), ("t_ns", None)):
-        keys.append(val if val is not None else _np(col(name), 0))
-        if col(name).null_count:
-            keys.append(_nulls(col(name)))
-    addr = _np(col("addr"), 0, np.uint64)
-    order = np.lexsort(keys + [addr, agent])
-    del keys
-    # every per-end array in sorted order: the k-th neighbour of sorted row i is row i + k.
-    # Gathers by a random permutation are the sweep's main cost, so the agent (the first
-    # sort key) is rebuilt from its counts, and null masks only gathered where there are nulls.
-    counts = np.bincount(agent)          # agent codes: ids from 1 (inflight_ends.sql)
-    codes = np.nonzero(counts)[0]
-    agent = np.repeat(codes, counts[codes])
-    addr, psidx = addr[order], psidx[order]
-    shard_rank = rank_of[psidx]
-    bucket = addr // np.uint64(BUCKET)
-    nb_ok = ~_nulls(col("nbytes"))[order] if col("nbytes").null_count else np.ones(n, bool)
-    end_ = addr + _np(col("nbytes"), 0, np.uint64)[order]
-    xfer = _np(col("xfer"), 0, np.int64)[order]
-    post = _np(col("post_seq"), 0, np.int64)[order]
-    post_ok = ~_nulls(col("post_seq"))[order] if col("post_seq").null_count else np.ones(n, bool)
-    tkey = seen.transfer_keys(psidx, xfer)
+    # model's shard list, which need not be in name order; an unknown shard ranks last
+    nshards = len(seen.shards)
+    rank_of = np.empty(nshards + 1, np.int64)
+    rank_of[np.argsort(np.array(seen.shards.to_pylist(), dtype=object), kind="stable")] = np.arange(nshards)
+    rank_of[nshards] = nshards
+    present = _np(pc.unique(col("psidx")), -1, np.int64)
+    keys = _keys(ends, rank_of[np.where((present >= 0) & (present < nshards), present, nshards)])
+    packing = sortkey.Packing([k for _, k in keys])
+    words = [np.empty(n, np.uint64) for _ in range(packing.nwords)]
+    # the lookup of when transfers are known over: sentinels in a dense table (later_than)
+    # where that is exact, else over_by()
+    post_nulls = col("post_seq").null_count > 0
+    dense = seen.exact(_range(col("post_seq"))[1], post_nulls)
+    flags = col("nbytes").null_count > 0 or (post_nulls and not dense)
+    wide = (_range(col("agent_code"))[1] or 0) >= 1 << 16
+    ncol = _TKEY + 1 + flags + wide
+    _FLAGS, _AGENT = _TKEY + 1, ncol - 1
+    mat = np.empty((n, ncol), np.uint64)
+    imat = mat.view(np.int64)
+    at = 0
+    for batch in ends.to_batches(max_chunksize=FILL_ROWS):
+        e = at + batch.num_rows
+        c = batch.column
+        ps = _np(c("psidx"), -1, np.int64)
+        ps = np.where((ps >= 0) & (ps < nshards), ps, nshards)
+        packing.fill([w[at:e] for w in words],
+                     [_nulls(c(name[1:])) if name[0] == "?" else rank_of[ps] if name == "psidx" else _np(c(name), 0)
+                      for name, _ in keys])
+        agent, addr = _np(c("agent_code"), 0, np.int64), _np(c("addr"), 0, np.uint64)
+        xfer, post = _np(c("xfer"), 0, np.int64), _np(c("post_seq"), 0, np.int64)
+        tkey = seen.transfer_keys(ps, xfer)
+        if dense:
+            tkey = seen.rows(tkey)
+            if post_nulls:   # a null post: no transfer is known over by it
+                post = np.where(_nulls(c("post_seq")), np.iinfo(np.int64).min, post)
+        mat[at:e, _RUN] = (agent.astype(np.uint64) & np.uint64(0xFFFF)) << np.uint64(48) | addr // np.uint64(BUCKET)
+        mat[at:e, _ADDR] = addr
+        mat[at:e, _END] = addr + _np(c("nbytes"), 0, np.uint64)
+        imat[at:e, _SHARD], imat[at:e, _XFER], imat[at:e, _POST], imat[at:e, _TKEY] = ps, xfer, post, tkey
+        if flags:
+            imat[at:e, _FLAGS] = np.where(_nulls(c("nbytes")), 0, _NB_OK) | np.where(_nulls(c("post_seq")), 0, _POST_OK)
+        if wide:
+            imat[at:e, _AGENT] = agent
+        at = e
+    order = sortkey.order(words, n)
+    del words
 
-    As, Bs = [], []
-    for k in range(1, min(NEIGHBOURS, n - 1) + 1):
-        a, b = slice(0, n - k), slice(k, n)
-        m = (agent[a] == agent[b]) & (bucket[a] == bucket[b]) & nb_ok[a] & nb_ok[b]
-        m &= (addr[b] < end_[a]) & (addr[a] < end_[b])
-        m &= (shard_rank[a] != shard_rank[b]) | (xfer[a] != xfer[b])
-        ia = np.nonzero(m)[0]
-        ib = ia + k
-        # drop the pair when either transfer is known over before the other's post (the
-        # second lookup only for the pairs the first keeps: on a clean trace it drops most)
-        keep = ~seen.over_by(tkey[ia], psidx[ib], post[ib], post_ok[ib])
-        ia, ib = ia[keep], ib[keep]
-        keep = ~seen.over_by(tkey[ib], psidx[ia], post[ia], post_ok[ia])
-        As.append(ia[keep])
-        Bs.append(ib[keep])
-    return pairs_table(ends, order[np.concatenate(As)], order[np.concatenate(Bs)], names)
+    pairs: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(NEIGHBOURS)]
+    block = BLOCK
+    rows = np.empty((block + NEIGHBOURS, ncol), np.uint64)
+    cols = np.empty((ncol, block + NEIGHBOURS), np.uint64)
+    for s in range(0, n, block):
+        # sorted rows s.. and their next NEIGHBOURS: the k-th neighbour of row i is i + k
+        take = order[s:s + block + NEIGHBOURS]
+        m_ = len(take)
+        np.take(mat, take, axis=0, out=rows[:m_])
+        g = cols[:, :m_]
+        np.copyto(g, rows[:m_].T)
+        gi = g.view(np.int64)
+        run, addr, end_, ps, xfer, post, tkey = g[_RUN], g[_ADDR], g[_END], gi[_SHARD], gi[_XFER], gi[_POST], gi[_TKEY]
+        for k in range(1, NEIGHBOURS + 1):
+            cnt = min(block, m_ - k)
+            if cnt <= 0:
+                break
+            a, b = slice(0, cnt), slice(k, k + cnt)
+            m = run[a] == run[b]
+            if wide:
+                m &= g[_AGENT][a] == g[_AGENT][b]
+            if flags:
+                m &= (g[_FLAGS][a] & g[_FLAGS][b] & np.uint64(_NB_OK)) != 0
+            m &= addr[b] < end_[a]
+            m &= addr[a] < end_[b]
+            m &= (ps[a] != ps[b]) | (xfer[a] != xfer[b])
+            # drop the pair when either transfer is known over before the other's post: a's
+            # over every candidate (on a clean trace it drops most), b's over those kept
+            if dense:
+                m &= seen.later_than(tkey[a], ps[b], post[b])
+                ia = np.flatnonzero(m)
+                ib = ia + k
+                keep = seen.later_than(tkey[ib], ps[ia], post[ia])
+            else:
+                ia = np.flatnonzero(m)
+                ib = ia + k
+                ok = (g[_FLAGS] & np.uint64(_POST_OK)) != 0 if flags else np.ones(m_, bool)
+                keep = ~seen.over_by(tkey[ia], ps[ib], post[ib], ok[ib])
+                ia, ib = ia[keep], ib[keep]
+                keep = ~seen.over_by(tkey[ib], ps[ia], post[ia], ok[ia])
+            if keep.any():
+                pairs[k - 1].append((ia[keep] + s, ib[keep] + s))
+    # the pairs by neighbour distance, then sorted position (the order np.lexsort's sweep gave)
+    found = [p for per in pairs for p in per]
+    ia = np.concatenate([p[0] for p in found]) if found else np.empty(0, np.int64)
+    ib = np.concatenate([p[1] for p in found]) if found else np.empty(0, np.int64)
+    return pairs_table(ends, order[ia], order[ib], names)
 
 
 def chunks(blocks: pa.Table, limit: int) -> list[tuple[int, int, int]]:
