@@ -474,3 +474,41 @@ def mla_two_readers_free(path, bug=True):
         d.free("r1", "kv", [6, 7])
     b.close()
     return [("src_free_before_done", "prefill", "r1", "kv", [1, 2])] if bug else []
+
+
+@case
+def overwrite_from_another_rank(path, bug=True):
+    """Prefill rank 0 fills decode's page, decode tells rank 1, which then fills the same page
+    again (ordered: rank 0's data is over before rank 1 posts). The read must see rank 1's
+    bytes. Rank 0's process has recorded many more events, so its post's seq is larger than
+    rank 1's: only happens-before, never seqs of two processes, says which transfer came last.
+    The bug: the read sees rank 0's bytes (rank 1's data arrived after the read)."""
+    b = TraceBuilder(path)
+    r0, r1, d = b.agent("prefill0"), b.agent("prefill1"), b.agent("decode")
+    for a in (r0, r1, d):
+        a.pool("kv", layers=1, slot_bytes=64, num_slots=8)
+    for i in range(20):                      # rank 0's seqs run far ahead of rank 1's
+        r0.alloc(f"w{i}", "kv", [6])
+        r0.free(f"w{i}", "kv", [6])
+    d.alloc("r1", "kv", [2])
+    d.msg_send(r0, "r1/pages/0", request="r1")
+    r0.msg_recv(d, "r1/pages/0", request="r1")
+    r0.alloc("r1", "kv", [4])
+    r0.write("r1", "kv", [4], checksums=[1001])
+    x0 = r0.post("r1", d, src=("kv", [4]), dst=("kv", [2]), msg=b"r1_kv_0")
+    d.notif_recv(r0, b"r1_kv_0", request="r1")
+    r0.done(x0, "r1")
+    d.msg_send(r1, "r1/pages/1", request="r1")   # after rank 0's data is known there
+    r1.msg_recv(d, "r1/pages/1", request="r1")
+    r1.alloc("r1", "kv", [4])
+    r1.write("r1", "kv", [4], checksums=[2002])
+    x1 = r1.post("r1", d, src=("kv", [4]), dst=("kv", [2]), msg=b"r1_kv_1")
+    d.notif_recv(r1, b"r1_kv_1", request="r1")
+    d.read("r1", "kv", [2], checksums=[1001] if bug else None)
+    r1.done(x1, "r1")
+    for r, x in ((r0, x0), (r1, x1)):
+        r.release(x, "r1")
+        r.free("r1", "kv", [4])
+    d.free("r1", "kv", [2])
+    b.close()
+    return [("checksum_mismatch", "decode", "r1", "kv", [2])] if bug else []

@@ -4,7 +4,7 @@
 -- the latest write of its source slot that happens-before the post (whole-slot copies
 -- only). checksum_mismatch reports the reads whose checksum differs; attribution
 -- (analysis/attribution.py) searches for whose bytes they hold.
--- requires: reads, writes, desc_hold_ids, poison
+-- requires: reads, writes, desc_hold_ids, poison, xfers
 -- Narrow: only the read's keys, its checksum and the prediction; join reads USING (lk, seq)
 -- for the rest (checksum_mismatch does so for the few mismatched reads only).
 -- Stored narrow: the transfer's shard as its index and the prediction's source as a boolean
@@ -19,9 +19,9 @@
 --   predicted UBIGINT   -- the predicted checksum (null: no prediction)
 --   is_stale BOOLEAN    -- the read saw the slot's earlier content or never-written poison
 -- "The latest transfer" of a read: among the transfers into its slot layer in its holding's
--- generation whose post the read does not happen-before (bound < the read's seq), each of
--- its values is arg_max(value, post_seq) — the value of the latest post among those where
--- the value is not null (DuckDB's arg_max skips null values).
+-- generation whose post the read does not happen-before (bound < the read's seq), the one
+-- every other happens-before (posts of one shard in seq order, of two shards by xfers.know);
+-- where two are concurrent there is none, and the transfer's prediction is not made.
 -- Cost: at 10M events every step here joins ~7M rows, so each carries only the integer
 -- columns it needs. Almost every slot layer generation receives one transfer: then a read
 -- matches at most one, and arg_max over that one row is the row's value where post_seq is
@@ -50,24 +50,41 @@ WITH dst AS NOT MATERIALIZED (   -- transfers into a held slot layer: the genera
     FROM (SELECT * FROM pair WHERE hash(lk, gen_seq) NOT IN (SELECT h FROM multi)) p
     ASOF LEFT JOIN writes w ON w.lk = p.s_lk AND p.s_bound >= w.seq
 ), tm AS (   -- the transfers of the generations that receive several (their source writes
-    -- looked up among the writes of their source slot layers only)
-    SELECT p.lk, p.gen_seq, p.post_seq, p.seen_seq, p.bound, p.psidx, w.checksum AS x_ck, p.whole
+    -- looked up among the writes of their source slot layers only), with what each post
+    -- knows of every shard (xfers.know: the happens-before order of posts of two shards)
+    SELECT p.lk, p.gen_seq, p.post_seq, p.seen_seq, p.bound, p.psidx, x.know, w.checksum AS x_ck, p.whole
     FROM (SELECT * FROM pair WHERE hash(lk, gen_seq) IN (SELECT h FROM multi)) p
+    JOIN xfers x ON x.sidx = p.psidx AND x.post_seq = p.post_seq
     ASOF LEFT JOIN (SELECT lk, seq, checksum FROM writes WHERE lk IN (
                         SELECT s_lk FROM pair WHERE hash(lk, gen_seq) IN (SELECT h FROM multi))) w
         ON w.lk = p.s_lk AND p.s_bound >= w.seq
-), xm AS (   -- per read of such a generation: its latest transfer not posted after the read
+), xc AS (   -- per read of such a generation: the transfers into the slot not posted after the read
     SELECT rk.lk, rk.seq,   -- (slot layer key, seq) names the read's slot layer: integer group keys
-           arg_max(t.x_ck, t.post_seq) AS x_ck,
-           arg_max(CASE WHEN t.seen_seq <= rk.seq THEN t.seen_seq END, t.post_seq) AS x_seen,
-           arg_max(t.bound, t.post_seq) AS x_bound,
-           arg_max(t.whole, t.post_seq) AS whole,
-           arg_max(t.psidx, t.post_seq) AS x_sidx, max(t.post_seq) AS x_post
+           t.psidx, t.post_seq, t.know, t.x_ck, t.whole, t.bound,
+           CASE WHEN t.seen_seq <= rk.seq THEN t.seen_seq END AS seen
     FROM (SELECT lk, seq, gen_seq FROM reads
           WHERE checksum IS NOT NULL AND hash(lk, gen_seq) IN (SELECT h FROM multi)) rk
     JOIN tm t ON t.lk = rk.lk AND t.gen_seq = rk.gen_seq
-    WHERE NOT rk.seq <= t.bound   -- the latest transfer into the slot not posted after the read
-    GROUP BY ALL
+    WHERE NOT rk.seq <= t.bound
+), xl AS (   -- of those, the latest: the one every other happens-before (one shard's posts by
+    -- its seqs; two shards' only by happens-before, never by comparing their seqs). None
+    -- when two are concurrent: which bytes the slot holds is then not predicted.
+    SELECT c.* FROM xc c
+    WHERE NOT EXISTS (SELECT 1 FROM xc u WHERE u.lk = c.lk AND u.seq = c.seq
+                      AND NOT CASE WHEN u.psidx = c.psidx THEN u.post_seq <= c.post_seq
+                                   ELSE coalesce(u.post_seq <= c.know[u.psidx + 1], false) END)
+), xg AS (   -- the latest transfer's descriptors into the slot layer (one transfer: a post
+    -- happens-before another only when it is another)
+    SELECT lk, seq, min(x_ck) AS x_ck, count(DISTINCT x_ck) <= 1 AND bool_and(whole) AS whole,
+           min(seen) AS x_seen, min(bound) AS x_bound
+    FROM xl GROUP BY lk, seq
+), xm AS (   -- per read: the latest transfer's values, or none; a transfer is there either way
+    -- (x_sidx, x_post name the latest, else the largest (seq, shard) for a stable name)
+    SELECT c.lk, c.seq, g.x_ck, g.x_seen, g.x_bound, g.whole,
+           coalesce(any_value(l.psidx), max({'p': c.post_seq, 's': c.psidx}).s) AS x_sidx,
+           coalesce(any_value(l.post_seq), max({'p': c.post_seq, 's': c.psidx}).p) AS x_post
+    FROM xc c LEFT JOIN xg g USING (lk, seq) LEFT JOIN xl l USING (lk, seq)
+    GROUP BY c.lk, c.seq, g.x_ck, g.x_seen, g.x_bound, g.whole
 ), j AS (  -- with the latest local write before the read (precomputed in reads); a read
     -- matches a row of t1 (at most one: its generation receives one transfer) or of xm
     SELECT r.lk, r.seq, r.checksum, r.gen_seq, r.lw_seq AS w_seq, r.lw_ck AS w_ck,
