@@ -69,3 +69,12 @@ def test_read_before_done_folds_the_stale_checksum(tmp_path):
     folded = f.extra.get("folded", [])
     assert folded and folded[0]["check"] == "checksum_mismatch"
     assert "arrived after the read" in folded[0]["message"]
+
+
+def test_stale_bytes_of_an_overwritten_page_found_across_ranks(tmp_path):
+    """The bug twin of legal_overwrite_from_another_rank: the read sees the first rank's
+    bytes although the second rank's transfer (ordered after it, but with a smaller seq in
+    its own process) is the latest into the page."""
+    _, expected, found, _ = run_case(tmp_path, "legal_overwrite_from_another_rank", True)
+    assert sorted(_key(f) for f in found) == sorted((c, a, r, p, sorted(s)) for c, a, r, p, s in expected), \
+        [f.message for f in found]
