@@ -86,3 +86,22 @@ def test_vllm_engine_buggy_twin_found(tmp_path, bug, check_name, requests):
     got = findings(res)
     assert {f["check"] for f in got} == {check_name}, [f["message"] for f in got][:3]
     assert requests <= {f["request"] for f in got}
+
+
+def test_vllm_engine_sliding_window_group_checks_clean(tmp_path):
+    """A hybrid model (odd layers attend over a 64-token sliding window: a second KV cache
+    group, pool kv1). vLLM hands decode only the window's blocks of that group, padded with
+    its null block (block 0) where a page left the window, and decode pulls the last of them.
+    Before: kvtrace numbered the tail 0.. on both sides (layer_offset_mismatch when decode
+    pulled fewer than prefill listed) and recorded the null block as a page prefill held."""
+    need_engines()
+    run = record(tmp_path, ENGINE, ["--swa", "64", "--layers", "4", "--prefill-blocks", "48",
+                                    "--decode-blocks", "24"], hooks="vllm")
+    assert run.rc == 0, run.stderr[-3000:]
+    assert run.report["misaddressed"] == [], run.report["misaddressed"][:4]
+    res = check(run.trace)
+    assert findings(res) == [], [f["message"] for f in findings(res)][:3]
+    assert res["attribution"] == [], res["attribution"][:2]
+    sw = [e for e in _events(run.trace) if e["kind"] == "alloc" and e["pool"] == "kv1"]
+    assert sw and all(0 not in e["slots"] for e in sw)
+    assert any(min(e["pages"]) > 0 for e in sw)   # window tails: the sequence's last pages

@@ -110,14 +110,16 @@ class Engine:
         from vllm.utils.hashing import sha256
         from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
         from vllm.v1.core.sched.scheduler import Scheduler
-        from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+        from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor,
+                                                SlidingWindowSpec)
         from vllm.v1.structured_output import StructuredOutputManager
         from vllm.v1.worker.cpu.kv_connector import ActiveKVConnector
         self.a, self.role = a, role
         extra = {"kv_lease_duration": lease} if lease else {}
         mc = ModelConfig(model=model_dir(a), skip_tokenizer_init=True, dtype="float32", max_model_len=2048)
         sc = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=2048, max_model_len=2048,
-                             enable_chunked_prefill=True, is_encoder_decoder=False)
+                             enable_chunked_prefill=True, is_encoder_decoder=False,
+                             disable_hybrid_kv_cache_manager=not a.swa)
         cc = CacheConfig(block_size=a.block_size, enable_prefix_caching=True)
         kt = KVTransferConfig(kv_connector="NixlConnector", kv_role=role, kv_buffer_device="cpu",
                               engine_id=engine_id, kv_connector_extra_config=extra)
@@ -129,10 +131,17 @@ class Engine:
         spec = FullAttentionSpec(block_size=a.block_size, num_kv_heads=a.heads, head_size=a.head_size,
                                  dtype=torch.float32)
         self.page = page = spec.page_size_bytes
+        if a.swa:  # a hybrid model: odd layers attend over a sliding window (a second KV cache group)
+            sw = SlidingWindowSpec(block_size=a.block_size, num_kv_heads=a.heads, head_size=a.head_size,
+                                   dtype=torch.float32, sliding_window=a.swa)
+            groups = [KVCacheGroupSpec(self.names[0::2], spec), KVCacheGroupSpec(self.names[1::2], sw)]
+        else:
+            groups = [KVCacheGroupSpec(self.names, spec)]
+        self.group_of = {n: g for g, grp in enumerate(groups) for n in grp.layer_names}
         kcc = KVCacheConfig(num_blocks=blocks, kv_cache_layout="LBHNC",
                             kv_cache_tensors=[KVCacheTensor(size=page * blocks, layers=[n], layer_stride=page * blocks,
                                                             block_stride=page) for n in self.names],
-                            kv_cache_groups=[KVCacheGroupSpec(self.names, spec)])
+                            kv_cache_groups=groups)
         init_none_hash(sha256)
         self.hasher = get_request_block_hasher(a.block_size, sha256)
         port = a.dist_port + (0 if role == "kv_producer" else 1)
@@ -202,13 +211,15 @@ class Engine:
             req = self.sched.requests[rid]
             start = starts[rid]
             self.before_compute(rid, req, start)
-            blocks = self.sched.kv_cache_manager.get_block_ids(rid)[0]
+            gids = self.sched.kv_cache_manager.get_block_ids(rid)
             toks = list(req.all_token_ids)
             end = start + n
             bs = self.a.block_size
             for p in range(start // bs, (end - 1) // bs + 1):
                 for li, name in enumerate(self.names):
-                    put(self.bufs[name], self.page, blocks[p], kv_bytes(toks[:min((p + 1) * bs, end)], li, self.page))
+                    b = gids[self.group_of[name]][p]
+                    if b:  # block 0 is vLLM's null block: a sliding window's skipped page
+                        put(self.bufs[name], self.page, b, kv_bytes(toks[:min((p + 1) * bs, end)], li, self.page))
             if end >= req.num_tokens:
                 ids.append(rid)
         return ids
@@ -271,7 +282,8 @@ def run_prefill(a):
         for o in outs:
             if o.finish_reason is not None and o.kv_transfer_params:
                 p = o.kv_transfer_params
-                did["requests"][o.request_id] = {"blocks": p["remote_block_ids"][0]}
+                rb = p["remote_block_ids"]
+                did["requests"][o.request_id] = {"blocks": rb[0] if len(rb) == 1 else rb}
                 put_file(os.path.join(a.xchg, f"p-{o.request_id}.json"), p)
         for rid in (kvo.finished_sending if kvo is not None and kvo.finished_sending else ()):
             did["requests"].setdefault(rid, {})["freed_at_step"] = eng.steps
@@ -304,15 +316,18 @@ class DecodeEngine(Engine):
         if rid in self.checked or start == 0:
             return
         self.checked.add(rid)
-        blocks = self.sched.kv_cache_manager.get_block_ids(rid)[0]
-        self.loaded[rid] = list(blocks)
+        ids = self.sched.kv_cache_manager.get_block_ids(rid)
+        self.loaded[rid] = [list(g) for g in ids] if len(ids) > 1 else list(ids[0])
         toks, bs = list(req.prompt_token_ids), self.a.block_size
         for p in range((start + bs - 1) // bs):
             for li, name in enumerate(self.names):
+                b = ids[self.group_of[name]][p]
+                if not b:  # out of the sliding window: vLLM neither keeps nor pulls it
+                    continue
                 want = kv_bytes(toks[:min((p + 1) * bs, len(toks))], li, self.page)
-                got = self.bufs[name][blocks[p] * self.page:(blocks[p] + 1) * self.page]
+                got = self.bufs[name][b * self.page:(b + 1) * self.page]
                 if not np.array_equal(want, got):
-                    self.bad.append({"request": rid, "layer": li, "page": p, "block": int(blocks[p])})
+                    self.bad.append({"request": rid, "layer": li, "page": p, "block": int(b)})
 
 
 def run_decode(a):
@@ -430,6 +445,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill-blocks", type=int, default=24)
     p.add_argument("--decode-blocks", type=int, default=12, help="decode's pool: tight, so freed blocks come back")
     p.add_argument("--decode-tokens", type=int, default=3, help="tokens decode generates per request")
+    p.add_argument("--swa", type=int, default=0,
+                   help="tokens of a sliding window for the odd layers (a hybrid model: two KV cache groups)")
     p.add_argument("--bug", choices=("none", "decode-abort-free", "prefill-lease"), default="none")
     p.add_argument("--lease", type=int, default=0, help="prefill's kv_lease_duration (s); --bug prefill-lease: 2")
     p.add_argument("--seed", type=int, default=11)

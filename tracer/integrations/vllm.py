@@ -17,7 +17,9 @@ What each hook point says (rows in table.py):
 - ``NixlPullConnectorScheduler.request_finished`` (the scheduler half, after it ran):
   on prefill, when vLLM keeps the blocks for decode (``delay_free_blocks``), the
   request's blocks of each transfer group (the ``remote_block_ids`` it hands decode) are
-  its pages 0..n-1 in that group's pools and the producer has written them (checksums).
+  its pages in that group's pools — 0..n-1, or the last n pages of its computed tokens when
+  the list is a tail (a sliding-window group's in-window blocks) — and the producer has
+  written them (checksums).
   Leading blocks another request of the worker still holds are prefix-cache hits (vLLM's
   block pool hands a referenced block to a second request only as one): shared allocs,
   written by their first holder, not by this request. On decode the request is done with
@@ -32,8 +34,9 @@ What each hook point says (rows in table.py):
   the requests vLLM finished last step; decode frees their blocks there when the scheduler
   half runs elsewhere (each request's blocks are freed once, whichever comes first).
 - ``NixlPullConnectorWorker.start_load_kv``: decode's blocks of each request to receive.
-  After a local prefix-cache hit they are the uncached suffix: block i is the request's
-  page ``local_num_computed_blocks + i`` (vLLM pairs them with the end of prefill's list).
+  After a local prefix-cache hit (or in a sliding-window group) they are a tail: the last
+  pages of the tokens prefill computed (``remote_num_tokens``), else of
+  ``local_num_computed_blocks + i``.
 - The kv_transfer_params prefill's ``request_finished`` hands (through the proxy) to
   decode's ``start_load_kv`` are a control message (msg_send / msg_recv, ``detail.id``
   ``blocks:{request}``): it orders prefill's allocs and writes before decode's READs.
@@ -103,6 +106,7 @@ class _State:
         self.held: dict[str, dict[str, list[int]]] = {}      # decode: request -> pool -> blocks until it finishes
         self.local: dict[str, str] = {}                      # decode: local request id -> request
         self.aborting: set[str] = set()                      # decode: finished while its READ is unreported
+        self.padded: set[int] = set()                        # transfer groups whose lists may hold the null block
 
     def pools(self, group: int) -> list[str]:
         return list(dict.fromkeys(r.pool for r in self.kv if r.group == group))
@@ -229,6 +233,7 @@ def _record_regions(self, kv_caches) -> None:
         st.kv = _vllm_regions(self)
     except (AttributeError, KeyError, TypeError, IndexError):
         st.kv = _tensor_regions(self, kv_caches)
+    st.padded = _padded_groups(self)
     self.__dict__["_kvtrace"] = st
     with _lock:
         _workers.append(self)
@@ -244,6 +249,18 @@ def _record_regions(self, kv_caches) -> None:
         f"{p} = " + ", ".join(f"L{r.layer} {'+'.join(r.names)}" for r in st.kv if r.pool == p) for p in pools),
         st.agent, pools={p: [r.layer for r in st.kv if r.pool == p] for p in pools},
         strided=[f"{r.pool} L{r.layer}" for r in st.kv if not r.summed])
+
+
+def _padded_groups(w) -> set[int]:
+    """Transfer groups that are not full attention (sliding window, mamba): vLLM pads their
+    block lists with its null block (block 0 of the block pool, never a request's page) where
+    a page is out of the window; those entries are placeholders, not blocks a request holds."""
+    try:
+        from vllm.v1.kv_cache_interface import FullAttentionSpec
+        kcc = w.kv_cache_config
+        return {g for g, grp in enumerate(kcc.transfer_groups) if not isinstance(grp.kv_cache_spec, FullAttentionSpec)}
+    except Exception:
+        return set()
 
 
 # ------------------------------------------------------------------ blocks per group
@@ -270,13 +287,22 @@ def _alloc(st: _State, rec, req: str, groups: dict[int, list[int]], first: dict[
     for g, blocks in groups.items():
         p0, k = (first or {}).get(g, 0), (shared or {}).get(g, 0)
         pages = list(range(p0, p0 + len(blocks)))
+        hit, own = _real(st, g, blocks[:k], pages[:k]), _real(st, g, blocks[k:], pages[k:])
         for pool in st.pools(g):
-            if k:
-                rec.alloc(st.agent, req, pool, blocks[:k], pages[:k], shared=True)
-            if k < len(blocks):
-                rec.alloc(st.agent, req, pool, blocks[k:], pages[k:])
-            held[pool] = blocks
+            if hit[0]:
+                rec.alloc(st.agent, req, pool, hit[0], hit[1], shared=True)
+            if own[0]:
+                rec.alloc(st.agent, req, pool, own[0], own[1])
+            held[pool] = hit[0] + own[0]
     return held
+
+
+def _real(st: _State, g: int, blocks: list[int], pages: list[int]) -> tuple[list[int], list[int]]:
+    """The (blocks, pages) of a list without the null block's placeholders (padded groups)."""
+    if g not in st.padded or 0 not in blocks:
+        return list(blocks), list(pages)
+    keep = [(b, p) for b, p in zip(blocks, pages) if b != 0]
+    return [b for b, _ in keep], [p for _, p in keep]
 
 
 def _content(st: _State, rec, req: str, groups: dict[int, list[int]], what,
@@ -288,7 +314,9 @@ def _content(st: _State, rec, req: str, groups: dict[int, list[int]], what,
         if not regs or not blocks:
             continue
         p0 = (first or {}).get(g, 0)
-        pages = list(range(p0, p0 + len(blocks)))
+        blocks, pages = _real(st, g, blocks, list(range(p0, p0 + len(blocks))))
+        if not blocks:
+            continue
         if what == rec.write:   # ordered here, hashed on the recorder's hashing thread (DRAM)
             record_writes(rec, st.agent, req, regs, blocks, pages)
             continue
@@ -316,14 +344,15 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
         groups = _groups(params.get("remote_block_ids"))
         if not groups:
             return
+        first = _tail_pages(self, groups, params.get("remote_num_tokens") or getattr(request, "num_computed_tokens", 0))
         for st in sts:
             rec.event(K.REQ_START, st.agent, req, detail={"pages": sum(map(len, groups.values()))})
             hits = _prefix_hits(st, groups)
             if _on("pages"):
-                st.sending[req] = _alloc(st, rec, req, groups, shared=hits)
+                st.sending[req] = _alloc(st, rec, req, groups, first=first, shared=hits)
             if _on("content"):  # the forward pass wrote the blocks it computed, not the prefix-cache hits
                 _content(st, rec, req, {g: b[hits.get(g, 0):] for g, b in groups.items()}, rec.write,
-                         first=hits)
+                         first={g: first.get(g, 0) + hits.get(g, 0) for g in groups})
             if _on("messages"):  # kv_transfer_params (remote_block_ids) leave for decode, via the proxy
                 rec.event(K.MSG_SEND, st.agent, req, msg=np.asarray(_flat(params["remote_block_ids"]),
                                                                    dtype=np.int32).tobytes(),
@@ -331,6 +360,30 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
     else:  # decode: the request is done with its blocks
         for st in sts:
             _finish(st, rec, [request.request_id])
+
+
+def _group_block_size(obj, g: int) -> int:
+    """Tokens per block of transfer group ``g`` (its KV cache group's spec; else the engine's)."""
+    try:
+        kcc = obj.kv_cache_config
+        return int(kcc.kv_cache_groups[tuple(kcc.transfer_group_ids)[g]].kv_cache_spec.block_size)
+    except Exception:
+        return int(getattr(obj, "block_size", 0) or 0)
+
+
+def _tail_pages(obj, groups: dict[int, list[int]], num_tokens) -> dict[int, int]:
+    """Per group, the request's page of the first block listed when the list is the tail of
+    the blocks that hold ``num_tokens`` tokens: a sliding-window group keeps (and hands over)
+    only its in-window blocks, and a decode prefix-cache hit pulls only the uncached ones; the
+    pages are the sequence's last ones either way (0 when the list covers every block)."""
+    out = {}
+    for g, blocks in groups.items():
+        bs = _group_block_size(obj, g)
+        if num_tokens and bs:
+            p0 = -(-int(num_tokens) // bs) - len(blocks)
+            if p0 > 0:
+                out[g] = p0
+    return out
 
 
 def _prefix_hits(st: _State, groups: dict[int, list[int]]) -> dict[int, int]:
@@ -342,8 +395,8 @@ def _prefix_hits(st: _State, groups: dict[int, list[int]]) -> dict[int, int]:
     for g, blocks in groups.items():
         pools = st.pools(g)
         taken = {b for held in st.sending.values() for p in pools for b in held.get(p, ())}
-        k = 0
-        while k < len(blocks) and blocks[k] in taken:
+        k = 0   # (a padded group's null placeholders before its hits are neither)
+        while k < len(blocks) and (blocks[k] in taken or (g in st.padded and blocks[k] == 0)):
             k += 1
         if k:
             out[g] = k
@@ -428,17 +481,23 @@ def start_load_kv(self, metadata, *a, **kw) -> None:
 
 
 def _first_pages(worker, meta, groups: dict[int, list[int]]) -> dict[int, int]:
-    """Per group, the request's page of decode's first block to receive: the blocks decode's
-    prefix cache already holds come first (``local_num_computed_blocks``, per KV cache group),
-    the blocks to pull are the rest of the sequence. Without that count: the last blocks of
-    the remote list (how vLLM pairs them)."""
+    """Per group, the request's page of decode's first block to receive. The blocks vLLM's
+    scheduler allocates for the tokens it loads are the last ones of the prompt's (before
+    them: blocks decode's prefix cache holds, or a sliding window's skipped pages), so with the
+    number of tokens prefill computed they are the last pages of those tokens; without it, the
+    blocks decode's cache holds come first (``local_num_computed_blocks``, per KV cache group),
+    else the end of the remote list."""
+    remote_meta = getattr(meta, "remote", None)
+    n = getattr(remote_meta, "num_tokens", None)
+    if n:
+        return _tail_pages(worker, groups, n)
     cached = tuple(getattr(meta, "local_num_computed_blocks", None) or ())
     kcc = getattr(worker, "kv_cache_config", None)
     try:
         kv_group = tuple(kcc.transfer_group_ids) if kcc is not None else ()
     except Exception:
         kv_group = ()
-    remote = _groups(getattr(getattr(meta, "remote", None), "block_ids", None))
+    remote = _groups(getattr(remote_meta, "block_ids", None))
     out = {}
     for g, blocks in groups.items():
         kg = kv_group[g] if g < len(kv_group) else g
