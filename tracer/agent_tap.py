@@ -21,6 +21,7 @@ import numpy as np
 
 from .agent_descs import Descs, reg_descs, strided_descs, xfer_descs
 from .recorder import NATIVE_ROWS, Recorder, _text, current_request
+from .schema import UNTRACED_AFTER_CLOSE
 from .schema import EventKind as K
 
 
@@ -316,7 +317,7 @@ class BindingTap:
 
 
 _POST, _DONE, _RELEASE, _RECV = K.XFER_POST.value, K.XFER_DONE.value, K.XFER_RELEASE.value, K.NOTIF_RECV.value
-_CLOSED = "posted after the recording ended"                 # why a posting went untraced
+_CLOSED = UNTRACED_AFTER_CLOSE                                # why a posting went untraced
 _BEFORE = "transfer handle created before tracing started"
 
 

@@ -43,8 +43,8 @@ def summarize(trace) -> dict:
 
 
 def _facts_complete(trace) -> bool:
-    from ..model.cut import is_complete
-    return is_complete(trace)
+    from ..model.cut import is_complete, untraced_postings
+    return is_complete(trace) and not any(untraced_postings(s) for s in trace.shards)
 
 
 def unknowns(path: str) -> list[dict]:

@@ -181,6 +181,22 @@ class TriggerLog:
         return [json.loads(line) for line in data[:end].splitlines() if line.strip()]
 
 
+def _losses(rec) -> dict:
+    """What the recorder could not record so far, for the dump's shard.json: postings NIXL ran
+    untraced, and rows other than events it could not keep (the whole run's counts: any of
+    them may lie in the window). Lost events are left out: a window's seqs jump by design
+    (pinned events, the evicted rest), so a seq gap there says nothing."""
+    got = rec.lost.as_info()
+    out = {}
+    if got.get("untraced_postings"):
+        out["untraced_postings"] = dict(got["untraced_postings"])
+    lost = got.get("lost") or {}
+    rows = {k: n for k, n in (lost.get("rows") or {}).items() if k != "events"}
+    if rows:
+        out["lost"] = {"rows": rows, "reasons": dict(lost.get("reasons") or {})}
+    return out
+
+
 def dump(rec, trig: dict, tail_s: float = 0.0) -> str:
     """Write ``rec``'s ring (a RingRecorder) as its shard of trigger ``trig``'s trace: the
     window up to ``tail_s`` after the trigger (or now, if sooner: the recorder is closing)."""
@@ -210,6 +226,7 @@ def dump(rec, trig: dict, tail_s: float = 0.0) -> str:
             "events": rows["events"],
             "ring": {"spec": rec.ring_spec, "trigger": trig, "dumped_unix": time.time(),
                      "window": window}}
+    info.update(_losses(rec))
     tmp = os.path.join(sdir, SHARD_INFO + ".tmp")
     with open(tmp, "w") as f:
         json.dump(info, f)

@@ -20,6 +20,9 @@ META = {b"kvtrace.format": FORMAT_NAME.encode(), b"kvtrace.version": str(SCHEMA_
 TABLES = ("events", "descs", "dlists", "layouts")
 MANIFEST = "manifest.json"
 SHARD_INFO = "shard.json"
+#: shard.json ``untraced_postings``' reason for postings made after the shard was closed: past
+#: every recorded event, so they hide nothing from the analysed trace (the other reasons do)
+UNTRACED_AFTER_CLOSE = "posted after the recording ended"
 
 
 class EventKind(str, enum.Enum):

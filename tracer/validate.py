@@ -16,6 +16,7 @@ import json
 import os
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from .reader import corrupt_column
@@ -172,9 +173,11 @@ def validate(trace: str) -> Validation:
     else:
         v.notes.extend(f"{trace}: listed shard {n} is missing" for n in sorted(set(listed) - set(shards)))
     for shard in shards:
+        info = {}
         try:
             with open(os.path.join(trace, shard, SHARD_INFO)) as f:
-                if not json.load(f).get("closed"):
+                info = json.load(f)
+                if not info.get("closed"):
                     v.notes.append(f"{shard}: not closed")
         except (OSError, ValueError, AttributeError):
             v.problems.append(f"{shard}: missing or unreadable {SHARD_INFO}")
@@ -200,15 +203,54 @@ def validate(trace: str) -> Validation:
             elif orphan:
                 v.problems.append(f"{shard}/descs: descriptors of transfers never posted in this shard: "
                                   f"{sorted(orphan)[:5]}")
+        # rows the recorder counted lost (shard.json lost.rows) are said there: a note
+        holes = None
         if ds is not None and ds.num_rows and {"xfer", "pos"} <= set(ds.schema.names):
-            _positions(ds, f"{shard}/descs", v, cut)
+            holes = _positions(ds, f"{shard}/descs", v, cut or _counted_lost(info, "descs"))
+        if ds is not None and "events" in tables:
+            _post_bytes(tables["events"], ds, f"{shard}/descs", v, cut or _counted_lost(info, "descs"), holes)
     return v
 
 
-def _positions(ds: pa.Table, where: str, v: Validation, cut: bool) -> None:
+def _counted_lost(info, table: str) -> bool:
+    lost = info.get("lost") if isinstance(info, dict) else None
+    rows = lost.get("rows") if isinstance(lost, dict) else None
+    n = rows.get(table) if isinstance(rows, dict) else None
+    return isinstance(n, int) and not isinstance(n, bool) and n > 0
+
+
+def _post_bytes(ev: pa.Table, ds: pa.Table, where: str, v: Validation, cut: bool, named=None) -> None:
+    """A post's ``nbytes``, where recorded, is the sum of its descriptors' bytes (a re-posted
+    handle's rows are written again per post, so a transfer id's sums compare): rows holding
+    fewer bytes than their posts were lost, even where the positions left show no hole (the
+    last rows of a list; ``named``: transfer ids already named for their positions). In a stream cut short the last posting's rows may end early, and rows
+    the recorder counted lost are said in shard.json: a note there."""
+    if not ({"kind", "xfer", "nbytes"} <= set(ev.schema.names) and {"xfer", "nbytes"} <= set(ds.schema.names)):
+        return
+    posts = ev.filter(pc.equal(ev.column("kind"), EventKind.XFER_POST.value)).select(["xfer", "nbytes"])
+    unsized = posts.filter(pc.is_null(posts.column("nbytes"))).column("xfer")
+    posts = posts.filter(pc.invert(pc.is_in(posts.column("xfer"), value_set=unsized.combine_chunks())))
+    if named is not None and len(named):   # already named by their positions
+        posts = posts.filter(pc.invert(pc.is_in(posts.column("xfer"), value_set=named.cast(posts.schema.field("xfer").type))))
+    if not posts.num_rows:
+        return
+    want = posts.group_by("xfer").aggregate([("nbytes", "sum")]).rename_columns(["xfer", "posted"])
+    have = ds.select(["xfer", "nbytes"]).group_by("xfer").aggregate([("nbytes", "sum")]).rename_columns(["xfer", "rows"])
+    j = want.join(have, "xfer", join_type="left outer")
+    short = pc.fill_null(pc.less(pc.fill_null(j.column("rows"), 0), j.column("posted")), False)
+    n = int(pc.sum(short.cast(pa.int64())).as_py() or 0)
+    if n:
+        xs = sorted(int(x) for x in j.filter(short).column("xfer").to_pylist()[:1000])[:5]
+        (v.notes if cut else v.problems).append(
+            f"{where}: {n} transfer(s) whose descriptor rows hold fewer bytes than their posts moved "
+            f"(rows missing from the stream), e.g. xfer {xs}")
+
+
+def _positions(ds: pa.Table, where: str, v: Validation, cut: bool) -> pa.Array:
     """Each transfer's descriptors are positions 0..n-1 of its list, each once: a hole or a
     repeat means rows lost or duplicated in the middle of the stream, which no cut shows
-    (in a stream cut short, the last posting's rows may end early: a note there)."""
+    (in a stream cut short, the last posting's rows may end early: a note there). Returns
+    the transfer ids it named."""
     g = ds.group_by("xfer").aggregate([("pos", "min"), ("pos", "max"), ("pos", "count"), ("pos", "count_distinct")])
     lo, hi = g.column("pos_min").to_numpy(zero_copy_only=False), g.column("pos_max").to_numpy(zero_copy_only=False)
     n, nd = g.column("pos_count").to_numpy(), g.column("pos_count_distinct").to_numpy()
@@ -217,3 +259,5 @@ def _positions(ds: pa.Table, where: str, v: Validation, cut: bool) -> None:
         xs = g.column("xfer").to_numpy()[bad]
         (v.notes if cut else v.problems).append(f"{where}: {int(bad.sum())} transfer(s) whose descriptor positions are not 0..n-1 "
                           f"(rows missing or repeated mid-stream), e.g. xfer {sorted(int(x) for x in xs)[:5]}")
+        return pa.array(xs, g.schema.field("xfer").type)
+    return pa.array([], g.schema.field("xfer").type)

@@ -101,7 +101,7 @@ unwritten AS (   -- no recorded write holds the bytes, yet the producer wrote th
     JOIN lay1 b ON b.agent = r.agent AND b.pool = r.pool AND b.layer = r.layer AND b.slot_bytes = a.slot_bytes
     WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.r_lk = r.lk AND c.r_seq = r.seq)
       AND NOT coalesce(r.w_seq > r.gen_seq, false)      -- the consumer did not write it itself
-      AND NOT EXISTS (SELECT 1 FROM shard_cut WHERE cut IS NOT NULL)   -- every write is present (no cut)
+      AND NOT EXISTS (SELECT 1 FROM shard_cut WHERE cut IS NOT NULL OR untraced > 0)   -- every write and post is present
       AND r.x_post IS NULL                              -- and no transfer delivered into it: a page
       AND NOT EXISTS (SELECT 1 FROM run_hold h          -- composed from parts matches no write
                       WHERE h.side = 'dst' AND h.lk = r.lk AND h.h.g = r.gen_seq AND NOT r.seq <= h.bound)

@@ -50,11 +50,13 @@ gap AS (   -- a pool the producer registers that none of the flow's transfers ca
     FROM flows f JOIN reg g ON g.agent = f.a
     -- "none of the request's transfers" is a fact only when every transfer between the two
     -- agents is recorded: both agents' shards present and not cut (see model/cut.py)
-    JOIN agent_home ha ON ha.agent = f.a JOIN shard_cut ca ON ca.shard = ha.h_shard AND ca.cut IS NULL
-    JOIN agent_home hb ON hb.agent = f.b JOIN shard_cut cb ON cb.shard = hb.h_shard AND cb.cut IS NULL
+    JOIN agent_home ha ON ha.agent = f.a JOIN shard_cut ca ON ca.shard = ha.h_shard AND ca.cut IS NULL AND ca.untraced = 0
+    JOIN agent_home hb ON hb.agent = f.b JOIN shard_cut cb ON cb.shard = hb.h_shard AND cb.cut IS NULL AND cb.untraced = 0
     WHERE NOT list_contains(coalesce(f.carried, []), g.pool)
       -- an absence is proven only where every post is present: no initiator's shard is cut
-      AND NOT EXISTS (SELECT 1 FROM shard_cut c WHERE list_contains(f.x_shards, c.shard) AND c.cut IS NOT NULL)
+      -- or ran postings its recorder could not record
+      AND NOT EXISTS (SELECT 1 FROM shard_cut c WHERE list_contains(f.x_shards, c.shard)
+                                                  AND (c.cut IS NOT NULL OR c.untraced > 0))
 ), own AS (   -- the consumer's own writes, of the few (consumer, request, pool)s a gap names
     SELECT DISTINCT agent, request, pool FROM writes
     WHERE (agent, request, pool) IN (SELECT (b, request, pool) FROM gap)

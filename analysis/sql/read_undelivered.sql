@@ -9,8 +9,8 @@
 --   lands on each) and that is not posted after the read.
 --   Prefix pages shared from an earlier turn count (their writer is in the generation).
 --   Otherwise the read sees stale memory or poison. Decided only on a trace with no shard
---   cut short: a transfer posted in a lost tail can race the read, and its absence proves
---   nothing (the unknowns name the cut).
+--   cut short and no posting its recorder could not record: a transfer posted in a lost tail
+--   can race the read, and its absence proves nothing (the unknowns name the cut).
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
@@ -41,8 +41,9 @@ WITH j AS NOT MATERIALIZED (  -- with the latest local write before the read (pr
     ANTI JOIN maybe m ON m.lk = j.lk AND j.seq > m.bound
     WHERE NOT (j.w_seq IS NOT NULL AND (j.gen_seq IS NULL OR j.w_seq > j.gen_seq))
       -- absence of a delivery is a fact only where every posting is recorded: a post in a cut
-      -- shard's lost tail may race the read (in the whole trace: read_before_done, not this)
-      AND NOT EXISTS (SELECT 1 FROM shard_cut WHERE cut IS NOT NULL)
+      -- shard's lost tail may race the read (in the whole trace: read_before_done, not this),
+      -- and a posting NIXL ran unrecorded (untraced) may have delivered it
+      AND NOT EXISTS (SELECT 1 FROM shard_cut WHERE cut IS NOT NULL OR untraced > 0)
 ), undelivered AS (SELECT j.* FROM j SEMI JOIN bad USING (lk, seq))
 SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events,

@@ -73,11 +73,12 @@ def build_poison(model) -> None:
 @builder("shard_cut")
 def build_shard_cut(model) -> None:
     """shard_cut: shard VARCHAR, cut BIGINT — the last analysed seq of each shard (null:
-    the whole shard; -1: a listed shard that is missing; see cut.py). A partial trace's cut is created when it is opened."""
+    the whole shard; -1: a listed shard that is missing; see cut.py), untraced BIGINT —
+    postings its process ran that the trace lacks. A partial trace's cut is created when it is opened."""
     if model.cuts:
         return
-    _create(model, "shard_cut", pa.table({"shard": pa.array(model.shards, pa.string()),
-                                          "cut": pa.nulls(len(model.shards), pa.int64())}))
+    from .cut import shard_cut_table
+    _create(model, "shard_cut", shard_cut_table(model.trace, {}, []))
 
 
 # the sweep reads end_hold_ids' integers and names only its pairs (id_names, xfers' requests):

@@ -3,8 +3,9 @@
 
 A shard's recorded facts can end early: a stream cut mid-batch (crash), a process killed
 before it closed its shard (its unflushed tail is lost), descriptor rows lost while the
-events that post them survived, or a shard missing altogether. Past that point the facts
-are *unknown*, not absent: a free that is not there may have happened, a notification
+events that post them survived (at the end of a cut stream, or anywhere when the recorder
+counted them lost: a write that failed mid-run), or a shard missing altogether. Past that
+point the facts are *unknown*, not absent: a free that is not there may have happened, a notification
 that is not there may have been received. Checks reason from absence ("no completion
 observation happens-before the free"), so they must only look where absence is a fact.
 
@@ -15,9 +16,14 @@ send in it. A receive whose send lies in a lost tail or a missing shard (a notif
 of a post the crash lost) ends its shard's prefix just before it, since from there the
 shard knows things the trace does not. (2) is a fixed point over the send → receive pairs.
 
-A trace whose every listed shard is present, closed and untruncated is complete: nothing
-is cut and this module costs nothing. The analysis views (``events``, ``descs``) then
-read the cut prefix; ``recorded_events`` / ``recorded_descs`` keep everything recorded.
+A trace whose every listed shard is present, closed and untruncated, with no rows its
+recorder counted lost, is complete: nothing is cut and this module costs nothing.
+Otherwise the analysis views (``events``, ``descs``) read the cut prefix;
+``recorded_events`` / ``recorded_descs`` keep everything recorded.
+
+Postings NIXL ran that a recorder saw but could not record (shard.json
+``untraced_postings``: a handle made before the tap) cut nothing, since every recorded
+fact stands, but no absence of a delivery is a fact in their process (shard_cut.untraced).
 """
 from __future__ import annotations
 
@@ -25,6 +31,8 @@ import dataclasses
 
 import numpy as np
 import pyarrow as pa
+
+from ..tracer.schema import UNTRACED_AFTER_CLOSE
 
 #: what the user can do about each reason a shard's facts end early
 _RECORD = {
@@ -34,6 +42,10 @@ _RECORD = {
     "descs": "the descriptor rows of the last transfers were lost; record again and let the process exit normally",
     "gaps": "events were lost while recording (see the recorder's loss note); record again with a larger recorder backlog",
     "lost_send": "record every process that sends to this one (or let the sender exit normally)",
+    "lost_descs": ("the recorder could not write some descriptor rows (its warning on stderr and shard.json "
+                   "'lost' say why); record again with room for the trace"),
+    "untraced": ("start recording before the process creates its NIXL agent and prepares its descriptor "
+                 "lists (`kvtrace record -- CMD` taps NIXL from the start)"),
 }
 
 
@@ -89,6 +101,8 @@ def shard_state(trace) -> tuple[dict[str, set[str]], list[str]]:
             k.add("truncated")
         if _lost_events(s) and seq_break(s) is not None:
             k.add("gaps")
+        if lost_rows(s).keys() & {"descs", "dlists"}:
+            k.add("lost_descs")
         state[s.name] = k
     return state, missing
 
@@ -102,6 +116,56 @@ def _lost_events(shard) -> bool:
     lost = ((info.get("lost") or {}).get("rows") or {}) if isinstance(info.get("lost"), dict) else {}
     lost_ev = lost.get("events") if isinstance(lost, dict) else None
     return (isinstance(wrote, int) and wrote > n) or (isinstance(lost_ev, int) and lost_ev > 0)
+
+
+def _count(v) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def lost_rows(shard) -> dict[str, int]:
+    """Rows per table the recorder counted lost (shard.json ``lost.rows``: a write that failed
+    for good, or values it could not encode), wherever in the stream they were."""
+    info = shard.info if isinstance(shard.info, dict) else {}
+    lost = info.get("lost")
+    rows = lost.get("rows") if isinstance(lost, dict) else None
+    return {str(k): _count(v) for k, v in rows.items() if _count(v)} if isinstance(rows, dict) else {}
+
+
+def untraced_postings(shard) -> dict[str, int]:
+    """Postings NIXL ran that the recorder saw but could not record, by reason (shard.json
+    ``untraced_postings``), leaving out those made after the shard closed: they come after
+    every recorded event, so they hide nothing from the recorded part."""
+    info = shard.info if isinstance(shard.info, dict) else {}
+    why = info.get("untraced_postings")
+    if not isinstance(why, dict):
+        return {}
+    return {str(k): _count(v) for k, v in why.items() if _count(v) and k != UNTRACED_AFTER_CLOSE}
+
+
+def untraced_unknowns(trace) -> list["Unknown"]:
+    """One note per shard whose process ran transfer postings the trace does not hold: their
+    bytes landed somewhere unrecorded, so no absence of a delivery (and no "whose bytes a
+    page holds") is a fact there (the ``untraced`` column of shard_cut)."""
+    out = []
+    for s in trace.shards:
+        why = untraced_postings(s)
+        if why:
+            reasons = "; ".join(f"{k}: {n:,}" for k, n in sorted(why.items()))
+            out.append(Unknown(f"shard {s.name}: where the bytes of transfer postings NIXL ran unrecorded landed "
+                               f"({reasons}): a page they filled looks undelivered, and whose bytes a page holds "
+                               "cannot be told", sum(why.values()), _RECORD["untraced"]))
+    return out
+
+
+def shard_cut_table(trace, cuts: dict[str, "ShardCut"], missing: list[str]) -> pa.Table:
+    """The table shard_cut: per shard its cut (null: the whole shard; -1: listed but missing)
+    and ``untraced``, the postings its process ran that the trace lacks (untraced_postings)."""
+    names = [s.name for s in trace.shards]
+    untraced = [sum(untraced_postings(s).values()) for s in trace.shards]
+    return pa.table({"shard": pa.array(names + list(missing), pa.string()),
+                     "cut": pa.array([cuts[n].cut if n in cuts else None for n in names] + [-1] * len(missing),
+                                     pa.int64()),
+                     "untraced": pa.array(untraced + [0] * len(missing), pa.int64())})
 
 
 def seq_break(shard) -> int | None:
@@ -155,6 +219,13 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
             for (seq,) in q(query_sql("cut_lost_descs"), [s.name]):
                 if seq is not None:
                     c.cut_to(int(seq) - 1, f"shard {s.name}: the descriptors of its transfers from seq {seq} on were lost", "descs")
+            # rows the recorder counted lost can be anywhere in the stream (a write that failed
+            # mid-run): the first post whose descriptors are not all there ends what is known
+            if "lost_descs" in reasons:
+                for (seq,) in q(query_sql("cut_incomplete_descs"), [s.name]):
+                    if seq is not None:
+                        c.cut_to(int(seq) - 1, f"shard {s.name}: descriptor rows of its transfer posted at seq {seq} "
+                                 "were lost while recording", "lost_descs")
         if limit and s.name in limit:
             c.cut_to(limit[s.name][0], limit[s.name][1], "unclosed")
         cuts[s.name] = c
@@ -215,7 +286,7 @@ def unknowns(cuts: dict[str, ShardCut], missing: list[str]) -> list[Unknown]:
         if not c.kinds:
             continue
         beyond = 0 if c.last_seq is None or c.cut is None else max(0, c.last_seq - c.cut)
-        kind = next(k for k in ("lost_send", "descs", "gaps", "truncated", "unclosed") if k in c.kinds)
+        kind = next(k for k in ("lost_send", "descs", "lost_descs", "gaps", "truncated", "unclosed") if k in c.kinds)
         what = (f"shard {c.shard}: what happened after its last recorded event"
                 if beyond == 0 else f"shard {c.shard}: {beyond:,} recorded events after seq {c.cut} are not analysed")
         out.append(Unknown(f"{what} ({'; '.join(_dedupe(c.why))})", beyond, _RECORD[kind]))
@@ -241,20 +312,17 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
 
     trace, con = model.trace, model.con
     if is_complete(trace):
-        return {}, []
+        return {}, untraced_unknowns(trace)
     cuts = compute(model)
-    names = [s.name for s in trace.shards]
     missing = shard_state(trace)[1]
     for t in ("events", "descs"):
         con.read_parquet(scan_paths(trace, model.index_dir, t)).create_view(f"recorded_{t}")
     # a listed shard that never arrived is cut before its first event (-1): checks that reason
     # from the absence of facts anywhere (a delivery, a write) see that some are missing
-    con.from_arrow(pa.table({"shard": pa.array(names + missing, pa.string()),
-                             "cut": pa.array([cuts[n].cut for n in names] + [-1] * len(missing), pa.int64())})
-                   ).create("shard_cut")
+    con.from_arrow(shard_cut_table(trace, cuts, missing)).create("shard_cut")
     con.execute(query_sql("cut_events"))
     con.execute(query_sql("cut_descs"))
-    return cuts, unknowns(cuts, missing)
+    return cuts, unknowns(cuts, missing) + untraced_unknowns(trace)
 
 
 def ordering_unknowns(model) -> list[Unknown]:

@@ -172,15 +172,14 @@ class LiveModel(TraceModel):
         self.shards = [s.name for s in self.trace.shards]
         self.notes = list(self.trace.notes)
         if complete:
-            self.cuts, self.unknowns = {}, []
+            self.cuts, self.unknowns = {}, cut.untraced_unknowns(self.trace)
+            self.notes += [u.note() for u in self.unknowns]
             return True
         self.cuts = cut.compute(self, limit)
-        self.con.from_arrow(pa.table({"shard": pa.array(self.shards, pa.string()),
-                                      "cut": pa.array([self.cuts[n].cut for n in self.shards], pa.int64())})
-                            ).create("shard_cut")
+        self.con.from_arrow(cut.shard_cut_table(self.trace, self.cuts, [])).create("shard_cut")
         self.con.execute(query_sql("cut_events"))
         self.con.execute(query_sql("cut_descs"))
-        self.unknowns = cut.unknowns(self.cuts, missing)
+        self.unknowns = cut.unknowns(self.cuts, missing) + cut.untraced_unknowns(self.trace)
         self.notes += [u.note() for u in self.unknowns]
         return True
 

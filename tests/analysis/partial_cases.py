@@ -112,6 +112,59 @@ def lose_events(shard: str, at: float, n: int):
     return t
 
 
+def _info(trace: str, shard: str, update) -> None:
+    p = os.path.join(trace, shard, "shard.json")
+    with open(p) as f:
+        info = json.load(f)
+    update(info)
+    with open(p, "w") as f:
+        json.dump(info, f)
+
+
+def lose_descs(shard: str, at: float, posts: int):
+    """A write of descriptor rows failed for good mid-run (the recorder counts them in
+    shard.json's ``lost``, as it does): the rows of ``posts`` transfers from ``at`` of the
+    stream on are missing while their posts and every later row are there. The shard
+    stays closed."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "descs.arrows")
+        ds = _read(p)
+        xs = sorted(set(ds.column("xfer").to_pylist()))
+        gone = pa.array(xs[int(len(xs) * at): int(len(xs) * at) + posts], ds.schema.field("xfer").type)
+        hit = pc.is_in(ds.column("xfer"), value_set=gone)
+        _write(p, ds.filter(pc.invert(hit)))
+        n = int(pc.sum(hit.cast(pa.int64())).as_py() or 0)
+        _info(trace, shard, lambda i: i.setdefault("lost", {"rows": {}, "reasons": {}, "event_seqs": []})["rows"]
+              .update({"descs": n}))
+    t.__name__ = f"lose_descs({shard}@{at}x{posts})"
+    return t
+
+
+def untraced(shard: str, at: float, posts: int):
+    """The process ran ``posts`` transfers its recorder saw but could not record (handles
+    made before the tap): their post/done/release events and descriptor rows are not in the
+    trace (seqs stay contiguous: the recorder never numbered them) while NIXL moved their
+    bytes and delivered their notifications (the peer's receives are there), and shard.json's
+    ``untraced_postings`` counts them, as the tap does."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "descs.arrows")
+        ds = _read(p)
+        xs = sorted(set(ds.column("xfer").to_pylist()))
+        gone = pa.array(xs[int(len(xs) * at): int(len(xs) * at) + posts], ds.schema.field("xfer").type)
+        _write(p, ds.filter(pc.invert(pc.is_in(ds.column("xfer"), value_set=gone))))
+        p = os.path.join(trace, shard, "events.arrows")
+        ev = _read(p)
+        hit = pc.and_(pc.is_in(ev.column("kind"), pa.array(list(XFER_KINDS))),
+                      pc.is_in(ev.column("xfer"), value_set=gone.cast(ev.schema.field("xfer").type)))
+        ev = ev.filter(pc.invert(pc.fill_null(hit, False)))
+        i = ev.schema.get_field_index("seq")
+        _write(p, ev.set_column(i, ev.schema.field(i), pa.array(range(len(ev)), ev.schema.field(i).type)))
+        _info(trace, shard, lambda i: i.update(events=len(ev), untraced_postings={
+            "transfer handle created before tracing started": len(gone)}))
+    t.__name__ = f"untraced({shard}@{at}x{posts})"
+    return t
+
+
 def _shards(trace: str) -> list[str]:
     return sorted(d for d in os.listdir(trace) if os.path.isdir(os.path.join(trace, d)) and not d.startswith(("_", ".")))
 
@@ -145,4 +198,6 @@ DAMAGE = {
     "no_request_on_transfers": [null_request(*XFER_KINDS)],
     "prefill_allocator_unhooked": [drop_kinds_on("prefill", "alloc", "free")],
     "decode_allocator_unhooked": [drop_kinds_on("decode", "alloc", "free")],
+    "prefill_descs_lost_middle": [lose_descs("prefill", 0.4, 3)],
+    "prefill_postings_untraced": [untraced("prefill", 0.4, 3)],
 }

@@ -258,3 +258,26 @@ def test_ring_flush_interval_default(tmp_path):
             assert rec.flush_interval == want
         finally:
             rec.close()
+
+
+def test_dump_carries_untraced_postings_not_event_losses(tmp_path):
+    """Postings NIXL ran that the ring's recorder could not record reach the dump's shard.json
+    (the analysis then calls no page of the window undelivered); the twin without them has none."""
+    from kvtrace.model.cut import untraced_postings
+    from kvtrace.tracer import open_trace
+
+    for n in (2, 0):
+        session = str(tmp_path / f"u{n}.kvtrace")
+        rec = RingRecorder(session, "a", ring="16MB", flush_interval=0.05)
+        try:
+            rec.mark("hello", agent="a")
+            for _ in range(n):
+                rec.untraced("descriptor list prepared before tracing started")
+            out = rec.dump_now("test")
+        finally:
+            rec.close()
+        info = json.load(open(os.path.join(out, "a", "shard.json")))
+        assert info.get("untraced_postings", {}) == ({"descriptor list prepared before tracing started": n} if n else {})
+        assert "lost" not in info
+        shard = open_trace(out).shards[0]
+        assert sum(untraced_postings(shard).values()) == n

@@ -1,0 +1,20 @@
+-- cut_incomplete_descs: the first transfer post of shard $1 whose descriptor rows are not all
+-- in the trace: none at all, fewer bytes than the post moves (xfer_post.nbytes, the sum of
+-- its descriptors' bytes; a re-posted handle's rows are written again per post, so the sums
+-- over a transfer id's posts compare), or one indexing a prepared list that was not recorded.
+-- Asked only for a shard whose recorder counted descriptor or list rows lost (shard.json
+-- lost.rows): a write that failed mid-run loses rows from the middle of the stream.
+-- Columns: seq BIGINT  -- that post (null: none)
+WITH lists AS (SELECT DISTINCT dlist FROM dlists WHERE shard = $1),
+posts AS (
+    SELECT xfer, min(seq) AS seq, sum(nbytes) AS nbytes, count(nbytes) = count(*) AS sized
+    FROM events WHERE shard = $1 AND kind = 'xfer_post' GROUP BY xfer
+), rows AS (
+    SELECT xfer, sum(nbytes) AS nbytes,
+           bool_or((src_dlist IS NOT NULL AND src_dlist NOT IN (SELECT dlist FROM lists))
+                OR (dst_dlist IS NOT NULL AND dst_dlist NOT IN (SELECT dlist FROM lists))) AS nolist
+    FROM descs WHERE shard = $1 GROUP BY xfer
+)
+SELECT min(p.seq) AS seq
+FROM posts p LEFT JOIN rows r USING (xfer)
+WHERE r.xfer IS NULL OR coalesce(r.nolist, false) OR (p.sized AND coalesce(r.nbytes < p.nbytes, false));
