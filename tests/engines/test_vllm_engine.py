@@ -71,6 +71,12 @@ def test_vllm_engine_legal_patterns_check_clean(tmp_path):
     assert not any(e["kind"] == "read" and e["request"] == "abort-inflight" for e in ev)
 
 
+# what each bug's consequences may add, by timing: the aborted READ still running when the
+# next request's READ targets the freed blocks; a reused source overwritten, bytes read wrong
+CONSEQUENCES = {"write_after_free": {"overlapping_inflight_writes", "slot_reuse_before_read", "checksum_mismatch"},
+                "src_free_before_done": {"inflight_src_overwritten", "checksum_mismatch"}}
+
+
 @pytest.mark.parametrize("bug,check_name,requests", [
     ("decode-abort-free", "write_after_free", {"abort-inflight"}),
     ("prefill-lease", "src_free_before_done", {"sharedA", "sharedB"}),
@@ -84,8 +90,8 @@ def test_vllm_engine_buggy_twin_found(tmp_path, bug, check_name, requests):
     assert run.rc == 0, run.stderr[-3000:]
     res = check(run.trace)
     got = findings(res)
-    assert {f["check"] for f in got} == {check_name}, [f["message"] for f in got][:3]
-    assert requests <= {f["request"] for f in got}
+    assert requests <= {f["request"] for f in got if f["check"] == check_name}, [f["message"] for f in got][:3]
+    assert {f["check"] for f in got} <= {check_name} | CONSEQUENCES[check_name], [f["message"] for f in got][:3]
 
 
 def test_vllm_engine_sliding_window_group_checks_clean(tmp_path):
