@@ -2,8 +2,10 @@
 -- For every read (one slot layer of one read event) the recorded writes holding the same
 -- checksum are candidate origins. The best candidate is one written for the read's own
 -- page — same pool and layer, by the reading request (or by the request whose allocation
--- began the slot's content, for a prefix page shared from an earlier turn) with the same
--- page ordinal —, then one a recorded transfer carried from its slot layer into the read's
+-- began the slot's content, for a prefix page shared from an earlier turn; or into a slot
+-- the reading request took by a prefix-cache hit in the generation that write filled, e.g.
+-- the producer's page another request wrote and this one shares) with the same page
+-- ordinal —, then one a recorded transfer carried from its slot layer into the read's
 -- (posted no later than the read, not over on the writer's side before the write), then a
 -- write on the read's own slot layer, then the latest. A read is corrupted when its
 -- checksum differs from the data-flow prediction (read_predict: the checksum_mismatch
@@ -23,7 +25,12 @@
 --   x_shard VARCHAR, xfer, x_post BIGINT, x_request VARCHAR  -- the transfer that carried it (null: none found)
 --   via VARCHAR, p_shard VARCHAR, p_seq BIGINT  -- what the data flow predicted: its write ('write'),
 --                          or the post of the transfer that delivers it ('xfer')
-WITH rp AS NOT MATERIALIZED (   -- the reads with a checksum (read_predict's rows), with the request
+WITH pw AS (   -- writes a later request took by a prefix-cache hit (a shared alloc of the slot in
+               -- the generation the write filled, at the same page ordinal): written for its page too
+    SELECT w.shard, w.seq, w.sk, w.checksum, w.pool, w.layer, h.request AS i_request, h.page AS i_page
+    FROM writes w JOIN holdings h ON h.sk = w.sk AND h.shard = w.shard AND h.shared AND h.page = w.page
+                                 AND h.gen_seq <= w.seq AND w.seq < h.alloc_seq
+), rp AS NOT MATERIALIZED (   -- the reads with a checksum (read_predict's rows), with the request
                                 -- whose allocation began the slot's content, and its page there
     SELECT r.*, g.request AS g_request, g.page AS g_page
     FROM reads r LEFT JOIN holdings g ON g.sk = r.sk AND g.alloc_seq = r.gen_seq
@@ -34,6 +41,8 @@ WITH rp AS NOT MATERIALIZED (   -- the reads with a checksum (read_predict's row
     ANTI JOIN writes w ON w.checksum = r.checksum AND NOT (w.shard = r.shard AND w.seq > r.seq)
          AND w.pool = r.pool AND w.layer = r.layer AND ((w.request = r.request AND w.page = r.page)
              OR (w.request = r.g_request AND w.page = r.g_page))
+    ANTI JOIN pw ON pw.checksum = r.checksum AND NOT (pw.shard = r.shard AND pw.seq > r.seq)
+         AND pw.pool = r.pool AND pw.layer = r.layer AND pw.i_request = r.request AND pw.i_page = r.page
 ), flow AS (   -- reads the data flow or poison already marks as corrupted
     SELECT lk, seq FROM read_predict
     WHERE (predicted IS NOT NULL AND checksum <> predicted) OR checksum IN (SELECT checksum FROM poison)
@@ -47,7 +56,9 @@ WITH rp AS NOT MATERIALIZED (   -- the reads with a checksum (read_predict's row
            w.request AS o_request, w.pool AS o_pool, w.layer AS o_layer, w.slot AS o_slot, w.page AS o_page,
            w.lk AS o_lk, w.lk = r.lk AS local,
            w.pool = r.pool AND w.layer = r.layer AND ((w.request = r.request AND w.page = r.page)
-               OR (w.request = r.g_request AND w.page = r.g_page)) AS ident
+               OR (w.request = r.g_request AND w.page = r.g_page)
+               OR EXISTS (SELECT 1 FROM pw WHERE pw.shard = w.shard AND pw.seq = w.seq AND pw.sk = w.sk
+                          AND pw.i_request = r.request AND pw.i_page = r.page)) AS ident
     FROM rpr r JOIN writes w ON w.checksum = r.checksum
     WHERE NOT (w.shard = r.shard AND w.seq > r.seq)     -- not a later write on the reader's own shard
 ), need AS (   -- reads whose origin is asked for: no candidate written for their page, or corrupted anyway
@@ -83,7 +94,9 @@ unwritten AS (   -- no recorded write holds the bytes, yet the producer wrote th
     SELECT DISTINCT r.lk, r.seq
     FROM rpr r
     JOIN writes w ON w.pool = r.pool AND w.layer = r.layer AND w.agent <> r.agent
-                 AND ((w.request = r.request AND w.page = r.page) OR (w.request = r.g_request AND w.page = r.g_page))
+                 AND ((w.request = r.request AND w.page = r.page) OR (w.request = r.g_request AND w.page = r.g_page)
+                      OR EXISTS (SELECT 1 FROM pw WHERE pw.shard = w.shard AND pw.seq = w.seq AND pw.sk = w.sk
+                                 AND pw.i_request = r.request AND pw.i_page = r.page))
     JOIN lay1 a ON a.agent = w.agent AND a.pool = w.pool AND a.layer = w.layer
     JOIN lay1 b ON b.agent = r.agent AND b.pool = r.pool AND b.layer = r.layer AND b.slot_bytes = a.slot_bytes
     WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.r_lk = r.lk AND c.r_seq = r.seq)

@@ -341,7 +341,8 @@ def inflight_pairs(ends: pa.Table, seen: Seen, names: Names) -> pa.Table:
     post_nulls = col("post_seq").null_count > 0
     dense = seen.exact(_range(col("post_seq"))[1], post_nulls)
     flags = col("nbytes").null_count > 0 or (post_nulls and not dense)
-    wide = (_range(col("agent_code"))[1] or 0) >= 1 << 16
+    lo, hi = _range(col("agent_code"))
+    wide = (hi or 0) >= 1 << 16 or (lo or 0) < 0   # codes RUN's 16 bits would not tell apart
     ncol = _TKEY + 1 + flags + wide
     _FLAGS, _AGENT = _TKEY + 1, ncol - 1
     mat = np.empty((n, ncol), np.uint64)

@@ -513,3 +513,34 @@ def legal_overwrite_from_another_rank(path, bug=False):
     d.free("r1", "kv", [2])
     b.close()
     return [("checksum_mismatch", "decode", "r1", "kv", [2])] if bug else []
+
+
+def prefix_shared_source_pull(path, bug=False):
+    """vLLM pull mode with prefill-side prefix sharing: request B hits prefill's prefix cache
+    on A's first block (a shared alloc of A's slot 0 as B's page 0: A wrote it, B does not),
+    and decode READs A's and B's blocks into their own slots with two transfers in flight
+    together, both reading prefill slot 0. B's read of its page 0 holds A's write of page 0:
+    that IS B's page 0 (nothing is corrupted, nothing is flagged). Bug twin: B is handed A's
+    held slot as a plain allocation (no prefix-cache reference): two requests own it."""
+    b, p, d = pd(path)
+    p.alloc("A", "kv", [0, 1])
+    p.write("A", "kv", [0, 1])
+    p.alloc("B", "kv", [0], pages=[0], shared=not bug)
+    p.alloc("B", "kv", [2], pages=[1])
+    p.write("B", "kv", [2], pages=[1])
+    xs = {}
+    for req, src, dst in (("A", [0, 1], [0, 1]), ("B", [0, 2], [2, 3])):
+        p.msg_send(d, f"blocks:{req}", request=req)
+        d.msg_recv(p, f"blocks:{req}", request=req)
+        d.req_start(req)
+        d.alloc(req, "kv", dst)
+        xs[req] = d.post(req, p, op="READ", src=("kv", src), dst=("kv", dst), msg=f"{req}:1".encode())
+    for req, src, dst in (("A", [0, 1], [0, 1]), ("B", [0, 2], [2, 3])):
+        d.done(xs[req], req)
+        d.read(req, "kv", dst)
+        d.release(xs[req], req)
+        p.notif_recv(d, f"{req}:1".encode(), request=req)
+        p.free(req, "kv", src, reason="finish")
+        d.free(req, "kv", dst, reason="finish")
+    b.close()
+    return [("double_alloc", "prefill", "B", "kv", [0])] if bug else []

@@ -160,3 +160,36 @@ def test_ranges_cut_at_block_boundaries_and_the_limit():
     blocks = pa.table({"agent": ["a", "a", "a", "b", "b"], "block": [0, 1, 5, 0, 1], "n": [10, 10, 50, 5, 5]})
     assert inflight.chunks(blocks, 20) == [("a", 0, 2), ("a", 5, 6), ("b", 0, 2)]
     assert inflight.chunks(blocks, 100) == [("a", 0, 6), ("b", 0, 2)]
+
+
+class _Unnamed:
+    """Names for inflight_pairs without a model: every request null."""
+    shards, agents, pools = pa.array(SHARDS), pa.array(["a", "b", "c"]), pa.array(["kv"])
+
+    def requests(self, psidx, xfer, post):
+        return pa.nulls(len(xfer), pa.string())
+
+
+@pytest.mark.parametrize("other", [1 + (1 << 16), 1 - (1 << 16), -1])
+def test_agent_codes_past_16_bits_are_compared_whole(other):
+    """The sweep keys each end's (agent, bucket) run in 64 bits, 16 of them the agent's
+    code; codes past them (or negative) are compared whole: agents 1 and 1 + 2**16 differ."""
+    r = np.random.default_rng(3)
+    n = 600
+    codes = r.integers(1, 3, n)
+    ends = pa.table({
+        "agent_code": pa.array(codes, pa.int32()), "psidx": pa.array(r.integers(0, 3, n), pa.int32()),
+        "xfer": pa.array(np.arange(n) // 2, pa.int64()), "pos": pa.array(np.zeros(n), pa.int32()),
+        "side_code": pa.array(np.arange(n) % 2, pa.int32()),
+        "addr": pa.array(r.integers(0, 8, n).astype(np.uint64) * np.uint64(64), pa.uint64()),
+        "nbytes": pa.array(np.full(n, 1024, np.uint64), pa.uint64()), "t_ns": pa.array(r.integers(0, 50, n), pa.int64()),
+        "post_seq": pa.array(np.arange(n) // 2, pa.int64()), "pid": pa.array(np.ones(n), pa.int32()),
+        "layer": pa.array(np.zeros(n), pa.int32()), "slot": pa.array(np.zeros(n), pa.int64())})
+    seen = inflight.Seen(pa.table({"shard": pa.array([], pa.string()), "xfer": pa.array([], pa.int64()),
+                                   "side_sidx": pa.array([], pa.int32()), "end_seq": pa.array([], pa.int64())}), SHARDS)
+    want = inflight.inflight_pairs(ends, seen, _Unnamed()).drop_columns(["agent"])
+    assert want.num_rows > 0
+    # agent 2's code becomes ``other``: its low 16 bits (two's complement's) may be agent 1's
+    moved = ends.set_column(0, "agent_code", pa.array(np.where(codes == 2, other, 1), pa.int32()))
+    got = inflight.inflight_pairs(moved, seen, _Unnamed()).drop_columns(["agent"])
+    assert sorted(got.to_pylist(), key=repr) == sorted(want.to_pylist(), key=repr)

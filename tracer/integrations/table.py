@@ -82,6 +82,10 @@ VLLM = Engine(
         Hook(f"{_VN}.connector", "NixlBaseConnector", "get_transfer_results", "before", "finished_with_results",
              "pages"),
         Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "start_load_kv", "before", "start_load_kv", "pages"),
+        # vLLM's engine scheduler returns a finished request's blocks to its pool (an aborted
+        # load's once the worker reported it): decode's blocks are free from then on
+        Hook("vllm.v1.core.sched.scheduler", "Scheduler", "_free_blocks", "after", "scheduler_free", "pages",
+             lazy=True),
         Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "_read_blocks_for_req", "before",
              "read_blocks_for_req", "request"),
         # what vLLM's model runner calls each step (get_finished is a wrapper around it)

@@ -17,13 +17,26 @@ What each hook point says (rows in table.py):
 - ``NixlPullConnectorScheduler.request_finished`` (the scheduler half, after it ran):
   on prefill, when vLLM keeps the blocks for decode (``delay_free_blocks``), the
   request's blocks of each transfer group (the ``remote_block_ids`` it hands decode) are
-  its pages 0..n-1 in that group's pools and the producer has written them (checksums);
-  on decode the request is done with its blocks (free).
+  its pages in that group's pools — 0..n-1, or the last n pages of its computed tokens when
+  the list is a tail (a sliding-window group's in-window blocks) — and the producer has
+  written them (checksums).
+  Leading blocks another request of the worker still holds are prefix-cache hits (vLLM's
+  block pool hands a referenced block to a second request only as one): shared allocs,
+  written by their first holder, not by this request. On decode the request is done with
+  its blocks (free), unless its READ is posted and not yet reported (aborted while it
+  loads): vLLM's scheduler keeps those blocks until the worker reports the READ, and
+  nothing reads them.
+- ``Scheduler._free_blocks`` (vLLM's engine scheduler, when the program runs one): the
+  request's blocks went back to the block pool; decode's are free from then on, whatever
+  is in flight (an engine that frees an aborted load's blocks at once shows as such).
 - ``NixlPullConnector.start_load_kv`` (its ``scheduler_output``) and
   ``NixlBaseConnector.get_transfer_results(finished_req_ids)``, in the worker's process:
   the requests vLLM finished last step; decode frees their blocks there when the scheduler
   half runs elsewhere (each request's blocks are freed once, whichever comes first).
 - ``NixlPullConnectorWorker.start_load_kv``: decode's blocks of each request to receive.
+  After a local prefix-cache hit (or in a sliding-window group) they are a tail: the last
+  pages of the tokens prefill computed (``remote_num_tokens``), else of
+  ``local_num_computed_blocks + i``.
 - The kv_transfer_params prefill's ``request_finished`` hands (through the proxy) to
   decode's ``start_load_kv`` are a control message (msg_send / msg_recv, ``detail.id``
   ``blocks:{request}``): it orders prefill's allocs and writes before decode's READs.
@@ -89,9 +102,11 @@ class _State:
         self.engine = str(getattr(worker, "engine_id", ""))
         self.kv: list[_Region] = []
         self.sending: dict[str, dict[str, list[int]]] = {}   # prefill: request -> pool -> blocks held
-        self.recving: dict[str, tuple[str, dict[int, list[int]]]] = {}  # decode: local id -> (request, group blocks)
+        self.recving: dict[str, tuple] = {}  # decode: local id -> (request, group blocks, group first page)
         self.held: dict[str, dict[str, list[int]]] = {}      # decode: request -> pool -> blocks until it finishes
         self.local: dict[str, str] = {}                      # decode: local request id -> request
+        self.aborting: set[str] = set()                      # decode: finished while its READ is unreported
+        self.padded: set[int] = set()                        # transfer groups whose lists may hold the null block
 
     def pools(self, group: int) -> list[str]:
         return list(dict.fromkeys(r.pool for r in self.kv if r.group == group))
@@ -218,6 +233,7 @@ def _record_regions(self, kv_caches) -> None:
         st.kv = _vllm_regions(self)
     except (AttributeError, KeyError, TypeError, IndexError):
         st.kv = _tensor_regions(self, kv_caches)
+    st.padded = _padded_groups(self)
     self.__dict__["_kvtrace"] = st
     with _lock:
         _workers.append(self)
@@ -235,6 +251,18 @@ def _record_regions(self, kv_caches) -> None:
         strided=[f"{r.pool} L{r.layer}" for r in st.kv if not r.summed])
 
 
+def _padded_groups(w) -> set[int]:
+    """Transfer groups that are not full attention (sliding window, mamba): vLLM pads their
+    block lists with its null block (block 0 of the block pool, never a request's page) where
+    a page is out of the window; those entries are placeholders, not blocks a request holds."""
+    try:
+        from vllm.v1.kv_cache_interface import FullAttentionSpec
+        kcc = w.kv_cache_config
+        return {g for g, grp in enumerate(kcc.transfer_groups) if not isinstance(grp.kv_cache_spec, FullAttentionSpec)}
+    except Exception:
+        return set()
+
+
 # ------------------------------------------------------------------ blocks per group
 def _groups(block_ids) -> dict[int, list[int]]:
     """vLLM's BlockIds (one list per transfer group) or a flat list (one group)."""
@@ -250,22 +278,45 @@ def _flat(block_ids) -> list[int]:
     return [b for _g, blocks in sorted(_groups(block_ids).items()) for b in blocks]
 
 
-def _alloc(st: _State, rec, req: str, groups: dict[int, list[int]]) -> dict[str, list[int]]:
+def _alloc(st: _State, rec, req: str, groups: dict[int, list[int]], first: dict[int, int] | None = None,
+           shared: dict[int, int] | None = None) -> dict[str, list[int]]:
+    """``req`` holds ``groups``' blocks: block i of group g is page ``first[g] + i`` of the
+    request (0 unless the blocks are a suffix of its sequence); its first ``shared[g]``
+    blocks are prefix-cache references (another request's blocks, not handed out anew)."""
     held: dict[str, list[int]] = {}
     for g, blocks in groups.items():
+        p0, k = (first or {}).get(g, 0), (shared or {}).get(g, 0)
+        pages = list(range(p0, p0 + len(blocks)))
+        hit, own = _real(st, g, blocks[:k], pages[:k]), _real(st, g, blocks[k:], pages[k:])
         for pool in st.pools(g):
-            rec.alloc(st.agent, req, pool, blocks, list(range(len(blocks))))
-            held[pool] = blocks
+            if hit[0]:
+                rec.alloc(st.agent, req, pool, hit[0], hit[1], shared=True)
+            if own[0]:
+                rec.alloc(st.agent, req, pool, own[0], own[1])
+            held[pool] = hit[0] + own[0]
     return held
 
 
-def _content(st: _State, rec, req: str, groups: dict[int, list[int]], what) -> None:
-    """Checksums of ``req``'s blocks in every region of their group (``what``: rec.write or rec.read)."""
+def _real(st: _State, g: int, blocks: list[int], pages: list[int]) -> tuple[list[int], list[int]]:
+    """The (blocks, pages) of a list without the null block's placeholders (padded groups)."""
+    if g not in st.padded or 0 not in blocks:
+        return list(blocks), list(pages)
+    keep = [(b, p) for b, p in zip(blocks, pages) if b != 0]
+    return [b for b, _ in keep], [p for _, p in keep]
+
+
+def _content(st: _State, rec, req: str, groups: dict[int, list[int]], what,
+             first: dict[int, int] | None = None) -> None:
+    """Checksums of ``req``'s blocks in every region of their group (``what``: rec.write or rec.read);
+    block i of group g is page ``first[g] + i``."""
     for g, blocks in groups.items():
         regs = [r for r in st.regions(g) if r.summed]
-        if not regs:
+        if not regs or not blocks:
             continue
-        pages = list(range(len(blocks)))
+        p0 = (first or {}).get(g, 0)
+        blocks, pages = _real(st, g, blocks, list(range(p0, p0 + len(blocks))))
+        if not blocks:
+            continue
         if what == rec.write:   # ordered here, hashed on the recorder's hashing thread (DRAM)
             record_writes(rec, st.agent, req, regs, blocks, pages)
             continue
@@ -293,12 +344,15 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
         groups = _groups(params.get("remote_block_ids"))
         if not groups:
             return
+        first = _tail_pages(self, groups, params.get("remote_num_tokens") or getattr(request, "num_computed_tokens", 0))
         for st in sts:
             rec.event(K.REQ_START, st.agent, req, detail={"pages": sum(map(len, groups.values()))})
+            hits = _prefix_hits(st, groups)
             if _on("pages"):
-                st.sending[req] = _alloc(st, rec, req, groups)
-            if _on("content"):
-                _content(st, rec, req, groups, rec.write)
+                st.sending[req] = _alloc(st, rec, req, groups, first=first, shared=hits)
+            if _on("content"):  # the forward pass wrote the blocks it computed, not the prefix-cache hits
+                _content(st, rec, req, {g: b[hits.get(g, 0):] for g, b in groups.items()}, rec.write,
+                         first={g: first.get(g, 0) + hits.get(g, 0) for g in groups})
             if _on("messages"):  # kv_transfer_params (remote_block_ids) leave for decode, via the proxy
                 rec.event(K.MSG_SEND, st.agent, req, msg=np.asarray(_flat(params["remote_block_ids"]),
                                                                    dtype=np.int32).tobytes(),
@@ -308,18 +362,79 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
             _finish(st, rec, [request.request_id])
 
 
-def _finish(st: _State, rec, local_ids) -> None:
+def _group_block_size(obj, g: int) -> int:
+    """Tokens per block of transfer group ``g`` (its KV cache group's spec; else the engine's)."""
+    try:
+        kcc = obj.kv_cache_config
+        return int(kcc.kv_cache_groups[tuple(kcc.transfer_group_ids)[g]].kv_cache_spec.block_size)
+    except Exception:
+        return int(getattr(obj, "block_size", 0) or 0)
+
+
+def _tail_pages(obj, groups: dict[int, list[int]], num_tokens) -> dict[int, int]:
+    """Per group, the request's page of the first block listed when the list is the tail of
+    the blocks that hold ``num_tokens`` tokens: a sliding-window group keeps (and hands over)
+    only its in-window blocks, and a decode prefix-cache hit pulls only the uncached ones; the
+    pages are the sequence's last ones either way (0 when the list covers every block)."""
+    out = {}
+    for g, blocks in groups.items():
+        bs = _group_block_size(obj, g)
+        if num_tokens and bs:
+            p0 = -(-int(num_tokens) // bs) - len(blocks)
+            if p0 > 0:
+                out[g] = p0
+    return out
+
+
+def _prefix_hits(st: _State, groups: dict[int, list[int]]) -> dict[int, int]:
+    """Per group, how many leading blocks of a prefill request are prefix-cache hits: blocks
+    another request of this worker still holds. vLLM's block pool hands a block that is
+    referenced (ref_cnt > 0) to another request only as a prefix-cache hit, and hits are
+    always a prefix of the request's blocks; a held block further on is not one."""
+    out = {}
+    for g, blocks in groups.items():
+        pools = st.pools(g)
+        taken = {b for held in st.sending.values() for p in pools for b in held.get(p, ())}
+        k = 0   # (a padded group's null placeholders before its hits are neither)
+        while k < len(blocks) and (blocks[k] in taken or (g in st.padded and blocks[k] == 0)):
+            k += 1
+        if k:
+            out[g] = k
+    return out
+
+
+def _finish(st: _State, rec, local_ids, *, freed: bool = False) -> None:
     """Decode's requests ``local_ids`` are done: their blocks go back (once, whichever of
-    the scheduler half or the worker hears of it first)."""
+    the scheduler half, the worker or vLLM's scheduler hears of it first). A request whose
+    READ is posted and not yet reported (aborted while it loads) keeps its blocks: vLLM's
+    scheduler frees them when the worker reports the READ (finished or failed); ``freed``:
+    the scheduler returned them to its block pool now, whatever is in flight."""
     for lid in local_ids or ():
-        req = st.local.pop(str(lid), None)
+        lid = str(lid)
+        if not freed and lid in st.recving:
+            st.aborting.add(lid)
+            continue
+        st.aborting.discard(lid)
+        req = st.local.pop(lid, None)
         held = st.held.pop(req, None) if req is not None else None
         if held is None:
             continue
         if _on("pages"):
+            reason = "abort" if lid in st.recving else "finish"
             for pool, blocks in held.items():
-                rec.free(st.agent, req, pool, blocks, reason="finish")
+                rec.free(st.agent, req, pool, blocks, reason=reason)
         rec.event(K.REQ_DONE, st.agent, req)
+
+
+def scheduler_free(out, self, request, *a, **kw) -> None:
+    """vLLM's ``Scheduler._free_blocks``: the engine returned the request's blocks to its block
+    pool (at once, or after an aborted load reported). On decode they are free from here."""
+    rec = default_recorder()
+    conn = getattr(self, "connector", None)
+    if rec is None or conn is None:
+        return
+    for st in _workers_of(getattr(conn, "engine_id", "")):
+        _finish(st, rec, [request.request_id], freed=True)
 
 
 def _connector_state(connector) -> _State | None:
@@ -358,10 +473,39 @@ def start_load_kv(self, metadata, *a, **kw) -> None:
             rec.event(K.MSG_RECV, st.agent, req, msg=np.asarray(_flat(remote.block_ids), dtype=np.int32).tobytes(),
                       detail={"id": f"blocks:{req}", "what": "prefill blocks (kv_transfer_params)"})
         rec.event(K.REQ_START, st.agent, req, detail={"pages": sum(map(len, groups.values()))})
+        first = _first_pages(self, meta, groups)
         if _on("pages"):
-            st.held[req] = _alloc(st, rec, req, groups)
-        st.recving[str(local_id)] = (req, groups)
+            st.held[req] = _alloc(st, rec, req, groups, first=first)
+        st.recving[str(local_id)] = (req, groups, first)
         st.local[str(local_id)] = req
+
+
+def _first_pages(worker, meta, groups: dict[int, list[int]]) -> dict[int, int]:
+    """Per group, the request's page of decode's first block to receive. The blocks vLLM's
+    scheduler allocates for the tokens it loads are the last ones of the prompt's (before
+    them: blocks decode's prefix cache holds, or a sliding window's skipped pages), so with the
+    number of tokens prefill computed they are the last pages of those tokens; without it, the
+    blocks decode's cache holds come first (``local_num_computed_blocks``, per KV cache group),
+    else the end of the remote list."""
+    remote_meta = getattr(meta, "remote", None)
+    n = getattr(remote_meta, "num_tokens", None)
+    if n:
+        return _tail_pages(worker, groups, n)
+    cached = tuple(getattr(meta, "local_num_computed_blocks", None) or ())
+    kcc = getattr(worker, "kv_cache_config", None)
+    try:
+        kv_group = tuple(kcc.transfer_group_ids) if kcc is not None else ()
+    except Exception:
+        kv_group = ()
+    remote = _groups(getattr(remote_meta, "block_ids", None))
+    out = {}
+    for g, blocks in groups.items():
+        kg = kv_group[g] if g < len(kv_group) else g
+        if kg < len(cached):
+            out[g] = int(cached[kg])
+        elif g in remote:
+            out[g] = max(len(remote[g]) - len(blocks), 0)
+    return {g: p for g, p in out.items() if p}
 
 
 def read_blocks_for_req(self, req_id, meta, *a, **kw) -> None:
@@ -376,6 +520,10 @@ def transfer_results(out, self, *a, **kw) -> None:
     done_sending = getattr(out, "finished_sending", None) or ()
     failed = set(getattr(out, "failed_recving", None) or ())
     done_recving = [r for r in getattr(out, "finished_recving", None) or () if r not in failed]
+    for local_id in sorted(set(map(str, failed)) | set(map(str, done_recving))):
+        if local_id in st.aborting:  # finished while it loaded: its blocks go back now, unread
+            _finish(st, rec, [local_id], freed=True)
+            st.recving.pop(local_id, None)
     for local_id in failed:  # nothing arrived: decode does not use these blocks' bytes
         st.recving.pop(str(local_id), None)
     for req in done_sending or ():
@@ -386,10 +534,10 @@ def transfer_results(out, self, *a, **kw) -> None:
         rec.event(K.REQ_DONE, st.agent, str(req))
     for local_id in done_recving or ():
         got = st.recving.pop(str(local_id), None)
-        if got is None or not _on("content"):
-            continue
-        req, groups = got
-        _content(st, rec, req, groups, rec.read)
+        if got is None or not _on("content") or str(local_id) not in st.local:
+            continue  # (not held: the request finished and its blocks went back; nothing reads them)
+        req, groups, first = got
+        _content(st, rec, req, groups, rec.read, first=first)
 
 
 # ------------------------------------------------------------------ engine-reported failure
