@@ -515,6 +515,7 @@ def legal_overwrite_from_another_rank(path, bug=False):
     return [("checksum_mismatch", "decode", "r1", "kv", [2])] if bug else []
 
 
+@case
 def prefix_shared_source_pull(path, bug=False):
     """vLLM pull mode with prefill-side prefix sharing: request B hits prefill's prefix cache
     on A's first block (a shared alloc of A's slot 0 as B's page 0: A wrote it, B does not),
