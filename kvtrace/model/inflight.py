@@ -46,8 +46,10 @@ NEIGHBOURS = 4
 BUCKET = 65536
 #: ends swept at once; past it, ranges of address buckets (queries/inflight_blocks.sql)
 CHUNK_ROWS = 8_000_000
-#: the sweep's Python memory per end (sort keys, shifted comparisons, the pairs): ~210
-#: bytes measured at 10M events (8M ends: 1.7 GB beside DuckDB's share)
+#: the sweep's Python memory per end: ~210 bytes measured at 10M events with the lexsort
+#: sweep (8M ends: 1.7 GB beside DuckDB's share); the blocked sweep takes ~80 (sort words,
+#: order, per-end matrix) beside the ends' Arrow table (10M: 1.23 GB peak). Kept, so the
+#: ranges under a cap are the same
 BYTES_PER_END = 256
 #: sorted rows per block of the sweep (inflight_pairs: 14 numpy calls per neighbour and
 #: block; 16K rows keep a block's columns in cache)

@@ -4,8 +4,8 @@ significant key first) and cut into 64-bit words. Where the first word orders th
 (every key fits in it, or its values are distinct), one argsort of it is the order; rows
 whose first words tie are then ordered by the other words (a lexsort of those rows only).
 
-np.lexsort sorts once per key (a stable indirect sort each): inflight.py's sweep sorts 13.6M
-ends by 7 to 12 keys at 10M events, 2.1 of its ~10 cpu-s. Keys of any range work (a trace is
+np.lexsort sorts once per key (a stable indirect sort each): inflight.py's sweep sorted 13.6M
+ends by 7 to 12 keys with it at 10M events, 2.1 of its ~10 cpu-s. Keys of any range work (a trace is
 untrusted: an address may be any 64-bit value); wide ones only cost more words. Ties on
 every key come out in no particular order (np.argsort's default kind).
 
