@@ -103,7 +103,11 @@ def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace, m
     completion of the corrupting transfer, which can come after decode's trigger, is in
     the dump by construction, not by timing."""
     monkeypatch.setenv(ring_mod.ENV_RING_TAIL, "600s")
-    session = _ring_run(tmp_path, "late", ("early-src-free",), after=350)
+    # a real cut whatever the machine's speed: the rings evict at each flush, so they flush
+    # often here and the bug comes late enough that far more than the window ran before it
+    # (on a quiet machine 350 requests took ~0.6 s: the first 0.5 s flush had evicted nothing)
+    monkeypatch.setattr(ring_mod, "FLUSH_S", 0.05)
+    session = _ring_run(tmp_path, "late", ("early-src-free",), after=700, requests=800)
     dump = dump_path(session, 1)
     validate_trace(dump)
     man = json.load(open(os.path.join(dump, "manifest.json")))
@@ -114,8 +118,8 @@ def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace, m
     found = _findings(dump)
     assert any(c == "src_free_before_done" for c, _ in found)
     full = str(tmp_path / "full.kvtrace")
-    wl = load("small", requests=400)
-    wl.engine["inject_after"] = 350
+    wl = load("small", requests=800)
+    wl.engine["inject_after"] = 700
     run_inprocess(wl, ("early-src-free",), full)
     assert found <= _findings(full)
 
