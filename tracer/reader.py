@@ -461,6 +461,21 @@ def _count(v) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
+def lost_rows(info) -> dict[str, int]:
+    """Rows per table a recorder counted lost (shard.json ``lost.rows``: a write that failed for
+    good, or values it could not encode), wherever in the stream they were."""
+    lost = info.get("lost") if isinstance(info, dict) else None
+    rows = lost.get("rows") if isinstance(lost, dict) else None
+    return {str(k): _count(v) for k, v in rows.items() if _count(v)} if isinstance(rows, dict) else {}
+
+
+def untraced_counts(info) -> dict[str, int]:
+    """Postings NIXL ran that a recorder saw but could not record, by reason (shard.json
+    ``untraced_postings``)."""
+    why = info.get("untraced_postings") if isinstance(info, dict) else None
+    return {str(k): _count(v) for k, v in why.items() if _count(v)} if isinstance(why, dict) else {}
+
+
 def _loss_notes(name: str, info: dict) -> list[str]:
     """What the recorder said it could not write or did not see (shard.json)."""
     notes = []

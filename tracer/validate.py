@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from .reader import corrupt_column
+from .reader import corrupt_column, lost_rows
 from .schema import (FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
                      SHARD_INFO, SLOT_KINDS, EventKind, contract_nulls)
 
@@ -213,10 +213,7 @@ def validate(trace: str) -> Validation:
 
 
 def _counted_lost(info, table: str) -> bool:
-    lost = info.get("lost") if isinstance(info, dict) else None
-    rows = lost.get("rows") if isinstance(lost, dict) else None
-    n = rows.get(table) if isinstance(rows, dict) else None
-    return isinstance(n, int) and not isinstance(n, bool) and n > 0
+    return lost_rows(info).get(table, 0) > 0
 
 
 def _post_bytes(ev: pa.Table, ds: pa.Table, where: str, v: Validation, cut: bool, named=None) -> None:

@@ -32,6 +32,8 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 
+from ..tracer.reader import lost_rows as reader_lost_rows
+from ..tracer.reader import untraced_counts
 from ..tracer.schema import UNTRACED_AFTER_CLOSE
 
 #: what the user can do about each reason a shard's facts end early
@@ -118,28 +120,16 @@ def _lost_events(shard) -> bool:
     return (isinstance(wrote, int) and wrote > n) or (isinstance(lost_ev, int) and lost_ev > 0)
 
 
-def _count(v) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-
 def lost_rows(shard) -> dict[str, int]:
-    """Rows per table the recorder counted lost (shard.json ``lost.rows``: a write that failed
-    for good, or values it could not encode), wherever in the stream they were."""
-    info = shard.info if isinstance(shard.info, dict) else {}
-    lost = info.get("lost")
-    rows = lost.get("rows") if isinstance(lost, dict) else None
-    return {str(k): _count(v) for k, v in rows.items() if _count(v)} if isinstance(rows, dict) else {}
+    """Rows per table the shard's recorder counted lost, wherever in the stream they were."""
+    return reader_lost_rows(shard.info)
 
 
 def untraced_postings(shard) -> dict[str, int]:
     """Postings NIXL ran that the recorder saw but could not record, by reason (shard.json
     ``untraced_postings``), leaving out those made after the shard closed: they come after
     every recorded event, so they hide nothing from the recorded part."""
-    info = shard.info if isinstance(shard.info, dict) else {}
-    why = info.get("untraced_postings")
-    if not isinstance(why, dict):
-        return {}
-    return {str(k): _count(v) for k, v in why.items() if _count(v) and k != UNTRACED_AFTER_CLOSE}
+    return {k: n for k, n in untraced_counts(shard.info).items() if k != UNTRACED_AFTER_CLOSE}
 
 
 def untraced_unknowns(trace) -> list["Unknown"]:
