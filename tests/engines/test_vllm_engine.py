@@ -21,12 +21,18 @@ from __future__ import annotations
 
 import pytest
 
-from engine_runs import check, driver, findings, need_engines, record
+from engine_runs import check, driver, env_for, findings, need_engines, record
 from kvtrace.tracer import open_trace
 
 pytestmark = pytest.mark.slow
 ENGINE = driver("vllm_engine_pd.py")
 LAYERS = 3
+# Over shared memory UCX may finish a small READ inside the post call (NIXL returns DONE at
+# once, and kvtrace records the completion there): then an abort right after the post frees
+# blocks whose bytes already landed, and the "abort in flight" pattern never happens (a quiet
+# box did this every run). Over TCP a READ waits for the peer's reply, so it is still in
+# progress when the driver aborts.
+IN_FLIGHT = env_for(UCX_TLS="tcp")
 
 
 def _events(trace):
@@ -35,7 +41,7 @@ def _events(trace):
 
 def test_vllm_engine_legal_patterns_check_clean(tmp_path):
     need_engines()
-    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS)], hooks="vllm")
+    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS)], hooks="vllm", env=IN_FLIGHT)
     assert run.rc == 0, run.stderr[-3000:]
     rep = run.report
     assert rep["misaddressed"] == [], rep["misaddressed"][:4]
@@ -86,8 +92,16 @@ def test_vllm_engine_buggy_twin_found(tmp_path, bug, check_name, requests):
     posted and unreported. prefill-lease: prefill's lease runs out before decode reads the
     shared blocks (vLLM's expiry frees them)."""
     need_engines()
-    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS), "--bug", bug, "--timeout", "60"], hooks="vllm")
+    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS), "--bug", bug, "--timeout", "60"], hooks="vllm",
+                 env=IN_FLIGHT)
     assert run.rc == 0, run.stderr[-3000:]
+    if bug == "decode-abort-free":  # the bug happened: the free came before the READ's completion
+        ev = _events(run.trace)
+        post = next(e for e in ev if e["kind"] == "xfer_post" and e["request"] == "abort-inflight")
+        same = [e for e in ev if e["shard"] == post["shard"]]
+        free = next(e["seq"] for e in same if e["kind"] == "free" and e["request"] == "abort-inflight")
+        done = next(e["seq"] for e in same if e["kind"] == "xfer_done" and e["xfer"] == post["xfer"])
+        assert post["seq"] < free < done, (post["seq"], free, done)
     res = check(run.trace)
     got = findings(res)
     assert requests <= {f["request"] for f in got if f["check"] == check_name}, [f["message"] for f in got][:3]
