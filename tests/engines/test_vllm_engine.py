@@ -27,11 +27,12 @@ from kvtrace.tracer import open_trace
 pytestmark = pytest.mark.slow
 ENGINE = driver("vllm_engine_pd.py")
 LAYERS = 3
-# Over shared memory UCX may finish a small READ inside the post call (NIXL returns DONE at
-# once, and kvtrace records the completion there): then an abort right after the post frees
-# blocks whose bytes already landed, and the "abort in flight" pattern never happens (a quiet
-# box did this every run). Over TCP a READ waits for the peer's reply, so it is still in
-# progress when the driver aborts.
+# The abort in flight: the driver stops prefill's process (a stalled peer) from just before
+# the READ is posted to just after the abort. Over TCP a READ needs prefill's reply, so it is
+# still in progress at the abort on any machine. Over shared memory it does not: UCX may
+# finish it inside the post (NIXL says DONE there, kvtrace records the completion there),
+# and then the buggy free comes after the bytes landed (a quiet box did that every run, a
+# loaded one over TCP without the stall once): the bug would not have happened.
 IN_FLIGHT = env_for(UCX_TLS="tcp")
 
 

@@ -20,6 +20,9 @@ The workload (``--scenario legal``) holds patterns that are legal but look suspi
   paired with the END of prefill's list).
 - ``abort-inflight``: decode aborts a request after its READ was posted and before the
   worker reported it: vLLM keeps the blocks until the READ is reported, then frees them.
+  Prefill's process is stopped from just before that READ is posted to just after the
+  abort (a stalled peer), so over TCP (``UCX_TLS=tcp``) the READ is in progress at the
+  abort on any machine; over shared memory it may finish inside the post.
 - ``abort-early``: decode aborts a request before it was scheduled: no READ, vLLM only
   notifies prefill so that it frees its blocks.
 - a tight decode pool: blocks freed by finished requests are handed to the next ones.
@@ -36,10 +39,12 @@ The workload (``--scenario legal``) holds patterns that are legal but look suspi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -371,14 +376,17 @@ def run_decode(a):
             break
 
         def abort_inflight(so):
-            # the client's abort lands while the worker's READ is posted and not yet polled
+            # the client's abort lands while the worker's READ is posted and not yet done
             # (the engine core takes aborts while the worker runs the step: async scheduling)
             waiting = [rid for rid, q in added.items() if q.get("abort") == "inflight" and rid not in done
                        and rid in eng.sched.requests]
-            if waiting and eng.kv._pending_load_kwargs is not None:
-                eng.kv._start_load_kv()  # vLLM's own call: post this step's READs now
-            for rid in waiting:
-                if eng.sched.requests[rid].status.name == "WAITING_FOR_REMOTE_KVS" and _posted(eng, rid):
+            if not waiting:
+                return
+            with stalled(a.peer_pid if eng.kv._pending_load_kwargs is not None else None):
+                if eng.kv._pending_load_kwargs is not None:
+                    eng.kv._start_load_kv()  # vLLM's own call: post this step's READs now
+                for rid in waiting:
+                    if eng.sched.requests[rid].status.name == "WAITING_FOR_REMOTE_KVS" and _posted(eng, rid):
                         if a.bug == "decode-abort-free":  # the bug: free at once, as if nothing were in flight
                             eng.sched.finished_recving_kv_req_ids.add(rid)
                         eng.sched.finish_requests(rid, _aborted())
@@ -404,6 +412,22 @@ def run_decode(a):
     time.sleep(0.2)
     put_file(os.path.join(a.xchg, "decode-done.json"), {})
     return eng
+
+
+@contextlib.contextmanager
+def stalled(pid):
+    """Prefill's process stopped (SIGSTOP) for the block, then resumed: a stalled peer. Over
+    TCP (UCX_TLS=tcp) a READ needs prefill's reply, so a READ posted inside the block is
+    still in progress when the block ends, whatever the load; over shared memory the READ
+    does not need prefill and may finish at once (then NIXL says DONE at the post)."""
+    if pid is None:
+        yield
+        return
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def _aborted():
@@ -453,6 +477,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--side-port", type=int, default=0)
     p.add_argument("--dist-port", type=int, default=0)
     p.add_argument("--xchg")
+    p.add_argument("--peer-pid", type=int, help=argparse.SUPPRESS)  # decode: prefill's process (set by the launcher)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--report")
     return p
@@ -475,9 +500,11 @@ def main(argv=None) -> int:
     base = [sys.executable, os.path.abspath(__file__)] + args
     if a.lease and "--lease" not in args:
         base += ["--lease", str(a.lease)]
-    procs = [subprocess.Popen(base + ["--role", role, "--side-port", str(side), "--dist-port", str(dist + i * 7),
-                                      "--xchg", xchg])
-             for i, role in enumerate(("prefill", "decode"))]
+    procs = []
+    for i, role in enumerate(("prefill", "decode")):
+        peer = ["--peer-pid", str(procs[0].pid)] if role == "decode" else []
+        procs.append(subprocess.Popen(base + ["--role", role, "--side-port", str(side), "--dist-port",
+                                              str(dist + i * 7), "--xchg", xchg] + peer))
     return max(p.wait() for p in procs)
 
 
