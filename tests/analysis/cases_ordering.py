@@ -213,6 +213,39 @@ def hetero_tp_halves(path, bug=True):
 
 
 @case
+def hetero_tp_token_slices(path, bug=True):
+    """SGLang heterogeneous TP (prefill TP2 -> decode TP1, ``send_kvcache_slice``): pages are
+    token-major ([token][head]), so each prefill rank WRITEs its heads of every token of a
+    decode page as one descriptor per token (8 of a token's 16 bytes, at its head offset),
+    the two ranks' descriptors interleaved in the same decode pages, posted concurrently.
+    Bug: rank 1's head offset is 0 (``dst_head_offset`` lost), over rank 0's slices."""
+    b, ps, d = _rank_split(path, slot_bytes=64)          # 4 tokens x 16 B; 8 B per rank
+    d.req_start("r1")
+    d.alloc("r1", "kv", [2, 3])
+    xs = []
+    for i, p in enumerate(ps):
+        d.msg_send(p, f"r1/pages/{i}", request="r1")
+        p.msg_recv(d, f"r1/pages/{i}", request="r1")
+        p.alloc("r1", "kv", [4, 5])
+        p.write("r1", "kv", [4, 5])
+        head = 0 if bug else 8 * i
+        descs = [(p.pools["kv"].addr(L, s) + 8 * t, d.pools["kv"].addr(L, u) + 16 * t + head, 8)
+                 for L in range(2) for s, u in ((4, 2), (5, 3)) for t in range(4)]
+        xs.append((p, p.post("r1", d, descs=descs, msg=f"r1_kv_{i}".encode())))
+    for i, (p, x) in enumerate(xs):
+        d.notif_recv(p, f"r1_kv_{i}".encode(), request="r1")
+    d.read("r1", "kv", [2, 3], checksums=[7, 8])
+    for p, x in xs:
+        p.done(x, "r1")
+        p.release(x, "r1")
+        p.free("r1", "kv", [4, 5])
+    d.free("r1", "kv", [2, 3])
+    d.req_done("r1")
+    b.close()
+    return [("overlapping_inflight_writes", "decode", "r1", "kv", [2, 3])] if bug else []
+
+
+@case
 def hetero_tp_read_early(path, bug=True):
     """Heterogeneous TP: decode must see every rank's READ complete before it reads the
     block; the bug reads once the first rank's half is DONE."""

@@ -19,7 +19,20 @@ VRAM); stamps are written on the host and copied into the pool, and the verifier
 the pools back through torch. Aux stays in DRAM, as in SGLang. Without a CUDA GPU it
 refuses with one line and exit code 2.
 
+``--prefill-tp N`` / ``--decode-tp N``: that side runs as N attention-TP ranks, one OS
+process and NIXL agent each, published to SGLang as ``tp_size = attn_tp_size = N`` with
+the process's rank (prefill rank 0 runs the bootstrap server; every rank registers with
+it). The pools are MLA, replicated on every rank, as SGLang's MLA path assumes: with
+prefill TP > decode TP decode reads from one prefill rank (the others get dummy
+requests); with decode TP > prefill TP every decode rank is sent the same prefill pages.
+Each rank allocates like its peers (one scheduler per instance), and each decode rank
+verifies its own pages; the report merges them (``rank``, ``agent`` per entry).
+SGLang's head-sliced path (non-MLA pools, ``send_kvcache_slice``) refuses destinations
+outside VRAM (``_prepare_payload_xfer``: "heterogeneous-TP direct-to-host KV transfer is
+not implemented"), so it cannot run on DRAM.
+
     python tests/engines/sglang_pd.py --index-k bytes --index-dtype bf16 --report out.json
+    python tests/engines/sglang_pd.py --index-k tokens --prefill-tp 2 --report out.json
 """
 from __future__ import annotations
 
@@ -144,14 +157,17 @@ def sglang_version() -> str:
     return __version__
 
 
-def configure(mode: str, port: int, device: str = "cpu"):
-    """What a launcher publishes: server args (device, NIXL, loopback) and parallel ranks."""
+def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int = 0):
+    """What a launcher publishes: server args (device, NIXL, loopback) and parallel ranks
+    (``tp`` > 1: this process is attention-TP rank ``rank`` of ``tp``)."""
     from sglang.srt.runtime_context import get_context, get_parallel
     get_context().override_server_args(
         device=device, host="127.0.0.1", disaggregation_bootstrap_port=port,
         disaggregation_transfer_backend="nixl", disaggregation_mode=mode).install()
     ranks = dict(attn_tp_rank=0, attn_cp_rank=0, attn_dcp_rank=0, attn_dp_rank=0, dp_rank=0,
                  pp_rank=0, tp_rank=0, pp_group=None)
+    if tp > 1:
+        ranks.update(tp_size=tp, attn_tp_size=tp, moe_tp_size=tp, tp_rank=rank, attn_tp_rank=rank)
     par = get_parallel()
     from sglang.srt import runtime_context as rc
     fields = rc._parallel_fields()
@@ -159,10 +175,10 @@ def configure(mode: str, port: int, device: str = "cpu"):
     return get_context().server_args
 
 
-def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0):
+def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0, rank=0):
     from sglang.srt.disaggregation.base.conn import KVArgs
     a = KVArgs()
-    a.engine_rank = 0
+    a.engine_rank = rank
     a.pp_rank = 0
     a.system_dp_rank = 0
     a.rust_http_port = None
@@ -221,13 +237,16 @@ def wait(objs, want, timeout, what):
 # ----------------------------------------------------------------- the two sides
 def run_prefill(a) -> int:
     geom = geometry(a)
-    configure("prefill", a.port, device(a))
+    configure("prefill", a.port, device(a), a.prefill_tp, a.rank)
     from sglang.srt.disaggregation.nixl.conn import NixlKVBootstrapServer, NixlKVManager, NixlKVSender
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.runtime_context import get_context
     kv, aux = make_regions(geom, a.memory, a.gpu)
-    call_kw(NixlKVBootstrapServer, host="127.0.0.1", port=a.port)
-    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu), DisaggregationMode.PREFILL,
+    if a.rank == 0:  # one bootstrap server per prefill instance; every TP rank registers with it
+        call_kw(NixlKVBootstrapServer, host="127.0.0.1", port=a.port)
+    else:
+        wait_listening(a.port, a.timeout)
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank), DisaggregationMode.PREFILL,
                         get_context().server_args, True)
     alloc, release = allocator(geom["regions"][0][1], a.seed + 1)
     addr = f"127.0.0.1:{a.port}"
@@ -270,7 +289,7 @@ def run_prefill(a) -> int:
     print(f"prefill: {len(workload(a))} requests sent", flush=True)
     time.sleep(a.linger)   # still serving: a trigger from decode reaches this process's ring
     if a.report:
-        with open(a.report + ".prefill", "w") as f:
+        with open(a.report + ".prefill" + (str(a.rank) if a.rank else ""), "w") as f:
             json.dump({"version": sglang_version(), "timing": timing}, f)
     # the bootstrap thread is not a daemon: leave as a killed scheduler would, after the
     # interpreter's exit handlers (atexit) have run
@@ -282,13 +301,13 @@ def run_prefill(a) -> int:
 
 def run_decode(a) -> int:
     geom = geometry(a)
-    configure("decode", a.port, device(a))
+    configure("decode", a.port, device(a), a.decode_tp, a.rank)
     from sglang.srt.disaggregation.nixl.conn import NixlKVManager, NixlKVReceiver
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.runtime_context import get_context
     kv = [Pool(item * n, a.memory, a.gpu) for item, n in geom["regions"]]  # decode's own memory: zeros until written
     aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
-    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu), DisaggregationMode.DECODE,
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank), DisaggregationMode.DECODE,
                         get_context().server_args, True)
     addr = f"127.0.0.1:{a.port}"
     t_end = time.monotonic() + a.timeout
@@ -325,16 +344,21 @@ def run_decode(a) -> int:
             recvs[r["room"]].clear()
             release(p)
     report["loop_cpu_s"] = time.process_time() - cpu0
+    if a.decode_tp > 1:  # which NIXL agent this rank's pages belong to (the merged report names it)
+        name = mgr.agent.name
+        report["agent"] = name.decode() if isinstance(name, bytes) else str(name)
     bad = report["misaddressed"]
     print(f"decode: {len(report['requests'])} requests received, {len(bad)} misaddressed page(s)", flush=True)
     if a.ring_trigger:  # the engine hook: dump the session's ring recording (kvtrace record --ring)
         from kvtrace.tracer import ring
         report["ring_triggered"] = ring.trigger(a.ring_trigger)
     time.sleep(a.linger)
+    if a.hold:  # a serving decode stays up: prefill ranks decode did not wait for (dummies) still connect
+        sys.stdin.read()
     for m in bad[:8]:
         print(f"  room {m['room']} region {m['region']} page {m['page']} (slot {m['slot']}) holds {m['holds']}")
     if a.report:
-        with open(a.report, "w") as f:
+        with open(a.report + (f".decode{a.rank}" if a.rank else ""), "w") as f:
             json.dump(report, f)
     import atexit
     sys.stdout.flush()
@@ -369,6 +393,35 @@ def cuda_missing(gpu: int) -> str | None:
     return None
 
 
+def wait_listening(port: int, timeout: float) -> None:
+    """Until prefill rank 0's bootstrap server accepts connections (the other ranks register with it)."""
+    t_end = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > t_end:
+                raise TimeoutError(f"prefill: bootstrap server on port {port} never listened")
+            time.sleep(0.05)
+
+
+def merge_decode_reports(path: str, tp: int) -> None:
+    """Decode TP > 1: rank 0's report gets every rank's verifier results (``rank`` and the
+    rank's NIXL ``agent`` on each request and misaddressed page) and ``ranks``."""
+    reports = []
+    for r in range(tp):
+        with open(path + (f".decode{r}" if r else "")) as f:
+            reports.append(json.load(f))
+    merged = dict(reports[0], requests=[], misaddressed=[], ranks=tp)
+    merged.pop("agent")
+    for r, rep in enumerate(reports):
+        merged["requests"] += [dict(x, rank=r, agent=rep["agent"]) for x in rep["requests"]]
+        merged["misaddressed"] += [dict(x, rank=r, agent=rep["agent"]) for x in rep["misaddressed"]]
+    with open(path, "w") as f:
+        json.dump(merged, f)
+
+
 def waves(reqs, n):
     return [reqs[i:i + n] for i in range(0, len(reqs), n)]
 
@@ -401,6 +454,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ring-trigger", metavar="REASON",
                    help="decode, after its verifier: kvtrace.tracer.ring.trigger(REASON) (under --ring)")
     p.add_argument("--linger", type=float, default=0.0, help="seconds each side stays up after its work")
+    p.add_argument("--prefill-tp", type=int, default=1,
+                   help="prefill attention-TP size: one process (own NIXL agent) per rank")
+    p.add_argument("--decode-tp", type=int, default=1,
+                   help="decode attention-TP size: one process (own NIXL agent) per rank")
+    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)  # set by --role both
+    p.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)  # decode: exit at stdin's EOF
     return p
 
 
@@ -417,8 +476,23 @@ def main(argv=None) -> int:
     port = a.port or free_port()
     base = [sys.executable, os.path.abspath(__file__)] + [x for x in (argv or sys.argv[1:])
                                                           if x not in ("--role", "both")]
-    procs = [subprocess.Popen(base + ["--role", role, "--port", str(port)]) for role in ("prefill", "decode")]
-    rcs = [p.wait() for p in procs]
+    # hetero TP: decode waits only for the prefill ranks it reads from; it stays up (until
+    # every prefill rank has exited) as a serving decode would, so the others can connect
+    hetero = a.prefill_tp != a.decode_tp
+    procs = {"prefill": [], "decode": []}
+    for role, tp in (("prefill", a.prefill_tp), ("decode", a.decode_tp)):
+        for r in range(tp):
+            hold = hetero and role == "decode"
+            procs[role].append(subprocess.Popen(
+                base + ["--role", role, "--port", str(port)] + (["--rank", str(r)] if tp > 1 else [])
+                + (["--hold"] if hold else []), stdin=subprocess.PIPE if hold else None))
+    rcs = [p.wait() for p in procs["prefill"]]
+    for p in procs["decode"]:
+        if p.stdin is not None:
+            p.stdin.close()
+    rcs += [p.wait() for p in procs["decode"]]
+    if a.report and a.decode_tp > 1 and max(rcs) == 0:
+        merge_decode_reports(a.report, a.decode_tp)
     return max(rcs)
 
 
