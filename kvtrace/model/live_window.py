@@ -1,0 +1,178 @@
+"""A bounded analysis window for a trace being followed (``kvtrace watch --window``).
+
+A watcher that re-checks the whole trace on every flush pays for the whole recording on
+every re-check: after an hour of a busy engine a re-check takes minutes, and a finding
+prints long after its facts landed. With a window, the live model holds only the recent
+past plus what it still refers to, so a re-check costs what the window holds, not what
+the recording has grown to.
+
+What to keep is the flight recorder's question (tracer/ring_store.py answers it, and is
+the one place that does): the events of the last ``window`` seconds, plus every event of
+an owner that is still live -- an open request, the generation of a slot still held, a
+transfer not yet completed, registered memory -- and of what such owners shared a slot
+generation with; the prepared lists and layouts always. A ring dump built by those rules
+checks with no false finding at its start; the watcher's window is the same dump, taken
+continuously. Every shard gets one store; the stores tell each other the requests they
+keep live, so a request is kept with both its ends or with neither, as the ring's shards
+do through the session directory.
+
+The stores see every row the watcher loads (their bookkeeping is what the ring records
+with), but evict only every half window: the live tables are then rebuilt from what the
+stores kept, so between evictions a re-check only appends.
+
+A window needs the shards' clocks to be comparable with each other and with now (this
+host's monotonic clock, ``shard.json`` ``clock``, as the live frontier does): with other
+clocks nothing is evicted and the whole trace is analysed.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..tracer.ring_store import RingStore
+from ..tracer.schema import SCHEMAS
+
+#: the order a recorder flushes its tables in: what an event refers to comes first
+FEED_ORDER = ("layouts", "dlists", "descs", "events")
+#: the longest stretch of one shard's events the store takes as one chunk (a chunk is kept or
+#: evicted whole; shards' chunks must not span more than a fraction of the slack, or one
+#: shard could keep a request the other let go)
+PIECE_NS = 250_000_000
+
+
+def _batches(rows: pa.Table | None, table: str) -> list[pa.RecordBatch]:
+    if rows is None or not len(rows):
+        return []
+    return [b for b in rows.select(SCHEMAS[table].names).to_batches() if b.num_rows]
+
+
+def _time_pieces(events: pa.Table, span_ns: int) -> list[pa.Table]:
+    """``events`` (stream order) cut where their time crosses into the next ``span_ns``
+    (times taken as the running maximum: a stream's timestamps can step back a little)."""
+    t = events.column("t_ns").to_numpy(zero_copy_only=False)
+    if len(t) == 0 or np.isnan(t.astype(float)).any():
+        return [events]
+    t = np.maximum.accumulate(t.astype(np.int64))
+    bucket = (t - t[0]) // span_ns
+    cuts = np.flatnonzero(np.diff(bucket)) + 1
+    bounds = [0, *cuts.tolist(), len(t)]
+    return [events.slice(a, b - a) for a, b in zip(bounds, bounds[1:])]
+
+
+class LiveWindow:
+    """Per shard, a RingStore of what a window of ``window_s`` seconds keeps.
+
+    Args:
+        window_s: how much recent past to keep, in seconds (> 0).
+        slack_s: how long an owner is kept after it stopped being live (the ring's slack:
+            shards that evict on their own keep both ends of what they share).
+    """
+
+    def __init__(self, window_s: float, slack_s: float = 5.0):
+        if not window_s > 0:
+            raise ValueError("a window must be longer than 0 s")
+        self.window_ns = int(window_s * 1e9)
+        self.slack_ns = int(slack_s * 1e9)
+        self.stores: dict[str, RingStore] = {}
+        self._waiting: dict[str, list[pa.RecordBatch]] = {}   # descriptor rows before their posting
+        self.evictions = 0          #: how many times the window moved (live tables rebuilt)
+        self.fed_events = 0         #: events handed to the stores
+        self.kept_events = 0        #: events the window held when it last moved
+
+    def _store(self, shard: str) -> RingStore:
+        st = self.stores.get(shard)
+        if st is None:
+            st = self.stores[shard] = RingStore(window_ns=self.window_ns, slack_ns=self.slack_ns)
+        return st
+
+    def feed(self, shard: str, rows: dict[str, pa.Table]) -> None:
+        """Hand the store of ``shard`` the rows its streams gained in one load (per table).
+
+        The store expects what a recorder flushes: a posting's descriptor rows at most one
+        flush before its ``xfer_post``, and flushes a fraction of a second long. A load can
+        hold many flushes (the first load, a slow re-check), so its events go in pieces of
+        at most PIECE_NS, each after the descriptor rows of the postings it holds; rows of
+        postings not loaded yet wait here for theirs."""
+        st = self._store(shard)
+        for t in ("layouts", "dlists"):
+            for b in _batches(rows.get(t), t):
+                st.add(t, b)
+        descs = [b for b in _batches(rows.get("descs"), "descs")]
+        if descs:
+            self._waiting[shard] = self._waiting.get(shard, []) + descs
+        events = rows.get("events")
+        if events is None or not len(events):
+            return
+        events = events.select(SCHEMAS["events"].names).combine_chunks()
+        for piece in _time_pieces(events, PIECE_NS):
+            waiting = self._waiting.pop(shard, [])
+            if waiting:
+                posted = pc.unique(pc.filter(piece.column("xfer"), pc.equal(piece.column("kind"), "xfer_post")))
+                for b in waiting:
+                    m = pc.fill_null(pc.is_in(b.column("xfer"), value_set=posted), False)
+                    now = b.filter(m)
+                    if now.num_rows:
+                        st.add("descs", now)
+                    later = b.filter(pc.invert(m))
+                    if later.num_rows:
+                        self._waiting.setdefault(shard, []).append(later)
+            for b in piece.to_batches():
+                if b.num_rows:
+                    st.add("events", b)
+                    self.fed_events += b.num_rows
+
+    def waiting(self, shard: str) -> list[pa.RecordBatch]:
+        """Descriptor rows of ``shard`` whose posting was not loaded yet (not in the store)."""
+        return list(self._waiting.get(shard, []))
+
+    def forget(self, shard: str) -> None:
+        """A shard removed (or rewritten shorter): its rows are loaded again from scratch."""
+        st = self.stores.pop(shard, None)
+        self._waiting.pop(shard, None)
+        if st is not None:
+            st.close()
+
+    def due(self, now_ns: int) -> bool:
+        """Some shard holds rows older than one and a half windows: time to move the window."""
+        edge = now_ns - self.window_ns - self.window_ns // 2
+        return any(st.chunks and st.chunks[0].t_last < edge for st in self.stores.values())
+
+    def advance(self, now_ns: int) -> dict[str, dict[str, list[pa.RecordBatch]]]:
+        """Move every shard's window to end at ``now_ns``; returns per shard the rows it
+        keeps, per table (to rebuild the live tables from)."""
+        self._exchange_live(now_ns)
+        out = {}
+        for name, st in self.stores.items():
+            st.evict(now_ns)
+            # one start for every shard: they keep a request exactly when the others do
+            batches, _ = st.snapshot(now_ns - self.window_ns)
+            out[name] = {t: [b for b in batches[t] if b is not None and b.num_rows] for t in FEED_ORDER}
+        self.evictions += 1
+        self.kept_events = sum(b.num_rows for tables in out.values() for b in tables["events"])
+        return out
+
+    @property
+    def evicted_events(self) -> int:
+        """Events the window left behind so far (all of them analysed before)."""
+        return self.fed_events - self.kept_events if self.evictions else 0
+
+    def _exchange_live(self, now_ns: int) -> None:
+        """Each store learns which requests the others keep live (the ring's shards publish
+        theirs beside the session; here they share one process)."""
+        views = {name: st.live_requests() for name, st in self.stores.items()}
+        for name, st in self.stores.items():
+            live, last = set(), {}
+            for other, (o_live, o_last) in views.items():
+                if other == name:
+                    continue
+                live.update(o_live)
+                for req, t in o_last.items():
+                    if t > last.get(req, -1):
+                        last[req] = t
+            st.set_remote(live, last, now_ns)
+
+    def close(self) -> None:
+        for st in self.stores.values():
+            st.close()
+        self.stores = {}

@@ -1,0 +1,135 @@
+"""kvtrace watch --window (issue 20): past the window, a re-check holds only the recent
+events plus what they still refer to, and still reports what `check` finds on the whole
+trace. Clocks injected: the recorders' timestamps and the watcher's now are one fake
+monotonic clock; no sleeps, no timed assertions."""
+from __future__ import annotations
+
+import pytest
+
+from kvtrace.analysis.live_session import LiveCheck
+from kvtrace.analysis.session import TraceSession
+from kvtrace.analysis.watch import Watcher, identity
+from kvtrace.tracer.recorder import Recorder
+
+S = 1_000_000_000
+
+
+def _follow(path, bug: bool, window_s: float | None):
+    """Decode allocates slot 1 for r1 at 1 s and holds it; short requests come and go every
+    second until 30 s; at 30 s r3 takes slot 1: without r1's free first (``bug``), a
+    double alloc whose first half is 29 s older than the window. Returns (reported
+    findings, the watcher's window)."""
+    now = [0]
+    w = Watcher(path, lambda: now[0] / S,
+                check=LiveCheck(now_ns=lambda: now[0], window_s=window_s, window_slack_s=1.0, workers=1))
+    dec = Recorder(path, "decode", flush_interval=0.2)
+    pre = Recorder(path, "prefill", flush_interval=0.2)
+    reported = []
+    try:
+        dec.event("alloc", "decode", "r1", pool="kv", slots=[1], t_ns=S)
+        for i in range(2, 30, 2):
+            t = i * S
+            dec.event("alloc", "decode", f"s{i}", pool="kv", slots=[10 + i % 3], t_ns=t)
+            dec.event("free", "decode", f"s{i}", pool="kv", slots=[10 + i % 3], t_ns=t + S // 2)
+            dec.flush()
+            pre.event("mark", None, detail={"text": f"tick {i}"}, t_ns=t + S // 2)
+            pre.flush()
+            now[0] = t + S
+            reported += [r.finding for r in w.poll()]
+        if not bug:
+            dec.event("free", "decode", "r1", pool="kv", slots=[1], t_ns=30 * S)
+        dec.event("alloc", "decode", "r3", pool="kv", slots=[1], t_ns=30 * S + 1)
+        dec.event("free", "decode", "r3", pool="kv", slots=[1], t_ns=30 * S + 2)
+        dec.flush()
+        pre.event("mark", None, detail={"text": "last"}, t_ns=30 * S + 3)
+        pre.flush()
+        for k in range(1, 4):
+            now[0] = 30 * S + k * S
+            reported += [r.finding for r in w.poll()]
+        dec.close()
+        pre.close()
+        now[0] = 40 * S
+        reported += [r.finding for r in w.poll()]    # the finished trace: findings that need its end
+        window = w.check.session.window
+        return reported, window
+    finally:
+        w.close()
+        dec.close()
+        pre.close()
+
+
+@pytest.mark.parametrize("bug", [True, False], ids=["double-alloc-of-a-slot-held-29s", "clean-twin"])
+def test_window_keeps_the_alloc_of_a_slot_still_held(tmp_path, bug):
+    path = str(tmp_path / "live.kvtrace")
+    reported, window = _follow(path, bug, window_s=5.0)
+    assert window.evictions > 0 and window.evicted_events > 0     # the window did move
+    with TraceSession(path) as s:
+        whole = s.findings()
+    assert sorted(f.check for f in reported) == (["double_alloc", "request_waiting"] if bug else [])
+    assert {identity(f) for f in reported} == {identity(f) for f in whole}
+
+
+def test_window_rebuilds_hold_only_the_recent_past_and_what_it_refers_to(tmp_path):
+    path = str(tmp_path / "live.kvtrace")
+    now = [0]
+    check = LiveCheck(now_ns=lambda: now[0], window_s=5.0, window_slack_s=1.0, workers=1)
+    w = Watcher(path, lambda: now[0] / S, check=check)
+    dec = Recorder(path, "decode", flush_interval=0.2)
+    try:
+        dec.event("alloc", "decode", "held", pool="kv", slots=[1], t_ns=S)
+        for i in range(2, 20):
+            dec.event("alloc", "decode", f"s{i}", pool="kv", slots=[2], t_ns=i * S)
+            dec.event("free", "decode", f"s{i}", pool="kv", slots=[2], t_ns=i * S + S // 2)
+            dec.flush()
+            now[0] = i * S + S
+            w.poll()
+        con = check.session.con
+        requests = {r for (r,) in con.execute("SELECT DISTINCT request FROM live_events").fetchall()}
+        assert "held" in requests                         # its slot is still held: kept
+        assert "s2" not in requests and "s19" in requests  # long done: left behind; recent: kept
+        oldest = con.execute("SELECT min(t_ns) FROM live_events WHERE request <> 'held'").fetchone()[0]
+        assert oldest >= now[0] - int(7.5 * S) - 2 * S    # at most 1.5 windows and the slack behind now
+    finally:
+        w.close()
+        dec.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inject", ["early-src-free", None], ids=["bug-late", "clean-twin"])
+def test_window_on_a_long_live_recording_ends_with_what_check_finds(tmp_path, inject):
+    """The reference engine records for well over two 5 s windows while a Watcher follows
+    it with the window on (real clocks; only the result is asserted): the window moved,
+    and what watch reported is what `check` finds on the finished trace."""
+    import os
+    import subprocess
+    import sys
+    import time
+    out = str(tmp_path / "long.kvtrace")
+    toml = tmp_path / "w.toml"
+    toml.write_text('name = "watched-long"\nrequests = 2400\nconcurrency = 4\n')
+    cmd = [sys.executable, "-m", "kvtrace", "record", "--workload", str(toml), "--no-progress", "--no-checksums",
+           "-o", out]
+    if inject:
+        cmd += ["--inject", inject, "--inject-after", "2000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NIXL_LOG_LEVEL": "WARN"})
+    check = LiveCheck(window_s=5.0)
+    w = Watcher(out, time.monotonic, check=check)
+    reported = []
+    try:
+        while True:
+            done = proc.poll() is not None
+            reported += [r.finding for r in w.poll(emit=lambda r: reported.append(r.finding))]
+            if done:
+                break
+            time.sleep(0.1)
+        reported += [r.finding for r in w.poll(emit=lambda r: reported.append(r.finding))]
+        window = check.session.window
+        assert window.evictions > 0 and window.evicted_events > 0, "the recording was shorter than the window"
+    finally:
+        w.close()
+    assert proc.returncode in (0, 1), proc.stderr.read()[-2000:]
+    with TraceSession(out) as s:
+        final = s.findings()
+    assert {identity(f) for f in reported} == {identity(f) for f in final}
+    assert bool(final) == bool(inject)
