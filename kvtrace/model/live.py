@@ -172,8 +172,8 @@ class LiveModel(TraceModel):
             tables = {**tables, "descs": tables["descs"] + w.waiting(shard)}
             for t in TABLES:
                 self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [shard])
-                for b in tables[t]:
-                    self._insert(t, _with_shard(shard, t, pa.Table.from_batches([b])))
+                if tables[t]:    # one insert per table (a window holds hundreds of small batches)
+                    self._insert(t, _with_shard(shard, t, pa.Table.from_batches(tables[t])))
         return True
 
     def _host_clock(self) -> str | None:

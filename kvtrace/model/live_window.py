@@ -47,6 +47,36 @@ def _batches(rows: pa.Table | None, table: str) -> list[pa.RecordBatch]:
     return [b for b in rows.select(SCHEMAS[table].names).to_batches() if b.num_rows]
 
 
+def _descs_by_piece(waiting: list[pa.RecordBatch], events: pa.Table, pieces: list[pa.Table]):
+    """The descriptor rows ``waiting`` split by the piece of ``events`` holding their
+    posting (the first ``xfer_post`` of their xfer): ({piece index: rows}, the rows whose
+    posting is not in ``events`` or None)."""
+    if not waiting:
+        return {}, None
+    descs = pa.Table.from_batches(waiting)
+    starts = np.cumsum([0] + [len(p) for p in pieces])
+    is_post = pc.fill_null(pc.equal(events.column("kind"), "xfer_post"), False)
+    post_rows = np.flatnonzero(is_post.to_numpy(zero_copy_only=False))
+    post_xfer = pc.take(events.column("xfer"), pa.array(post_rows, pa.int64()))
+    piece_of_xfer: dict = {}
+    for row, x in zip(post_rows.tolist(), post_xfer.to_pylist()):
+        if x is not None and x not in piece_of_xfer:   # the first post of each xfer
+            piece_of_xfer[x] = int(np.searchsorted(starts, row, side="right")) - 1
+    piece = np.array([piece_of_xfer.get(x, -1) for x in descs.column("xfer").to_pylist()], dtype=np.int64)
+    order = np.argsort(piece, kind="stable")          # stream order within a piece
+    out, later = {}, None
+    for rows_ix in np.split(order, np.flatnonzero(np.diff(piece[order])) + 1):
+        if not len(rows_ix):
+            continue
+        rows = descs.take(pa.array(rows_ix, pa.int64()))
+        p = int(piece[rows_ix[0]])
+        if p < 0:
+            later = rows
+        else:
+            out[p] = rows
+    return out, later
+
+
 def _time_pieces(events: pa.Table, span_ns: int) -> list[pa.Table]:
     """``events`` (stream order) cut where their time crosses into the next ``span_ns``
     (times taken as the running maximum: a stream's timestamps can step back a little)."""
@@ -98,25 +128,22 @@ class LiveWindow:
         for t in ("layouts", "dlists"):
             for b in _batches(rows.get(t), t):
                 st.add(t, b)
-        descs = [b for b in _batches(rows.get("descs"), "descs")]
-        if descs:
-            self._waiting[shard] = self._waiting.get(shard, []) + descs
+        waiting = self._waiting.pop(shard, []) + _batches(rows.get("descs"), "descs")
         events = rows.get("events")
         if events is None or not len(events):
+            if waiting:
+                self._waiting[shard] = waiting
             return
         events = events.select(SCHEMAS["events"].names).combine_chunks()
-        for piece in _time_pieces(events, PIECE_NS):
-            waiting = self._waiting.pop(shard, [])
-            if waiting:
-                posted = pc.unique(pc.filter(piece.column("xfer"), pc.equal(piece.column("kind"), "xfer_post")))
-                for b in waiting:
-                    m = pc.fill_null(pc.is_in(b.column("xfer"), value_set=posted), False)
-                    now = b.filter(m)
-                    if now.num_rows:
-                        st.add("descs", now)
-                    later = b.filter(pc.invert(m))
-                    if later.num_rows:
-                        self._waiting.setdefault(shard, []).append(later)
+        pieces = _time_pieces(events, PIECE_NS)
+        by_piece, later = _descs_by_piece(waiting, events, pieces)
+        if later is not None:
+            self._waiting[shard] = [later]
+        for i, piece in enumerate(pieces):
+            d = by_piece.get(i)
+            if d is not None:
+                for b in d.to_batches():
+                    st.add("descs", b)
             for b in piece.to_batches():
                 if b.num_rows:
                     st.add("events", b)
