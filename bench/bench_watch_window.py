@@ -50,7 +50,8 @@ def follow(trace: str, window: str, out: str, start: float) -> None:
             if w.checks_run > n0:
                 s = check.session
                 held = s.con.execute("SELECT count(*) FROM live_events").fetchall()[0][0]
-                log.append({"at": time.time() - start, "took": time.perf_counter() - t0, "held": held})
+                log.append({"at": time.time() - start, "took": time.perf_counter() - t0, "held": held,
+                            "refresh": check.steps.get("refresh", check.steps.get("open", 0.0))})
             if done:
                 break
             time.sleep(0.1)
@@ -123,8 +124,9 @@ def main() -> int:
                 part = [x for x in log if k <= x["at"] < k + a.stretch]
                 if part:
                     took = [x["took"] for x in part]
-                    print(f"      {k:5.0f}-{k + a.stretch:3.0f} s: re-check median {statistics.median(took):5.2f} s, "
-                          f"max {max(took):5.2f} s; events held median {int(statistics.median(x['held'] for x in part)):,}")
+                    print(f"      {k:5.0f}-{k + a.stretch:3.0f} s: re-check median {statistics.median(took):5.2f} s "
+                          f"(loading {statistics.median(x['refresh'] for x in part):4.2f} s), max {max(took):5.2f} s; "
+                          f"events held median {int(statistics.median(x['held'] for x in part)):,}")
                 k += a.stretch
         print(f"# load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0

@@ -73,7 +73,7 @@ class LiveModel(TraceModel):
 
     def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None,
                  quiet_s: float = 0.5, skew_s: float = 0.1, now_ns: Callable[[], int] = time.monotonic_ns,
-                 window_s: float | None = None, window_slack_s: float = 5.0):
+                 window_s: float | None = None, window_slack_s: float = 1.0):
         # no TraceModel.__init__: no Parquet index, the base tables live in the connection
         import duckdb
 

@@ -95,11 +95,13 @@ class LiveWindow:
 
     Args:
         window_s: how much recent past to keep, in seconds (> 0).
-        slack_s: how long an owner is kept after it stopped being live (the ring's slack:
-            shards that evict on their own keep both ends of what they share).
+        slack_s: how long an owner is kept after it stopped being live. The ring's shards
+            evict on their own, in their own processes, and keep 5 s; here every store moves
+            at the same instant with the others' live requests just exchanged, so the slack
+            only has to cover a piece (PIECE_NS) and timestamps a little out of order.
     """
 
-    def __init__(self, window_s: float, slack_s: float = 5.0):
+    def __init__(self, window_s: float, slack_s: float = 1.0):
         if not window_s > 0:
             raise ValueError("a window must be longer than 0 s")
         self.window_ns = int(window_s * 1e9)
@@ -138,7 +140,7 @@ class LiveWindow:
         pieces = _time_pieces(events, PIECE_NS)
         by_piece, later = _descs_by_piece(waiting, events, pieces)
         if later is not None:
-            self._waiting[shard] = [later]
+            self._waiting[shard] = [b for b in later.to_batches() if b.num_rows]
         for i, piece in enumerate(pieces):
             d = by_piece.get(i)
             if d is not None:
@@ -185,19 +187,28 @@ class LiveWindow:
         return self.fed_events - self.kept_events if self.evictions else 0
 
     def _exchange_live(self, now_ns: int) -> None:
-        """Each store learns which requests the others keep live (the ring's shards publish
-        theirs beside the session; here they share one process)."""
-        views = {name: st.live_requests() for name, st in self.stores.items()}
-        for name, st in self.stores.items():
-            live, last = set(), {}
-            for other, (o_live, o_last) in views.items():
-                if other == name:
-                    continue
-                live.update(o_live)
-                for req, t in o_last.items():
-                    if t > last.get(req, -1):
-                        last[req] = t
-            st.set_remote(live, last, now_ns)
+        """Each store learns which requests the others keep live, and until when the others
+        keep the rest (the ring's shards publish theirs beside the session; here they share
+        one process). Repeated until nothing changes: each shard groups requests by its own
+        shared slot generations, so a time learnt from one shard can lengthen a group on
+        another, whose members' times then change for the first (measured: a single round
+        kept a request on decode, through a prefix-cache group, that prefill had let go)."""
+        before = None
+        for _ in range(16):
+            views = {name: st.live_requests() for name, st in self.stores.items()}
+            if views == before:
+                return
+            before = views
+            for name, st in self.stores.items():
+                live, last = set(), {}
+                for other, (o_live, o_last) in views.items():
+                    if other == name:
+                        continue
+                    live.update(o_live)
+                    for req, t in o_last.items():
+                        if t > last.get(req, -1):
+                            last[req] = t
+                st.set_remote(live, last, now_ns)
 
     def close(self) -> None:
         for st in self.stores.values():

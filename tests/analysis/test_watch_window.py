@@ -133,3 +133,34 @@ def test_window_on_a_long_live_recording_ends_with_what_check_finds(tmp_path, in
         final = s.findings()
     assert {identity(f) for f in reported} == {identity(f) for f in final}
     assert bool(final) == bool(inject)
+
+
+def _rows(table: str, **cols):
+    import pyarrow as pa
+
+    from kvtrace.tracer.schema import SCHEMAS
+    n = len(next(iter(cols.values())))
+    return pa.table({f.name: pa.array(cols.get(f.name, [None] * n), f.type) for f in SCHEMAS[table]})
+
+
+def test_window_keeps_descriptor_rows_loaded_before_their_posting():
+    """A posting's descriptor rows land in one load, its xfer_post in a later one (the
+    descriptors stream was read after a flush, the events stream before it): the window
+    holds them until the posting arrives and keeps them with it, and a window moved in
+    between still hands them back (no row lost)."""
+    from kvtrace.model.live_window import LiveWindow
+    w = LiveWindow(5.0, slack_s=1.0)
+    descs = _rows("descs", xfer=[7, 7], pos=[0, 1], op=["WRITE", "WRITE"], nbytes=[64, 64])
+    first = _rows("events", seq=[0, 1], t_ns=[S, S + 1], kind=["req_start", "alloc"], request=["r1", "r1"],
+                  agent=["prefill", "prefill"], pool=[None, "kv"], slots=[None, [3]])
+    w.feed("prefill", {"events": first, "descs": descs})
+    assert sum(b.num_rows for b in w.waiting("prefill")) == 2      # no posting yet: held aside
+    kept = w.advance(3 * S)
+    assert sum(b.num_rows for b in kept["prefill"]["descs"]) == 0 and w.waiting("prefill")
+    post = _rows("events", seq=[2, 3], t_ns=[4 * S, 4 * S + 1], kind=["xfer_post", "xfer_done"],
+                 request=["r1", "r1"], agent=["prefill", "prefill"], xfer=[7, 7])
+    w.feed("prefill", {"events": post})
+    assert w.waiting("prefill") == []
+    kept = w.advance(20 * S)                  # r1 holds slot 3: everything of it is kept
+    assert sum(b.num_rows for b in kept["prefill"]["descs"]) == 2
+    assert sorted(s for b in kept["prefill"]["events"] for s in b.column("seq").to_pylist()) == [0, 1, 2, 3]
