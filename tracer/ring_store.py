@@ -148,6 +148,7 @@ class RingStore:
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
         self._partners: dict = {}           # owner -> owners it shared a slot generation with
+        self._remote_groups: dict = {}      # request -> requests another shard saw it share one with
         if budget is not None:
             budget.join(self)
 
@@ -412,16 +413,36 @@ class RingStore:
         return own
 
     # ------------------------------------------------------------ eviction
-    def _component(self, owner) -> list:
+    def _component(self, owner, local: bool = False) -> list:
         """``owner`` and every owner linked to it through shared slot generations (a prefix
-        page's turns share one): a request is kept only with the turns whose pages it read."""
+        page's turns share one): a request is kept only with the turns whose pages it read.
+        The links are this shard's and, unless ``local``, the groups the other shards of the
+        session saw (set_remote): decode may group two requests that prefill never saw share
+        a page, and prefill must keep them together too."""
+        links = (self._partners,) if local or not self._remote_groups else (self._partners, self._remote_groups)
         seen, todo = {owner}, [owner]
         while todo:
-            for m in self._partners.get(todo.pop(), ()):
-                if m not in seen:
-                    seen.add(m)
-                    todo.append(m)
+            o = todo.pop()
+            for table in links:
+                for m in table.get(o, ()):
+                    if m not in seen:
+                        seen.add(m)
+                        todo.append(m)
         return list(seen)
+
+    def groups(self) -> list[list[str]]:
+        """The requests this shard saw share slot generations, in groups of two or more (its
+        own links only: what the other shards need, to keep them together too)."""
+        seen, out = set(), []
+        for o in list(self._partners):
+            if o in seen or not isinstance(o, str):
+                continue
+            comp = self._component(o, local=True)
+            seen.update(comp)
+            reqs = sorted(m for m in comp if isinstance(m, str))
+            if len(reqs) > 1:
+                out.append(reqs)
+        return out
 
     def _group_state(self, comp: list, local: bool = False) -> tuple[bool, int]:
         """(some member is live now, the latest time a member stopped being live).
@@ -438,7 +459,7 @@ class RingStore:
         for o in list(last_t):
             if o in done or not isinstance(o, str):
                 continue
-            if o not in partners:   # a request that shared no slot generation: a group of one
+            if o not in partners and o not in self._remote_groups:   # shared no slot generation: a group of one
                 done.add(o)         # (most of them; _component and _group_state inlined)
                 if o in refs or o in open_:
                     live.append(o)
@@ -459,10 +480,18 @@ class RingStore:
                         last[m] = t
         return sorted(live), last
 
-    def set_remote(self, requests, last: dict[str, int], now_ns: int) -> None:
+    def set_remote(self, requests, last: dict[str, int], now_ns: int, groups=None) -> None:
         """The other shards' view (times in this shard's clock): a request live elsewhere
         is kept here too, and one that stopped being live elsewhere is kept as long as the
-        latest shard to let it go keeps it, so a request is dumped with both its ends."""
+        latest shard to let it go keeps it, so a request is dumped with both its ends.
+        ``groups``: the requests they saw share slot generations (their groups(); None:
+        as before), kept together here as well."""
+        if groups is not None:
+            links: dict = {}
+            for g in groups:
+                for m in g:
+                    links.setdefault(m, set()).update(x for x in g if x != m)
+            self._remote_groups = links
         new = frozenset(requests)
         for o in self._remote - new:
             if o in self._last_t and now_ns > self._last_t[o]:

@@ -187,30 +187,32 @@ class LiveWindow:
         return self.fed_events - self.kept_events if self.evictions else 0
 
     def _exchange_live(self, now_ns: int) -> None:
-        """Each store learns which requests the others keep live, and until when the others
-        keep the rest (the ring's shards publish theirs beside the session; here they share
-        one process). Repeated until nothing changes: each shard groups requests by its own
-        shared slot generations, so a time learnt from one shard can lengthen a group on
-        another, whose members' times then change for the first (measured: a single round
-        kept a request on decode, through a prefix-cache group, that prefill had let go)."""
+        """Every store keeps a request exactly when the others do: each learns, as the ring's
+        shards do through the session directory, the requests the others keep live, when
+        they let the rest go, and which requests they saw share slot generations (decode
+        may group a request with a prefix-cache entry prefill never saw). Repeated until no
+        store's view changes: a time learnt from one shard can lengthen a group on another
+        (measured: a single round kept a request on decode that prefill had let go)."""
         before = None
         for _ in range(16):
-            views = {name: st.live_requests() for name, st in self.stores.items()}
+            views = {name: (st.live_requests(), st.groups()) for name, st in self.stores.items()}
             if views == before:
                 return
             before = views
             for name, st in self.stores.items():
-                live, last = set(), {}
-                for other, (o_live, o_last) in views.items():
+                live, last, groups = set(), {}, []
+                for other, ((o_live, o_last), o_groups) in views.items():
                     if other == name:
                         continue
                     live.update(o_live)
+                    groups += o_groups
                     for req, t in o_last.items():
                         if t > last.get(req, -1):
                             last[req] = t
-                st.set_remote(live, last, now_ns)
+                st.set_remote(live, last, now_ns, groups)
 
     def close(self) -> None:
         for st in self.stores.values():
             st.close()
         self.stores = {}
+

@@ -164,3 +164,34 @@ def test_window_keeps_descriptor_rows_loaded_before_their_posting():
     kept = w.advance(20 * S)                  # r1 holds slot 3: everything of it is kept
     assert sum(b.num_rows for b in kept["prefill"]["descs"]) == 2
     assert sorted(s for b in kept["prefill"]["events"] for s in b.column("seq").to_pylist()) == [0, 1, 2, 3]
+
+
+def _kept_requests(kept, shard):
+    return {r for b in kept[shard]["events"] for r in b.column("request").to_pylist() if r is not None}
+
+
+def test_window_keeps_a_request_on_every_shard_or_on_none():
+    """Decode shares slot 1 between a and b (a prefix page); prefill never sees them share,
+    and b stays open there. a is done everywhere, yet decode keeps it with b: so must
+    prefill, or a's reads on decode would have no transfer behind them (a false
+    read_undelivered). Later both let go of them together."""
+    from kvtrace.model.live_window import LiveWindow
+    w = LiveWindow(5.0, slack_s=1.0)
+    ms = S // 100
+    dec = _rows("events", seq=list(range(8)), t_ns=[S + i * ms for i in range(8)],
+                kind=["req_start", "alloc", "req_start", "alloc", "free", "free", "req_done", "req_done"],
+                request=["a", "a", "b", "b", "a", "b", "a", "b"], agent=["decode"] * 8,
+                pool=[None, "kv", None, "kv", "kv", "kv", None, None],
+                slots=[None, [1], None, [1], [1], [1], None, None])
+    pre = _rows("events", seq=[0, 1, 2], t_ns=[S, S + ms, S + 5 * ms], kind=["req_start", "req_start", "req_done"],
+                request=["a", "b", "a"], agent=["prefill"] * 3)
+    w.feed("decode", {"events": dec})
+    w.feed("prefill", {"events": pre})
+    kept = w.advance(9 * S)
+    assert _kept_requests(kept, "decode") == {"a", "b"} == _kept_requests(kept, "prefill")
+    w.feed("prefill", {"events": _rows("events", seq=[3], t_ns=[9 * S + S // 2], kind=["req_done"], request=["b"],
+                                       agent=["prefill"])})
+    for now in (20 * S, 40 * S):
+        kept = w.advance(now)
+        assert _kept_requests(kept, "decode") == _kept_requests(kept, "prefill")
+    assert _kept_requests(kept, "decode") == set()
