@@ -508,28 +508,38 @@ class RingStore:
 
     def _evict_cut(self, now_ns: int) -> int:
         # twice the slack: a dump cuts at its window start minus one slack, so whatever
-        # eviction dropped on any shard is older than every shard's dump cut (see dump())
+        # eviction dropped on any shard is older than every shard's dump cut (see dump()).
+        # A duration ring's dumps start their duration before the trigger on every shard,
+        # whatever this shard's oldest chunk: a shard that was quiet (its oldest chunk
+        # recent, or none left) must not let go of what the others' windows still hold
+        # (measured: prefill quiet while decode finished a long request dropped it, and
+        # the dump held decode's reads with no transfer behind them)
+        if self.window_ns is not None:
+            return now_ns - self.window_ns - 2 * self.slack_ns
         return (self.chunks[0].t_first if self.chunks else now_ns) - 2 * self.slack_ns
 
-    def evict(self, now_ns: int) -> None:
-        """Drop chunks past the ring's bounds, keeping the facts of live owners."""
+    def evict(self, now_ns: int, cut_ns: int | None = None) -> None:
+        """Drop chunks past the ring's bounds, keeping the facts of live owners.
+        ``cut_ns``: keep the owners live at this time (default: two slacks before the
+        oldest chunk left); stores that must agree on what they keep pass them one cut."""
         def over() -> bool:
             old = self.chunks[0]
             return ((self.window_ns is not None and old.t_last < now_ns - self.window_ns)
                     or (self.budget is not None and self.nbytes > self.allowance()))
-        self._evict_while(over, now_ns)
+        self._evict_while(over, now_ns, cut_ns)
 
-    def _evict_while(self, over, now_ns: int) -> None:
+    def _evict_while(self, over, now_ns: int, cut_ns: int | None = None) -> None:
+        cut = (lambda: self._evict_cut(now_ns)) if cut_ns is None else (lambda: cut_ns)
         evicted = False
         while self.chunks and over():
             old = self.chunks.popleft()
             self.chunks_dropped += 1
             self._chunk_bytes -= old.nbytes
-            self._pin(old, self._evict_cut(now_ns))
+            self._pin(old, cut())
             evicted = True
         if evicted:
             self._batch_peak = self._held_peak()
-            self._refilter(self._evict_cut(now_ns))
+            self._refilter(cut())
             self._pinned_total = self._pinned_bytes()
             if self.budget is not None and self._pinned_total > max(0, self.allowance()) // 2:
                 self.evicted_events += sum(e[0].num_rows for e in self.pinned)

@@ -37,7 +37,7 @@ from ..tracer.schema import SCHEMAS
 FEED_ORDER = ("layouts", "dlists", "descs", "events")
 #: the longest stretch of one shard's events the store takes as one chunk (a chunk is kept or
 #: evicted whole; shards' chunks must not span more than a fraction of the slack, or one
-#: shard could keep a request the other let go)
+#: shard could keep a request the other let go: a quarter of the slack, at most this)
 PIECE_NS = 250_000_000
 
 
@@ -106,6 +106,7 @@ class LiveWindow:
             raise ValueError("a window must be longer than 0 s")
         self.window_ns = int(window_s * 1e9)
         self.slack_ns = int(slack_s * 1e9)
+        self.piece_ns = max(1, min(PIECE_NS, self.slack_ns // 4))
         self.stores: dict[str, RingStore] = {}
         self._waiting: dict[str, list[pa.RecordBatch]] = {}   # descriptor rows before their posting
         self.evictions = 0          #: how many times the window moved (live tables rebuilt)
@@ -137,7 +138,7 @@ class LiveWindow:
                 self._waiting[shard] = waiting
             return
         events = events.select(SCHEMAS["events"].names).combine_chunks()
-        pieces = _time_pieces(events, PIECE_NS)
+        pieces = _time_pieces(events, self.piece_ns)
         by_piece, later = _descs_by_piece(waiting, events, pieces)
         if later is not None:
             self._waiting[shard] = [b for b in later.to_batches() if b.num_rows]
@@ -171,11 +172,19 @@ class LiveWindow:
         """Move every shard's window to end at ``now_ns``; returns per shard the rows it
         keeps, per table (to rebuild the live tables from)."""
         self._exchange_live(now_ns)
+        # One start for every shard, so they keep a request exactly when the others do: the
+        # latest of the oldest chunks they will keep, as a ring dump's window starts; and
+        # one cut, a slack before it, for what eviction and the snapshot let go (a store on
+        # its own cuts before its own oldest chunk, and a quiet shard's is later than the
+        # others', or it has none)
+        edge = now_ns - self.window_ns
+        firsts = [next((c.t_first for c in st.chunks if c.t_last >= edge), None) for st in self.stores.values()]
+        start = max([edge] + [t for t in firsts if t is not None])
+        for st in self.stores.values():
+            st.evict(now_ns, cut_ns=start - self.slack_ns)
         out = {}
         for name, st in self.stores.items():
-            st.evict(now_ns)
-            # one start for every shard: they keep a request exactly when the others do
-            batches, _ = st.snapshot(now_ns - self.window_ns)
+            batches, _ = st.snapshot(start)
             out[name] = {t: [b for b in batches[t] if b is not None and b.num_rows] for t in FEED_ORDER}
         self.evictions += 1
         self.kept_events = sum(b.num_rows for tables in out.values() for b in tables["events"])

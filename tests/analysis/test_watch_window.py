@@ -195,3 +195,70 @@ def test_window_keeps_a_request_on_every_shard_or_on_none():
         kept = w.advance(now)
         assert _kept_requests(kept, "decode") == _kept_requests(kept, "prefill")
     assert _kept_requests(kept, "decode") == set()
+
+
+def _replay(path: str, window_s: float, slack_s: float, step_s: float):
+    """Feed a finished trace's rows to a LiveWindow as a watcher would load them while it
+    was written (every ``step_s`` of its clock, each shard's events up to then, a
+    posting's descriptor rows with or just before it); yield (now, what the window keeps,
+    which requests each shard had loaded) at every move."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from kvtrace.model.live_window import LiveWindow
+    from kvtrace.tracer.reader import open_trace
+    trace = open_trace(path)
+    w = LiveWindow(window_s, slack_s)
+    tabs = {s.name: {t: s.streams[t].table for t in ("events", "descs", "dlists", "layouts")} for s in trace.shards}
+    t0 = min(pc.min(tb["events"]["t_ns"]).as_py() for tb in tabs.values())
+    t1 = max(pc.max(tb["events"]["t_ns"]).as_py() for tb in tabs.values())
+    loaded = {(s, t): 0 for s in tabs for t in ("events", "descs", "dlists", "layouts")}
+    now = t0
+    while now < t1 + int(2 * window_s * S):
+        now += int(step_s * S)
+        if w.due(now):
+            seen = {s: set(tb["events"]["request"].slice(0, loaded[(s, "events")]).to_pylist()) - {None}
+                    for s, tb in tabs.items()}
+            yield now, w.advance(now), seen
+        for s, tb in tabs.items():
+            ts = np.maximum.accumulate(tb["events"]["t_ns"].to_numpy())
+            n = int(np.searchsorted(ts, now, side="right"))
+            # descriptor rows: up to those of the postings loaded by the next step (some early)
+            nxt = int(np.searchsorted(ts, now + int(step_s * S), side="right"))
+            posted = set(tb["events"]["xfer"].slice(0, nxt).to_pylist()) - {None}
+            xs = tb["descs"]["xfer"].to_pylist()
+            d = loaded[(s, "descs")]
+            while d < len(xs) and xs[d] in posted:
+                d += 1
+            upto = {"events": n, "descs": d, "dlists": len(tb["dlists"]), "layouts": len(tb["layouts"])}
+            gained = {t: tb[t].slice(loaded[(s, t)], upto[t] - loaded[(s, t)])
+                      for t in upto if upto[t] > loaded[(s, t)]}
+            for t in gained:
+                loaded[(s, t)] = upto[t]
+            if gained:
+                w.feed(s, gained)
+
+
+@pytest.mark.parametrize("trace", ["engine-early-src-free", "engine-abort-free-inflight", "engine-notify-first-handle"])
+def test_window_over_recorded_traces_keeps_requests_whole_and_postings_with_their_descriptors(trace):
+    """Replayed through a window a tenth of their length: at every move, a request both
+    shards had loaded is kept by both or by neither, and every kept posting keeps its
+    descriptor rows (else the checks see reads with no transfer behind them, or a posting
+    whose descriptors look lost)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    moves = 0
+    for now, kept, seen in _replay(f"traces/{trace}.kvtrace", window_s=0.25, slack_s=0.05, step_s=0.03):
+        moves += 1
+        reqs = {s: _kept_requests(kept, s) for s in kept}
+        both = set.intersection(*seen.values())
+        for r in both:
+            assert len({r in reqs[s] for s in kept}) == 1, f"request {r} kept on one shard only at {now}"
+        for s, tb in kept.items():
+            if not tb["events"]:
+                continue
+            ev = pa.Table.from_batches(tb["events"])
+            posts = set(pc.filter(ev["xfer"], pc.equal(ev["kind"], "xfer_post")).to_pylist())
+            have = {x for b in tb["descs"] for x in b.column("xfer").to_pylist()}
+            assert posts <= have, f"{s}: postings kept without their descriptors at {now}"
+    assert moves >= 5

@@ -218,3 +218,45 @@ def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
         batches, _ = st.snapshot(16 * S)
         kept[name] = {r for b in batches["events"] for r in b.column("request").to_pylist() if r is not None}
     assert kept["decode"] == {"r1", "r2"} == kept["prefill"]
+
+
+def test_a_quiet_shard_keeps_what_the_others_window_holds():
+    """A 10 s ring. Prefill sends r at 1 s and records its last event at 4.9 s; decode
+    holds r until 12 s (a long generation). Flushing and evicting every second, prefill
+    evicts its last chunk at 15 s with nothing younger left; it must still hold r for a
+    trigger then, whose window starts at 5 s on every shard: decode's window holds r's
+    free at 12 s (and r's reads, pinned), so a dump without prefill's half of r has reads
+    with no transfer behind them."""
+    from kvtrace.tracer.schema import EVENTS as _EV
+    S = 1_000_000_000
+
+    def batch(rows):
+        return pa.RecordBatch.from_pylist(rows, schema=_EV)
+    stores = {n: RingStore(window_ns=10 * S, slack_ns=S) for n in ("decode", "prefill")}
+    feed = {
+        1: {"decode": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "d"},
+                       {"seq": 1, "t_ns": S + 1, "kind": "alloc", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
+                       {"seq": 2, "t_ns": S + 3, "kind": "read", "request": "r", "agent": "d", "pool": "kv", "slots": [1]}],
+            "prefill": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "p"},
+                        {"seq": 1, "t_ns": S + 1, "kind": "xfer_post", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 2, "t_ns": S + 2, "kind": "xfer_done", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 3, "t_ns": S + 4, "kind": "req_done", "request": "r", "agent": "p"}]},
+        4: {"prefill": [{"seq": 4, "t_ns": 4 * S + 9 * S // 10, "kind": "mark", "agent": "p"}]},   # its last event
+        12: {"decode": [{"seq": 3, "t_ns": 12 * S, "kind": "free", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
+                        {"seq": 4, "t_ns": 12 * S + 1, "kind": "req_done", "request": "r", "agent": "d"}]},
+    }
+    for sec in range(1, 16):
+        for name, rows in feed.get(sec, {}).items():
+            stores[name].add("events", batch(rows))
+        now = sec * S + S // 2
+        views = {n: st.live_requests() for n, st in stores.items()}
+        for n, st in stores.items():
+            (o_live, o_last), = [v for m, v in views.items() if m != n]
+            st.set_remote(o_live, o_last, now)
+        for st in stores.values():
+            st.evict(now)
+    kept = {}
+    for n, st in stores.items():
+        batches, _ = st.snapshot(5 * S)
+        kept[n] = {r for b in batches["events"] for r in b.column("request").to_pylist() if r is not None}
+    assert kept["decode"] == {"r"} == kept["prefill"]
