@@ -32,10 +32,12 @@ import time
 from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..tracer.reader import open_trace
 from ..tracer.schema import SCHEMAS, TABLES
 from .index import index_dir_for
+from .sqltext import query_sql
 from .live_window import LiveWindow
 from .trace import TraceModel
 
@@ -168,13 +170,24 @@ class LiveModel(TraceModel):
             return False
         kept = w.advance(now)
         for shard, tables in kept.items():
-            # descriptor rows whose posting is not loaded yet are not in the store: keep them
-            tables = {**tables, "descs": tables["descs"] + w.waiting(shard)}
-            for t in TABLES:
-                self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [shard])
-                if tables[t]:    # one insert per table (a window holds hundreds of small batches)
-                    self._insert(t, _with_shard(shard, t, pa.Table.from_batches(tables[t])))
+            # the live tables already hold every row the window keeps: delete the others (the
+            # events by seq; the descriptor rows by posting, with those whose posting is not
+            # loaded yet, which the store does not hold); layouts and lists are always kept
+            seqs = pa.concat_arrays([b.column("seq") for b in tables["events"]]) if tables["events"] \
+                else pa.array([], pa.int64())
+            xfers = [b.column("xfer") for b in tables["descs"] + w.waiting(shard)]
+            xfers = pa.concat_arrays(xfers) if xfers else pa.array([], pa.int64())
+            self._delete_all_but(shard, "events", "seq", seqs)
+            self._delete_all_but(shard, "descs", "xfer", xfers)
         return True
+
+    def _delete_all_but(self, shard: str, table: str, column: str, keep: pa.Array) -> None:
+        """Delete the shard's rows of live_<table> whose ``column`` is not among ``keep``."""
+        self.con.register("_live_keep", pa.table({"k": pc.drop_null(pc.unique(keep))}))
+        try:
+            self.con.execute(query_sql(f"live_window_delete_{table}"), [shard])
+        finally:
+            self.con.unregister("_live_keep")
 
     def _host_clock(self) -> str | None:
         """This host's monotonic clock's name when every shard stamps its events with it."""
