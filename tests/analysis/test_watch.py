@@ -5,7 +5,6 @@ by the end of a recording is what `check` finds on the finished trace. The clock
 injected: no sleeps, no timed assertions."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
