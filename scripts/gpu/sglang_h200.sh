@@ -4,7 +4,7 @@
 # scripts/gpu/pack_sglang.sh carried (default .gpu/):
 #   bash .gpu/sglang_h200.sh smoke          # imports, one unrecorded and one recorded request
 #   bash .gpu/sglang_h200.sh cases thru     # the bug/clean cases, NIXL VRAM throughput
-#   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed)
+#   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed; TESTS=files)
 #   bash .gpu/sglang_h200.sh hetero         # head-sliced hetero TP (MHA pools, send_kvcache_slice)
 #   ROUNDS=2 bash .gpu/sglang_h200.sh ring  # the flight recorder's cost on VRAM, interleaved arms
 #   bash .gpu/sglang_h200.sh ringab         # the same, this kvtrace vs .gpu/old/'s (another checkout)
@@ -97,7 +97,7 @@ step_tests() {
   printf '#!/bin/sh\nexport PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}%s"\nexec python3 "$@"\n' "/tmp/sgl21:$BASE" >$ev/bin/python
   chmod +x $ev/bin/python
   KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout 420 python3 -m pytest -q -p no:cacheprovider -m gpu \
-    tests/engines/test_sglang_vram.py tests/engines/test_vram_checksums.py -rs --durations=8 -s
+    ${TESTS:-tests/engines/test_sglang_vram.py tests/engines/test_vram_checksums.py} -rs --durations=8 -s
 }
 
 step_cases() {
