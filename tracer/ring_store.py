@@ -148,6 +148,7 @@ class RingStore:
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
         self._partners: dict = {}           # owner -> owners it shared a slot generation with
+        self._remote_groups: dict = {}      # request -> requests another shard saw it share one with
         if budget is not None:
             budget.join(self)
 
@@ -412,16 +413,36 @@ class RingStore:
         return own
 
     # ------------------------------------------------------------ eviction
-    def _component(self, owner) -> list:
+    def _component(self, owner, local: bool = False) -> list:
         """``owner`` and every owner linked to it through shared slot generations (a prefix
-        page's turns share one): a request is kept only with the turns whose pages it read."""
+        page's turns share one): a request is kept only with the turns whose pages it read.
+        The links are this shard's and, unless ``local``, the groups the other shards of the
+        session saw (set_remote): decode may group two requests that prefill never saw share
+        a page, and prefill must keep them together too."""
+        links = (self._partners,) if local or not self._remote_groups else (self._partners, self._remote_groups)
         seen, todo = {owner}, [owner]
         while todo:
-            for m in self._partners.get(todo.pop(), ()):
-                if m not in seen:
-                    seen.add(m)
-                    todo.append(m)
+            o = todo.pop()
+            for table in links:
+                for m in table.get(o, ()):
+                    if m not in seen:
+                        seen.add(m)
+                        todo.append(m)
         return list(seen)
+
+    def groups(self) -> list[list[str]]:
+        """The requests this shard saw share slot generations, in groups of two or more (its
+        own links only: what the other shards need, to keep them together too)."""
+        seen, out = set(), []
+        for o in list(self._partners):
+            if o in seen or not isinstance(o, str):
+                continue
+            comp = self._component(o, local=True)
+            seen.update(comp)
+            reqs = sorted(m for m in comp if isinstance(m, str))
+            if len(reqs) > 1:
+                out.append(reqs)
+        return out
 
     def _group_state(self, comp: list, local: bool = False) -> tuple[bool, int]:
         """(some member is live now, the latest time a member stopped being live).
@@ -438,7 +459,7 @@ class RingStore:
         for o in list(last_t):
             if o in done or not isinstance(o, str):
                 continue
-            if o not in partners:   # a request that shared no slot generation: a group of one
+            if o not in partners and o not in self._remote_groups:   # shared no slot generation: a group of one
                 done.add(o)         # (most of them; _component and _group_state inlined)
                 if o in refs or o in open_:
                     live.append(o)
@@ -459,10 +480,18 @@ class RingStore:
                         last[m] = t
         return sorted(live), last
 
-    def set_remote(self, requests, last: dict[str, int], now_ns: int) -> None:
+    def set_remote(self, requests, last: dict[str, int], now_ns: int, groups=None) -> None:
         """The other shards' view (times in this shard's clock): a request live elsewhere
         is kept here too, and one that stopped being live elsewhere is kept as long as the
-        latest shard to let it go keeps it, so a request is dumped with both its ends."""
+        latest shard to let it go keeps it, so a request is dumped with both its ends.
+        ``groups``: the requests they saw share slot generations (their groups(); None:
+        as before), kept together here as well."""
+        if groups is not None:
+            links: dict = {}
+            for g in groups:
+                for m in g:
+                    links.setdefault(m, set()).update(x for x in g if x != m)
+            self._remote_groups = links
         new = frozenset(requests)
         for o in self._remote - new:
             if o in self._last_t and now_ns > self._last_t[o]:
@@ -479,28 +508,38 @@ class RingStore:
 
     def _evict_cut(self, now_ns: int) -> int:
         # twice the slack: a dump cuts at its window start minus one slack, so whatever
-        # eviction dropped on any shard is older than every shard's dump cut (see dump())
+        # eviction dropped on any shard is older than every shard's dump cut (see dump()).
+        # A duration ring's dumps start their duration before the trigger on every shard,
+        # whatever this shard's oldest chunk: a shard that was quiet (its oldest chunk
+        # recent, or none left) must not let go of what the others' windows still hold
+        # (measured: prefill quiet while decode finished a long request dropped it, and
+        # the dump held decode's reads with no transfer behind them)
+        if self.window_ns is not None:
+            return now_ns - self.window_ns - 2 * self.slack_ns
         return (self.chunks[0].t_first if self.chunks else now_ns) - 2 * self.slack_ns
 
-    def evict(self, now_ns: int) -> None:
-        """Drop chunks past the ring's bounds, keeping the facts of live owners."""
+    def evict(self, now_ns: int, cut_ns: int | None = None) -> None:
+        """Drop chunks past the ring's bounds, keeping the facts of live owners.
+        ``cut_ns``: keep the owners live at this time (default: two slacks before the
+        oldest chunk left); stores that must agree on what they keep pass them one cut."""
         def over() -> bool:
             old = self.chunks[0]
             return ((self.window_ns is not None and old.t_last < now_ns - self.window_ns)
                     or (self.budget is not None and self.nbytes > self.allowance()))
-        self._evict_while(over, now_ns)
+        self._evict_while(over, now_ns, cut_ns)
 
-    def _evict_while(self, over, now_ns: int) -> None:
+    def _evict_while(self, over, now_ns: int, cut_ns: int | None = None) -> None:
+        cut = (lambda: self._evict_cut(now_ns)) if cut_ns is None else (lambda: cut_ns)
         evicted = False
         while self.chunks and over():
             old = self.chunks.popleft()
             self.chunks_dropped += 1
             self._chunk_bytes -= old.nbytes
-            self._pin(old, self._evict_cut(now_ns))
+            self._pin(old, cut())
             evicted = True
         if evicted:
             self._batch_peak = self._held_peak()
-            self._refilter(self._evict_cut(now_ns))
+            self._refilter(cut())
             self._pinned_total = self._pinned_bytes()
             if self.budget is not None and self._pinned_total > max(0, self.allowance()) // 2:
                 self.evicted_events += sum(e[0].num_rows for e in self.pinned)

@@ -36,6 +36,7 @@ import pyarrow as pa
 from ..tracer.reader import open_trace
 from ..tracer.schema import SCHEMAS, TABLES
 from .index import index_dir_for
+from .live_window import LiveWindow
 from .trace import TraceModel
 
 #: the base views every reader sees, over the in-memory tables
@@ -45,6 +46,12 @@ _BASE_VIEWS = {"events": "live_events", "descs": "live_descs", "dlists": "live_d
 
 def _schema(table: str) -> pa.Schema:
     return pa.schema([pa.field("shard", pa.string())] + [pa.field(f.name, f.type) for f in SCHEMAS[table]])
+
+
+def _with_shard(shard: str, table: str, rows: pa.Table) -> pa.Table:
+    """``rows`` of one stream with the shard column in front, as the live tables hold them."""
+    rows = rows.add_column(0, "shard", pa.array([shard] * len(rows), pa.string()))
+    return pa.Table.from_arrays(rows.columns, schema=_schema(table))
 
 
 class LiveModel(TraceModel):
@@ -57,12 +64,16 @@ class LiveModel(TraceModel):
             default, with margin): bounds how old an unwritten event can be.
         skew_s: how far a shard's timestamps may run out of seq order.
         now_ns: this host's monotonic clock (injected for tests).
+        window_s: analyse only the last this many seconds plus what they still refer to
+            (live_window.py); None: the whole trace.
+        window_slack_s: how long the window keeps an owner after it stopped being live.
     Raises:
         kvtrace.tracer.TraceError: the trace is missing, foreign or unreadable.
     """
 
     def __init__(self, path: str, threads: int | None = None, memory_limit: str | None = None,
-                 quiet_s: float = 0.5, skew_s: float = 0.1, now_ns: Callable[[], int] = time.monotonic_ns):
+                 quiet_s: float = 0.5, skew_s: float = 0.1, now_ns: Callable[[], int] = time.monotonic_ns,
+                 window_s: float | None = None, window_slack_s: float = 1.0):
         # no TraceModel.__init__: no Parquet index, the base tables live in the connection
         import duckdb
 
@@ -83,6 +94,8 @@ class LiveModel(TraceModel):
         self._compact_at = int(self.cap_bytes * memory.COMPACT_SHARE)
         self.quiet_ns, self.skew_ns, self.now_ns = int(quiet_s * 1e9), int(skew_s * 1e9), now_ns
         self._loaded: dict[tuple[str, str], int] = {}    # (shard, table) -> rows in the live tables
+        self.window = None if window_s is None else LiveWindow(window_s, window_slack_s)
+        self.window_note: str | None = None    # why the window was given up (the whole trace is analysed)
         for t in TABLES:
             self._insert(t, _schema(t).empty_table(), create=True)
         self.clocks = None
@@ -105,23 +118,70 @@ class LiveModel(TraceModel):
         """Append the rows every stream gained since the last load; returns how many."""
         added = 0
         names = {s.name for s in self.trace.shards}
-        for (shard, t) in [k for k in self._loaded if k[0] not in names]:   # a shard removed
-            self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [shard])
-            del self._loaded[(shard, t)]
+        for shard in {k[0] for k in self._loaded if k[0] not in names}:   # a shard removed
+            self._drop_shard(shard)
         for s in self.trace.shards:
+            tables = {t: s.streams[t].table for t in TABLES}
+            if any(len(tbl) < self._loaded.get((s.name, t), 0) for t, tbl in tables.items()):
+                self._drop_shard(s.name)     # a stream rewritten shorter: load the shard again
+            gained = {}
             for t in TABLES:
-                tbl = s.streams[t].table
+                tbl = tables[t]
                 have = self._loaded.get((s.name, t), 0)
-                if len(tbl) < have:          # a stream rewritten shorter: load it again
-                    self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [s.name])
-                    have = 0
                 if len(tbl) > have:
                     part = tbl.slice(have).select(SCHEMAS[t].names)
-                    part = part.add_column(0, "shard", pa.array([s.name] * len(part), pa.string()))
-                    self._insert(t, pa.Table.from_arrays(part.columns, schema=_schema(t)))
+                    self._insert(t, _with_shard(s.name, t, part))
+                    gained[t] = part
                     added += len(tbl) - have
                 self._loaded[(s.name, t)] = len(tbl)
+            if gained:
+                self._feed_window(s.name, gained)
         return added
+
+    def _drop_shard(self, shard: str) -> None:
+        for t in TABLES:
+            self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [shard])
+            self._loaded.pop((shard, t), None)
+        if self.window is not None:
+            self.window.forget(shard)
+
+    def _feed_window(self, shard: str, rows: dict[str, pa.Table]) -> None:
+        if self.window is None:
+            return
+        try:
+            self.window.feed(shard, rows)
+        except (pa.ArrowException, TypeError, ValueError, KeyError, IndexError) as e:
+            # rows the flight recorder's bookkeeping cannot follow (a foreign writer): keep
+            # every row instead, and say so
+            self.window.close()
+            self.window = None
+            self.window_note = (f"the analysis window was given up at rows of shard {shard} ({e}); "
+                                "the whole trace is analysed")
+
+    def _move_window(self) -> bool:
+        """Rebuild the live tables from what the window keeps, when it is due; True if it moved."""
+        w = self.window
+        if w is None or not self.trace.shards or self._host_clock() is None:
+            return False
+        now = self.now_ns()
+        if not w.due(now):
+            return False
+        kept = w.advance(now)
+        for shard, tables in kept.items():
+            # descriptor rows whose posting is not loaded yet are not in the store: keep them
+            tables = {**tables, "descs": tables["descs"] + w.waiting(shard)}
+            for t in TABLES:
+                self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [shard])
+                if tables[t]:    # one insert per table (a window holds hundreds of small batches)
+                    self._insert(t, _with_shard(shard, t, pa.Table.from_batches(tables[t])))
+        return True
+
+    def _host_clock(self) -> str | None:
+        """This host's monotonic clock's name when every shard stamps its events with it."""
+        here = f"monotonic_ns@{socket.gethostname()}"
+        if not self.trace.shards or any(s.info.get("clock") != here for s in self.trace.shards):
+            return None
+        return here
 
     def refresh(self, force: bool = False) -> int:
         """Re-read the trace's streams, load the rows they gained and redo the cut; the
@@ -135,8 +195,11 @@ class LiveModel(TraceModel):
             kvtrace.tracer.TraceError: the trace became unreadable.
         """
         self.trace = open_trace(self.path)
+        # the window moves before loading: every row it can leave behind was loaded by an
+        # earlier refresh, and so analysed by the re-check that followed it
+        moved = self._move_window()
         added = self._load()
-        self.changed = self._analyse(unchanged_rows=added == 0 and not force)
+        self.changed = self._analyse(unchanged_rows=added == 0 and not moved and not force)
         return added
 
     # ------------------------------------------------------------------ the cut
@@ -170,7 +233,7 @@ class LiveModel(TraceModel):
         self._caps = None
         self.clocks = None
         self.shards = [s.name for s in self.trace.shards]
-        self.notes = list(self.trace.notes)
+        self.notes = list(self.trace.notes) + ([self.window_note] if self.window_note else [])
         if complete:
             self.cuts, self.unknowns = {}, cut.untraced_unknowns(self.trace)
             self.notes += [u.note() for u in self.unknowns]
@@ -195,8 +258,7 @@ class LiveModel(TraceModel):
     def _frontier_limit(self) -> dict[str, tuple[int, str]] | None:
         """Per shard, the last seq at or before the time frontier (see the module doc);
         None when the shards' clocks are not this host's monotonic clock."""
-        here = f"monotonic_ns@{socket.gethostname()}"
-        if not self.trace.shards or any(s.info.get("clock") != here for s in self.trace.shards):
+        if self._host_clock() is None:
             return None
         last = dict(self.con.execute("SELECT shard, max(t_ns) FROM live_events GROUP BY shard").fetchall())
         now = self.now_ns()

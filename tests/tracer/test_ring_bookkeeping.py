@@ -4,6 +4,8 @@ random sequences of allocs, frees, transfers, registrations and request lifecycl
 so does it when fed the Recorder's row tuples beside the batch (what RingRecorder does)."""
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 from hypothesis import example, given, settings, strategies as st
 
@@ -175,3 +177,86 @@ def test_reference_sees_generations():
         s.add("events", b, tuples if cls is _FromRows else None)
         assert s._partners == {"r1": {"r2"}, "r2": {"r1"}}
         assert s._refs == {"r1": 1, "r2": 1} and s._holders == {("a", "kv", 2): {"r2": 1}}
+
+
+def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
+    """Decode's r1 and r2 shared slot 2 (a prefix page); prefill never saw them share it and
+    has r2 open. Both rings, exchanging through the session directory as RingRecorder does
+    (live.json, with the groups each saw), keep r1 with r2: without decode's group prefill
+    let r1 go while decode kept it, and a dump held r1's reads with no transfer behind them."""
+    from kvtrace.tracer import ring_dump
+    S = 1_000_000_000
+    dec_rows = [{"kind": "req_start", "request": "r1", "agent": "dec", "t_ns": S},
+                {"kind": "alloc", "request": "r1", "agent": "dec", "pool": "kv", "slots": [1, 2], "t_ns": S + 1},
+                {"kind": "req_start", "request": "r2", "agent": "dec", "t_ns": S + 2},
+                {"kind": "alloc", "request": "r2", "agent": "dec", "pool": "kv", "slots": [2], "t_ns": S + 3},
+                {"kind": "free", "request": "r1", "agent": "dec", "pool": "kv", "slots": [1, 2], "t_ns": S + 4},
+                {"kind": "free", "request": "r2", "agent": "dec", "pool": "kv", "slots": [2], "t_ns": S + 5},
+                {"kind": "req_done", "request": "r1", "agent": "dec", "t_ns": S + 6},
+                {"kind": "req_done", "request": "r2", "agent": "dec", "t_ns": S + 7}]
+    pre_rows = [{"kind": "req_start", "request": "r1", "agent": "pre", "t_ns": S},
+                {"kind": "req_done", "request": "r1", "agent": "pre", "t_ns": S + 5},
+                {"kind": "req_start", "request": "r2", "agent": "pre", "t_ns": S + 6}]
+    later = [{"kind": "mark", "agent": "x", "t_ns": 20 * S}]
+    session = str(tmp_path / "s.kvtrace")
+    stores = {"decode": RingStore(window_ns=5 * S, slack_ns=S), "prefill": RingStore(window_ns=5 * S, slack_ns=S)}
+    for name, rows in (("decode", dec_rows), ("prefill", pre_rows)):
+        os.makedirs(os.path.join(ring_dump.staging_dir(session), name))
+        for b in _batches([rows, later]):
+            stores[name].add("events", b)
+    caches = {n: {} for n in stores}
+    for _ in range(2):          # each publishes, then reads the other's (two rounds: both have read both)
+        for name, st in stores.items():
+            live, last = st.live_requests()
+            ring_dump.publish_live(session, name, live, {o: t / 1e9 for o, t in last.items()}, None, st.groups())
+        for name, st in stores.items():
+            remote, r_last, _, groups = ring_dump.read_live(session, name, caches[name])
+            st.set_remote(remote, {o: int(t * 1e9) for o, t in r_last.items()}, 21 * S, groups)
+    kept = {}
+    for name, st in stores.items():
+        st.evict(21 * S)
+        batches, _ = st.snapshot(16 * S)
+        kept[name] = {r for b in batches["events"] for r in b.column("request").to_pylist() if r is not None}
+    assert kept["decode"] == {"r1", "r2"} == kept["prefill"]
+
+
+def test_a_quiet_shard_keeps_what_the_others_window_holds():
+    """A 10 s ring. Prefill sends r at 1 s and records its last event at 4.9 s; decode
+    holds r until 12 s (a long generation). Flushing and evicting every second, prefill
+    evicts its last chunk at 15 s with nothing younger left; it must still hold r for a
+    trigger then, whose window starts at 5 s on every shard: decode's window holds r's
+    free at 12 s (and r's reads, pinned), so a dump without prefill's half of r has reads
+    with no transfer behind them."""
+    from kvtrace.tracer.schema import EVENTS as _EV
+    S = 1_000_000_000
+
+    def batch(rows):
+        return pa.RecordBatch.from_pylist(rows, schema=_EV)
+    stores = {n: RingStore(window_ns=10 * S, slack_ns=S) for n in ("decode", "prefill")}
+    feed = {
+        1: {"decode": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "d"},
+                       {"seq": 1, "t_ns": S + 1, "kind": "alloc", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
+                       {"seq": 2, "t_ns": S + 3, "kind": "read", "request": "r", "agent": "d", "pool": "kv", "slots": [1]}],
+            "prefill": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "p"},
+                        {"seq": 1, "t_ns": S + 1, "kind": "xfer_post", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 2, "t_ns": S + 2, "kind": "xfer_done", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 3, "t_ns": S + 4, "kind": "req_done", "request": "r", "agent": "p"}]},
+        4: {"prefill": [{"seq": 4, "t_ns": 4 * S + 9 * S // 10, "kind": "mark", "agent": "p"}]},   # its last event
+        12: {"decode": [{"seq": 3, "t_ns": 12 * S, "kind": "free", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
+                        {"seq": 4, "t_ns": 12 * S + 1, "kind": "req_done", "request": "r", "agent": "d"}]},
+    }
+    for sec in range(1, 16):
+        for name, rows in feed.get(sec, {}).items():
+            stores[name].add("events", batch(rows))
+        now = sec * S + S // 2
+        views = {n: st.live_requests() for n, st in stores.items()}
+        for n, st in stores.items():
+            (o_live, o_last), = [v for m, v in views.items() if m != n]
+            st.set_remote(o_live, o_last, now)
+        for st in stores.values():
+            st.evict(now)
+    kept = {}
+    for n, st in stores.items():
+        batches, _ = st.snapshot(5 * S)
+        kept[n] = {r for b in batches["events"] for r in b.column("request").to_pylist() if r is not None}
+    assert kept["decode"] == {"r"} == kept["prefill"]
