@@ -47,11 +47,15 @@ def _page(pool, layer, page) -> str:
     return f"{pool} L{layer}" + (f" page {page}" if page is not None else "")
 
 
-def describe(a: Attribution) -> str:
-    """The sentence: what was read, whose bytes it holds, written where, moved by what."""
+def describe(a: Attribution, partial: bool = False) -> str:
+    """The sentence: what was read, whose bytes it holds, written where, moved by what.
+    ``partial``: the trace is cut (model.cut: a shard ends early or starts mid-run), so the
+    write or transfer the analysed facts lack may be among those not analysed."""
     head = f"{a.agent} read request {a.request} {_page(a.pool, a.layer, a.page)} (slot {a.slot}) at {a.shard}:{a.seq}"
     if a.kind == "poison":
         body = "it holds never-written memory (poison): bytes never written by any recorded writer"
+    elif a.kind == "unknown" and partial:
+        body = "it holds bytes no write in the analysed part of this partial trace holds (see the unknown notes)"
     elif a.kind == "unknown":
         body = "it holds bytes never written by any recorded writer"
     else:
@@ -65,7 +69,8 @@ def describe(a: Attribution) -> str:
             by = "" if c["request"] == a.request else f" (request {c['request']}'s transfer)"
             body += f" (slot {o['slot']}) and moved by x{c['xfer']}{by}, posted at {c['shard']}:{c['post_seq']}"
         else:
-            body += f" (slot {o['slot']}); no recorded transfer carried it into this slot"
+            body += (f" (slot {o['slot']}); no analysed transfer of this partial trace carried it into this slot"
+                     if partial else f" (slot {o['slot']}); no recorded transfer carried it into this slot")
     if a.why == "flow" and a.predicted:
         what = "written at" if a.via == "write" else "carried by the transfer posted at"
         body += f"; the data flow predicts the bytes {what} {a.predicted[0]}:{a.predicted[1]}"
@@ -90,7 +95,7 @@ def attribute(session) -> list[Attribution]:
             a = Attribution(r["agent"], r["shard"], int(r["seq"]), r["request"], r["pool"], r["layer"], r["slot"],
                             r["page"], r["why"], r["kind"], origin, bool(r["local"]), carrier,
                             None if r["p_seq"] is None else (r["p_shard"], int(r["p_seq"])), r["via"])
-            a.message = describe(a)
+            a.message = describe(a, bool(getattr(session, "cuts", None)))
             out.append(a)
     session._attribution = out
     return out

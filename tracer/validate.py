@@ -179,6 +179,14 @@ def validate(trace: str) -> Validation:
                 info = json.load(f)
                 if not info.get("closed"):
                     v.notes.append(f"{shard}: not closed")
+                ring = info.get("ring")
+                if isinstance(ring, dict):
+                    w = ring.get("window")
+                    if not isinstance(w, dict) or w.get("state_complete") is not True:
+                        at = w.get("from_seq") if isinstance(w, dict) else None
+                        at = f"seq {at}" if isinstance(at, int) and not isinstance(at, bool) else "its window"
+                        v.notes.append(f"{shard}: a ring window whose kept state was dropped: facts before {at} "
+                                       "are only those kept (docs/ring.md)")
         except (OSError, ValueError, AttributeError):
             v.problems.append(f"{shard}: missing or unreadable {SHARD_INFO}")
         tables, cut = {}, False

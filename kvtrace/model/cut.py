@@ -21,6 +21,11 @@ recorder counted lost, is complete: nothing is cut and this module costs nothing
 Otherwise the analysis views (``events``, ``descs``) read the cut prefix;
 ``recorded_events`` / ``recorded_descs`` keep everything recorded.
 
+A shard can also be cut at its *start*: a flight-recorder window whose kept state was
+dropped (shard.json ``ring.window.state_complete`` not true). window.py leaves what
+depends on its unknown past out of ``events`` and ``descs``; a receive whose send lies in
+such a start gap does not cut its receiver.
+
 Postings NIXL ran that a recorder saw but could not record (shard.json
 ``untraced_postings``: a handle made before the tap) cut nothing, since every recorded
 fact stands, but no absence of a delivery is a fact in their process (shard_cut.untraced).
@@ -35,6 +40,8 @@ import pyarrow as pa
 from ..tracer.reader import lost_rows as reader_lost_rows
 from ..tracer.reader import untraced_counts
 from ..tracer.schema import UNTRACED_AFTER_CLOSE
+from .window import apply as apply_start
+from .window import send_in_start_gap, start_cuts
 
 #: what the user can do about each reason a shard's facts end early
 _RECORD = {
@@ -170,9 +177,10 @@ def seq_break(shard) -> int | None:
 
 
 def is_complete(trace) -> bool:
-    """Every listed shard present, closed, with no stream cut short."""
+    """Every listed shard present, closed, with no stream cut short, and none a ring window
+    whose kept state was dropped (window.py)."""
     state, missing = shard_state(trace)
-    return not missing and not any(state.values())
+    return not missing and not any(state.values()) and not start_cuts(trace)
 
 
 def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str, ShardCut]:
@@ -232,9 +240,15 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
     incomplete = bool(missing) or any(state.values())
     # receives whose sender's facts may be lost: its home shard is incomplete, or it has
     # no home and some shard is missing or incomplete
-    for shard, seq, peer in unpaired:
+    starts = start_cuts(trace)
+    for shard, seq, peer, t_ns in unpaired:
         home = homes.get(peer)
         lost = (state.get(home) if home is not None else incomplete)
+        if lost and home in starts and send_in_start_gap(trace, home, shard, t_ns):
+            # the sender is a ring window whose start was cut, recorded up to after this
+            # receive: the send lies in its unknown start, not in a lost tail (window.py
+            # keeps the facts that depend on what is unknown there out of the checks)
+            continue
         if lost and shard in cuts:
             where = f"shard {home}'s lost tail" if home else (f"missing shard {', '.join(missing)}" if missing else "an unrecorded sender")
             cuts[shard].cut_to(int(seq) - 1, f"shard {shard}: from seq {seq} on it received from {peer} what was sent in {where}", "lost_send")
@@ -312,7 +326,14 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     con.from_arrow(shard_cut_table(trace, cuts, missing)).create("shard_cut")
     con.execute(query_sql("cut_events"))
     con.execute(query_sql("cut_descs"))
-    return cuts, unknowns(cuts, missing) + untraced_unknowns(trace)
+    return cuts, unknowns(cuts, missing) + start_unknowns(model) + untraced_unknowns(trace)
+
+
+def start_unknowns(model) -> list[Unknown]:
+    """Shards cut at their start (a ring window whose kept state was dropped): leave what
+    depends on their unknown past out of ``events`` and ``descs`` (window.py); its notes."""
+    starts = start_cuts(model.trace)
+    return [Unknown(*u) for u in apply_start(model, starts)] if starts else []
 
 
 def ordering_unknowns(model) -> list[Unknown]:

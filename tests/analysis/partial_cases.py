@@ -165,6 +165,66 @@ def untraced(shard: str, at: float, posts: int):
     return t
 
 
+def ring_window(frac: float, keep: str = "none", p: float = 0.5, seed: int = 0, complete: bool = False):
+    """A flight-recorder dump's window (docs/ring.md): every shard starts at the first event
+    at or after ``frac`` of the trace's time span (``ring.window.from_seq``), the shards end
+    unclosed, and before the window each shard keeps ``keep``: ``none``, ``all``, ``owners``
+    (what a ring keeps after it dropped its kept facts: nothing before a random point, then
+    whole owners, a request or a transfer or a region, each with probability ``p``) or
+    ``random`` (each event with probability ``p``: more than a ring would lose). The
+    descriptors of posts left out go with them. ``complete``: shard.json's
+    ``ring.window.state_complete``."""
+    import random
+
+    def t(trace: str) -> None:
+        rng = random.Random(seed)
+        shards = _shards(trace)
+        times = sorted(x for sh in shards for x in _read(os.path.join(trace, sh, "events.arrows")).column("t_ns").to_pylist())
+        from_t = times[min(len(times) - 1, int(len(times) * frac))]
+        for sh in shards:
+            ev = _read(os.path.join(trace, sh, "events.arrows"))
+            ts, seqs = ev.column("t_ns").to_pylist(), ev.column("seq").to_pylist()
+            start = next((i for i, x in enumerate(ts) if x >= from_t), len(ts))
+            kept = [True] * len(ts)
+            if keep != "all":
+                cols = [ev.column(c).to_pylist() for c in ("request", "xfer", "addr")]
+                hard, owners = rng.randint(0, start), {}
+                for i in range(start):
+                    if keep == "random":
+                        kept[i] = rng.random() < p
+                    elif keep == "owners":
+                        o = next(((k, c[i]) for k, c in enumerate(cols) if c[i] is not None), None)
+                        kept[i] = i >= hard and owners.setdefault(o, rng.random() < p)
+                    else:
+                        kept[i] = False
+            _write(os.path.join(trace, sh, "events.arrows"), ev.filter(pa.array(kept)))
+            posts = [x for k, x, ok in zip(ev.column("kind").to_pylist(), ev.column("xfer").to_pylist(), kept)
+                     if ok and k == "xfer_post"]
+            ds = _read(os.path.join(trace, sh, "descs.arrows"))
+            _write(os.path.join(trace, sh, "descs.arrows"),
+                   ds.filter(pc.is_in(ds.column("xfer"), value_set=pa.array(posts, ds.schema.field("xfer").type))))
+
+            def ring(info, start=start, kept=kept, seqs=seqs, ev=ev):
+                info.update(closed=False, events=sum(kept))
+                info["ring"] = {"spec": "test", "window": {
+                    "from_seq": seqs[start] if start < len(seqs) else None, "from_t_ns": from_t,
+                    "to_t_ns": max(ev.column("t_ns").to_pylist() or [0]), "pinned_events": sum(kept[:start]),
+                    "evicted_events": start - sum(kept[:start]), "state_complete": complete}}
+            _info(trace, sh, ring)
+    t.__name__ = f"ring_window({frac},{keep},{p},{seed},{'complete' if complete else 'state dropped'})"
+    return t
+
+
+def ring_info(window):
+    """Every shard's shard.json ``ring.window`` replaced by ``window`` (untrusted input: a
+    value of the wrong type, a string where a bool belongs, no window at all)."""
+    def t(trace: str) -> None:
+        for sh in _shards(trace):
+            _info(trace, sh, lambda i: i.setdefault("ring", {}).update(window=window))
+    t.__name__ = f"ring_info({window!r})"
+    return t
+
+
 def _shards(trace: str) -> list[str]:
     return sorted(d for d in os.listdir(trace) if os.path.isdir(os.path.join(trace, d)) and not d.startswith(("_", ".")))
 
@@ -200,4 +260,14 @@ DAMAGE = {
     "decode_allocator_unhooked": [drop_kinds_on("decode", "alloc", "free")],
     "prefill_descs_lost_middle": [lose_descs("prefill", 0.4, 3)],
     "prefill_postings_untraced": [untraced("prefill", 0.4, 3)],
+    # flight-recorder windows whose kept state was dropped (state_complete false), and one
+    # whose start kept everything (state_complete true: left as it is)
+    "ring_window_bare": [ring_window(0.3)],
+    "ring_window_late": [ring_window(0.6)],
+    "ring_window_owners": [ring_window(0.4, "owners", 0.7, seed=3)],
+    "ring_window_random": [ring_window(0.5, "random", 0.8, seed=5)],
+    "ring_window_kept": [ring_window(0.5, "all", complete=True)],
+    # a window that says nothing trustworthy is cut after its last event: nothing is checked
+    "ring_window_garbage": [ring_window(0.4, "owners", 0.5, seed=1), ring_info({"state_complete": "true", "from_seq": "7"})],
+    "ring_window_missing": [ring_window(0.4), ring_info(None)],
 }

@@ -3,13 +3,18 @@ corpus and a few derandomized cases):
 
     .venv/bin/python tests/fuzz/campaign.py format  --seed 7 --cases 300
     .venv/bin/python tests/fuzz/campaign.py partial --seed 5 --sessions 40
+    .venv/bin/python tests/fuzz/campaign.py partial --seed 5 --sessions 40 --cut start
 
 ``format``: random valid traces (fuzzlib.build) with 1-3 random mutations each, every command
 of fuzzlib.COMMANDS run in a forked child; prints each case that tracebacks or hangs as JSON
 (add it to corpus/ with the fix). ``partial``: reference-engine sessions (random seed, bug,
 process count, concurrency) recorded on real NIXL, each cut or robbed of shards six times at
 random; prints a cut trace that shows a violation the whole trace does not, a clean session
-with a finding, or a hypothesis "ruled out" on a cut trace.
+with a finding, or a hypothesis "ruled out" on a cut trace. ``--cut start`` cuts every shard
+at its *start* instead, like a flight-recorder dump's window (partial_cases.ring_window: a
+random start, before it nothing, the whole owners a ring keeps after dropping its kept
+facts, random events, or everything with ``state_complete`` true), then at times a stream
+tail too.
 """
 from __future__ import annotations
 
@@ -75,7 +80,19 @@ def format_campaign(seed: int, cases: int, work: str) -> int:
     return bad
 
 
-def partial_campaign(seed: int, sessions: int, work: str) -> int:
+def ring_damage(rng: random.Random) -> list:
+    """A flight-recorder window of the whole trace (see the module doc), now and then with a
+    stream cut short as well."""
+    from partial_cases import cut_stream, ring_window
+
+    keep = rng.choice(["none", "owners", "owners", "random", "all"])
+    out = [ring_window(rng.uniform(0.05, 0.9), keep, rng.random(), rng.randint(0, 10**6), complete=keep == "all")]
+    if rng.random() < 0.25:
+        out.append(cut_stream(rng.choice(["prefill", "decode"]), rng.choice(["events", "descs"]), rng.uniform(0.5, 1)))
+    return out
+
+
+def partial_campaign(seed: int, sessions: int, work: str, cut: str = "any") -> int:
     from kvtrace.analysis.session import TraceSession
     from kvtrace.cli import main
     from partial_cases import copy_trace
@@ -98,7 +115,7 @@ def partial_campaign(seed: int, sessions: int, work: str) -> int:
             bad += 1
             print("clean session with findings:", " ".join(argv), sorted(base), flush=True)
         for k in range(6):
-            damage = random_damage(rng)
+            damage = ring_damage(rng) if cut == "start" else random_damage(rng)
             path = copy_trace(whole, os.path.join(work, f"s{i}-{k}.kvtrace"))
             for t in damage:
                 t(path)
@@ -128,10 +145,13 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--cases", type=int, default=100, help="format: random cases")
     p.add_argument("--sessions", type=int, default=10, help="partial: recorded sessions (6 cuts each)")
+    p.add_argument("--cut", choices=["any", "start"], default="any",
+                   help="partial: cut streams and drop shards (any), or cut every shard at its start as a ring window")
     a = p.parse_args()
-    print(f"{a.kind} campaign, seed {a.seed}", flush=True)
+    print(f"{a.kind} campaign, seed {a.seed}{', cut ' + a.cut if a.kind == 'partial' else ''}", flush=True)
     with tempfile.TemporaryDirectory(prefix="kvtrace-campaign-") as work:
-        bad = format_campaign(a.seed, a.cases, work) if a.kind == "format" else partial_campaign(a.seed, a.sessions, work)
+        bad = (format_campaign(a.seed, a.cases, work) if a.kind == "format"
+               else partial_campaign(a.seed, a.sessions, work, a.cut))
     print(f"done: {bad} failing", flush=True)
     return 1 if bad else 0
 

@@ -285,3 +285,58 @@ def test_dump_carries_untraced_postings_not_event_losses(tmp_path):
         assert "lost" not in info
         shard = open_trace(out).shards[0]
         assert sum(untraced_postings(shard).values()) == n
+
+
+def _small_ring_run(tmp_path, name: str, bugs=(), after: int = 0, trigger_step: int | None = None) -> str:
+    """The reference engine under an 11MB ring (the minimum for its two rings): over 900
+    requests the kept facts outgrow it and a dump's window start is a plain cut."""
+    wl = load("small", requests=900)
+    if after:
+        wl.engine["inject_after"] = after
+    state = {"k": 0}
+
+    def on_step(done, total):
+        state["k"] += 1
+        if trigger_step is not None and state["k"] == trigger_step:
+            ring_mod.trigger("test: step reached")
+    session = str(tmp_path / f"{name}.kvtrace")
+    run_inprocess(wl, bugs, session, on_step=on_step, ring="11MB")
+    return session
+
+
+@pytest.mark.slow
+def test_dump_whose_kept_state_was_dropped_is_checked_soundly(tmp_path, validate_trace, monkeypatch):
+    """Regression: a dump with ``state_complete: false`` read its start gap as a lost tail
+    (a receive whose send was evicted cut the receiver before it, and the closure cut the
+    other shard), so the whole window went unanalysed; with the windows' own facts checked
+    naively it found double frees and descriptors into slots not held instead. Now the
+    requests started inside the window are checked: the late bug is found, every finding is
+    one the full recording of the same workload has, and the clean twin finds nothing.
+    (The two recordings are separate runs of one seeded workload: top-level findings are
+    compared, as in test_late_bug_dump_holds_the_corrupting_transfer.)"""
+    monkeypatch.setenv(ring_mod.ENV_RING_TAIL, "600s")
+    monkeypatch.setattr(ring_mod, "FLUSH_S", 0.05)
+    for bugs, name in ((("early-src-free",), "late"), ((), "clean")):
+        session = _small_ring_run(tmp_path, name, bugs, after=700 if bugs else 0, trigger_step=None if bugs else 600)
+        dump = dump_path(session, 1)
+        validate_trace(dump)
+        man = json.load(open(os.path.join(dump, "manifest.json")))
+        windows = {s: json.load(open(os.path.join(dump, s, "shard.json")))["ring"]["window"] for s in man["shards"]}
+        assert any(w["state_complete"] is False for w in windows.values()), windows
+        with TraceSession(dump) as s:
+            found = {(f.check, f.request) for f in s.findings()}
+            v = s.verdict()
+            analysed = dict(s.execute("SELECT shard, max(seq) FROM events GROUP BY shard").fetchall())
+            assert any("ring window whose kept state was dropped" in u.what for u in s.unknowns)
+        # the window is analysed, not cut away at its start
+        assert all(analysed.get(sh, -1) >= w["from_seq"] for sh, w in windows.items()), (analysed, windows)
+        assert all(h.status != "ruled out" for h in v.hypotheses)
+        if not bugs:
+            assert found == set()
+            continue
+        assert any(c == "src_free_before_done" for c, _ in found)
+        full = str(tmp_path / "full.kvtrace")
+        wl = load("small", requests=900)
+        wl.engine["inject_after"] = 700
+        run_inprocess(wl, bugs, full)
+        assert found <= _findings(full)
