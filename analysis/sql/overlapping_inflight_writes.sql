@@ -26,5 +26,5 @@ SELECT 'error' AS severity, agent, a_request AS request, min(pool) AS pool, min(
                    ELSE format('pool {} slot(s) {}', min(pool), array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ',')) END,
               count(*)) AS message
 FROM inflight_pairs WHERE a_side = 'dst' AND b_side = 'dst'
-GROUP BY agent, a_request, b_request
+GROUP BY agent, a_request, b_request, pool   -- one finding per pool: its slots are that pool's
 ORDER BY min(a_post);
