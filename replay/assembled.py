@@ -22,8 +22,7 @@ program meant when, byte for byte:
 A slice at the wrong head offset breaks the third or fourth rule, a missing slice
 leaves poison or another page's bytes (the first), a slice from the wrong token the
 second. A whole rank consistently receiving the wrong heads on every page is not
-detectable from the placement alone (see docs: the ranks' head assignment is not in
-the trace).
+detectable from the placement alone (which heads a rank holds is not in the trace).
 """
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ import collections
 import dataclasses
 import json
 
+from .assembled import assembled_shape, source_token_bytes, token_bytes, unreproduced_atoms
 from .engine import execute
 from .schedulers.eager import EagerScheduler
-from .assembled import assembled_shape, source_token_bytes, token_bytes, unreproduced_atoms
 from .symbolic import SymbolicExecutor, clip, full
 
 
