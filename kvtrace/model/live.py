@@ -32,10 +32,12 @@ import time
 from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..tracer.reader import open_trace
 from ..tracer.schema import SCHEMAS, TABLES
 from .index import index_dir_for
+from .sqltext import query_sql
 from .live_window import LiveWindow
 from .trace import TraceModel
 
@@ -46,6 +48,9 @@ _BASE_VIEWS = {"events": "live_events", "descs": "live_descs", "dlists": "live_d
 
 def _schema(table: str) -> pa.Schema:
     return pa.schema([pa.field("shard", pa.string())] + [pa.field(f.name, f.type) for f in SCHEMAS[table]])
+
+
+_FOREVER = 1 << 62   # a time past every event (a complete trace is analysed to its end)
 
 
 def _with_shard(shard: str, table: str, rows: pa.Table) -> pa.Table:
@@ -159,22 +164,39 @@ class LiveModel(TraceModel):
                                 "the whole trace is analysed")
 
     def _move_window(self) -> bool:
-        """Rebuild the live tables from what the window keeps, when it is due; True if it moved."""
+        """Let the live tables go of what the window no longer keeps, when it is due (a window
+        ending where the last cut's analysis ended); True if it moved."""
         w = self.window
         if w is None or not self.trace.shards or self._host_clock() is None:
             return False
-        now = self.now_ns()
+        # the window ends where the last cut's analysis ended, not now: a re-check slower than
+        # the window must not let rows go that it loaded past its frontier and never checked
+        upto = getattr(self, "_analysed_to", None)
+        if upto is None:
+            return False
+        now = min(self.now_ns(), upto)
         if not w.due(now):
             return False
         kept = w.advance(now)
         for shard, tables in kept.items():
-            # descriptor rows whose posting is not loaded yet are not in the store: keep them
-            tables = {**tables, "descs": tables["descs"] + w.waiting(shard)}
-            for t in TABLES:
-                self.con.execute(f"DELETE FROM live_{t} WHERE shard = ?", [shard])
-                if tables[t]:    # one insert per table (a window holds hundreds of small batches)
-                    self._insert(t, _with_shard(shard, t, pa.Table.from_batches(tables[t])))
+            # the live tables already hold every row the window keeps: delete the others (the
+            # events by seq; the descriptor rows by posting, with those whose posting is not
+            # loaded yet, which the store does not hold); layouts and lists are always kept
+            seqs = pa.concat_arrays([b.column("seq") for b in tables["events"]]) if tables["events"] \
+                else pa.array([], pa.int64())
+            xfers = [b.column("xfer") for b in tables["descs"] + w.waiting(shard)]
+            xfers = pa.concat_arrays(xfers) if xfers else pa.array([], pa.int64())
+            self._delete_all_but(shard, "events", "seq", seqs)
+            self._delete_all_but(shard, "descs", "xfer", xfers)
         return True
+
+    def _delete_all_but(self, shard: str, table: str, column: str, keep: pa.Array) -> None:
+        """Delete the shard's rows of live_<table> whose ``column`` is not among ``keep``."""
+        self.con.register("_live_keep", pa.table({"k": pc.drop_null(pc.unique(keep))}))
+        try:
+            self.con.execute(query_sql(f"live_window_delete_{table}"), [shard])
+        finally:
+            self.con.unregister("_live_keep")
 
     def _host_clock(self) -> str | None:
         """This host's monotonic clock's name when every shard stamps its events with it."""
@@ -214,6 +236,9 @@ class LiveModel(TraceModel):
         self.behind = False   # events past the frontier: a later refresh sees more, even if nothing is written
         complete = cut.is_complete(self.trace)
         limit = None if complete else self._frontier_limit()
+        # what this cut analyses, in time: all of a complete trace, else up to the frontier
+        # (None: clocks not comparable); the window never lets go of rows past it
+        self._analysed_to = _FOREVER if complete else self.frontier
         state, missing = cut.shard_state(self.trace)
         key = ([s.name for s in self.trace.shards], {n: sorted(k) for n, k in state.items()}, missing, limit,
                list(self.trace.notes))

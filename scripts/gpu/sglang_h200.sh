@@ -4,7 +4,8 @@
 # scripts/gpu/pack_sglang.sh carried (default .gpu/):
 #   bash .gpu/sglang_h200.sh smoke          # imports, one unrecorded and one recorded request
 #   bash .gpu/sglang_h200.sh cases thru     # the bug/clean cases, NIXL VRAM throughput
-#   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed)
+#   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed; TESTS=files)
+#   bash .gpu/sglang_h200.sh hetero         # head-sliced hetero TP (MHA pools, send_kvcache_slice)
 #   ROUNDS=2 bash .gpu/sglang_h200.sh ring  # the flight recorder's cost on VRAM, interleaved arms
 #   bash .gpu/sglang_h200.sh ringab         # the same, this kvtrace vs .gpu/old/'s (another checkout)
 #   REQ=384 ROUNDS=4 bash .gpu/sglang_h200.sh abthru   # ring without checksums vs none vs .gpu/old, longer transfer phase
@@ -96,7 +97,7 @@ step_tests() {
   printf '#!/bin/sh\nexport PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}%s"\nexec python3 "$@"\n' "/tmp/sgl21:$BASE" >$ev/bin/python
   chmod +x $ev/bin/python
   KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout 420 python3 -m pytest -q -p no:cacheprovider -m gpu \
-    tests/engines/test_sglang_vram.py tests/engines/test_vram_checksums.py -rs --durations=8 -s
+    ${TESTS:-tests/engines/test_sglang_vram.py tests/engines/test_vram_checksums.py} -rs --durations=8 -s
 }
 
 step_cases() {
@@ -104,6 +105,24 @@ step_cases() {
   run tokens-vram 0.5.21 sglang --memory vram --index-k tokens
   run fixed-0523-vram 0.5.23 sglang --memory vram --index-k bytes --index-dtype bf16
   run usc-fp8-vram 0.5.21 sglang --memory vram --index-k bytes --index-dtype fp8
+}
+
+# SGLang's head-sliced hetero-TP path (MHA pools: --kv-heads, send_kvcache_slice), which its
+# connector refuses for DRAM destinations: prefill TP 2 -> decode TP 1 and 1 -> 2 (and 2 -> 4
+# unless HETERO_WIDE=0), both releases; each direction unrecorded first (the verifier alone),
+# then recorded with --hooks sglang. HEADS total KV heads (default 4).
+step_hetero() {
+  nvidia-smi -L
+  local g="--memory vram --kv-heads ${HEADS:-4} --timeout 90"
+  local cases=("2 1" "1 2"); [ "${HETERO_WIDE:-1}" = 1 ] && cases+=("2 4")
+  for v in 0.5.21 0.5.23; do
+    for c in "${cases[@]}"; do
+      set -- $c
+      local n=hetero-${v//./}-p$1d$2
+      [ "$1$2" = 24 ] || run $n-plain $v - $g --prefill-tp $1 --decode-tp $2
+      run $n $v sglang $g --prefill-tp $1 --decode-tp $2
+    done
+  done
 }
 
 # the same, longer (12 waves), UCX's protocol choice printed for the unrecorded VRAM run

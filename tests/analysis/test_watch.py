@@ -5,7 +5,6 @@ by the end of a recording is what `check` finds on the finished trace. The clock
 injected: no sleeps, no timed assertions."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -187,32 +186,10 @@ def test_watch_on_a_live_recording_ends_with_what_check_finds(tmp_path, inject):
     """The reference engine records while a Watcher follows it (real clocks; only the
     result is asserted): every finding watch reported is one `check` finds on the finished
     trace, and every finding `check` finds was reported by the end."""
-    import time
-
     from kvtrace.analysis.session import TraceSession
-    out = str(tmp_path / "live.kvtrace")
-    toml = tmp_path / "w.toml"
-    toml.write_text('name = "watched"\nrequests = 60\nconcurrency = 4\n')
-    cmd = [sys.executable, "-m", "kvtrace", "record", "--workload", str(toml), "--no-progress", "--no-checksums",
-           "-o", out]
-    if inject:
-        cmd += ["--inject", inject, "--inject-after", "30"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "NIXL_LOG_LEVEL": "WARN"})
-    w = Watcher(out, time.monotonic)
-    reported = []
-    try:
-        while True:
-            done = proc.poll() is not None
-            # as `kvtrace watch`: findings final before a re-check ends are emitted, the rest returned
-            reported += [r.finding for r in w.poll(emit=lambda r: reported.append(r.finding))]
-            if done:
-                break
-            time.sleep(0.1)
-        reported += [r.finding for r in w.poll(emit=lambda r: reported.append(r.finding))]  # the last flush
-    finally:
-        w.close()
-    assert proc.returncode in (0, 1), proc.stderr.read()[-2000:]
+
+    from live_recording import record_and_follow
+    out, reported, _ = record_and_follow(tmp_path, 60, inject, after=30)
     with TraceSession(out) as s:
         final = s.findings()
     assert {identity(f) for f in reported} == {identity(f) for f in final}

@@ -22,17 +22,29 @@ refuses with one line and exit code 2.
 ``--prefill-tp N`` / ``--decode-tp N``: that side runs as N attention-TP ranks, one OS
 process and NIXL agent each, published to SGLang as ``tp_size = attn_tp_size = N`` with
 the process's rank (prefill rank 0 runs the bootstrap server; every rank registers with
-it). The pools are MLA, replicated on every rank, as SGLang's MLA path assumes: with
-prefill TP > decode TP decode reads from one prefill rank (the others get dummy
-requests); with decode TP > prefill TP every decode rank is sent the same prefill pages.
-Each rank allocates like its peers (one scheduler per instance), and each decode rank
-verifies its own pages; the report merges them (``rank``, ``agent`` per entry).
-SGLang's head-sliced path (non-MLA pools, ``send_kvcache_slice``) refuses destinations
-outside VRAM (``_prepare_payload_xfer``: "heterogeneous-TP direct-to-host KV transfer is
-not implemented"), so it cannot run on DRAM.
+it). By default the pools are MLA, replicated on every rank, as SGLang's MLA path
+assumes: with prefill TP > decode TP decode reads from one prefill rank (the others get
+dummy requests); with decode TP > prefill TP every decode rank is sent the same prefill
+pages. Each rank allocates like its peers (one scheduler per instance), and each decode
+rank verifies its own pages; the report merges them (``rank``, ``agent`` per entry).
+
+``--kv-heads H`` makes the pools MHA instead (``is_mla_backend`` False, no index-K):
+``--kv-layers`` K regions then as many V regions (SGLang's ``MHATokenToKVPool`` order), each
+rank holding its ``H / TP`` heads of every token, a page laid out ``[token][head][head_dim]``
+(bf16). Prefill TP != decode TP then takes SGLang's head-sliced path
+(``send_kvcache_slice``): each prefill rank WRITEs, per token, the heads a decode rank holds,
+at their offset in the decode token (prefill TP > decode TP: decode hears from every prefill
+rank of its group; decode TP > prefill TP: each decode rank gets its heads from one prefill
+rank). Every (token, head) cell holds a stamp (request, region, page, token, global head),
+and decode's verifier checks every cell of every page. SGLang refuses this path for
+destinations outside VRAM (``_prepare_payload_xfer``: "NIXL heterogeneous-TP direct-to-host
+KV transfer is not implemented safely yet"), so it needs ``--memory vram`` (a GPU); on DRAM
+prefill's bootstrap thread raises that when decode registers, nothing is sent, and the run
+ends at ``--timeout``.
 
     python tests/engines/sglang_pd.py --index-k bytes --index-dtype bf16 --report out.json
     python tests/engines/sglang_pd.py --index-k tokens --prefill-tp 2 --report out.json
+    python tests/engines/sglang_pd.py --kv-heads 4 --prefill-tp 2 --memory vram --report out.json
 """
 from __future__ import annotations
 
@@ -50,11 +62,23 @@ KV_TOKEN_BYTES = 576 * 2                     # MLA: kv_lora_rank 512 + rope 64, 
 INDEX_TOKEN_BYTES = {"bf16": 128 * 2, "fp8": 128 + 4}  # 128 dims (+ fp32 scale for fp8)
 AUX_ITEM = 64
 STAMP = np.dtype([("magic", "<u4"), ("room", "<i4"), ("region", "<i4"), ("page", "<i4")])
+# MHA: one stamp per (token, head) cell; "page" is the slot for never-written cells
+CELL = np.dtype([("magic", "<u4"), ("room", "<i4"), ("region", "<i4"), ("page", "<i4"),
+                 ("token", "<i4"), ("head", "<i4")])
 MAGIC_WRITTEN, MAGIC_UNWRITTEN = 0x4B565752, 0x4B56554E
 
 
-def geometry(a) -> dict:
-    """Regions (item_len, slots) in SGLang's kv_data order, plus aux."""
+def geometry(a, tp: int = 1, rank: int = 0) -> dict:
+    """Regions (item_len, slots) in SGLang's kv_data order, plus aux. MHA (``--kv-heads``):
+    K then V regions of this side's attention-TP rank ``rank`` of ``tp``, with its heads
+    (``heads``: this rank's count, ``head0``: its first global head, ``cell``: bytes of one
+    head of one token)."""
+    if a.kv_heads:
+        heads = a.kv_heads // tp
+        cell = a.head_dim * 2   # bf16
+        item = a.page_tokens * heads * cell
+        return {"regions": [(item, a.slots)] * (2 * a.kv_layers), "aux": (AUX_ITEM, a.requests),
+                "heads": heads, "head0": rank * heads, "cell": cell, "total_heads": a.kv_heads}
     kv_item = a.page_tokens * KV_TOKEN_BYTES
     idx_item = a.page_tokens * INDEX_TOKEN_BYTES[a.index_dtype]
     idx_slots = a.slots if a.index_k == "tokens" else (a.slots * kv_item) // idx_item
@@ -130,8 +154,11 @@ def make_regions(geom, memory: str = "dram", gpu: int = 0) -> tuple[list[Pool], 
     kv = [Pool(item * n, memory, gpu) for item, n in geom["regions"]]
     aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
     for r, (pool, (item, n)) in enumerate(zip(kv, geom["regions"])):
-        for s in range(n):
-            stamp(pool.host, item, s, MAGIC_UNWRITTEN, -1, r, s)
+        if "heads" in geom:
+            stamp_cells(pool.host, geom, item, np.arange(n), MAGIC_UNWRITTEN, -1, r, np.arange(n))
+        else:
+            for s in range(n):
+                stamp(pool.host, item, s, MAGIC_UNWRITTEN, -1, r, s)
         pool.push()
     sync(memory)
     return kv, aux
@@ -144,6 +171,38 @@ def stamp(buf, item, slot, magic, room, region, page) -> None:
     head = min(item, 256)
     buf[slot * item: slot * item + head] = np.resize(row, head)
     buf[slot * item + head: (slot + 1) * item: 4093] = (room + region * 7 + page * 13) % 251
+
+
+def stamp_cells(buf, geom, item, slots, magic, room, region, pages) -> None:
+    """MHA: stamp every (token, head) cell of ``slots`` (page ``pages[i]`` in slot
+    ``slots[i]``): 24 bytes saying whose cell it is (the head global), then bytes that
+    depend on them, so a cell from another token, head or page reads differently."""
+    slots, pages = np.asarray(slots, dtype=np.int64), np.asarray(pages, dtype=np.int64)
+    t_n, h_n, cell = item // (geom["heads"] * geom["cell"]), geom["heads"], geom["cell"]
+    st = np.zeros((len(slots), t_n, h_n), dtype=CELL)
+    st["magic"], st["room"], st["region"] = magic, room, region
+    st["page"] = pages[:, None, None]
+    st["token"] = np.arange(t_n)[None, :, None]
+    st["head"] = geom["head0"] + np.arange(h_n)[None, None, :]
+    view = buf.reshape(-1, item)[slots].reshape(len(slots), t_n, h_n, cell)
+    view[..., :CELL.itemsize] = st.view(np.uint8).reshape(len(slots), t_n, h_n, CELL.itemsize)
+    fill = (room + region * 7 + st["page"] * 13 + st["token"] * 17 + st["head"] * 19) % 251
+    view[..., CELL.itemsize:] = fill[..., None].astype(np.uint8)
+    buf.reshape(-1, item)[slots] = view.reshape(len(slots), item)
+
+
+def check_cells(buf, geom, item, slot, room, region, page) -> list[tuple]:
+    """MHA: the cells of ``slot`` that do not hold (room, region, page, token, head), as
+    (token, head, what it holds) - every head of every token, content bytes included."""
+    t_n, h_n, cell = item // (geom["heads"] * geom["cell"]), geom["heads"], geom["cell"]
+    got = buf[slot * item:(slot + 1) * item].reshape(t_n, h_n, cell)
+    want = np.zeros_like(got)
+    stamp_cells(want.reshape(-1), geom, item, [0], MAGIC_WRITTEN, room, region, [page])
+    bad = []
+    for t, h in zip(*np.nonzero((got != want).any(axis=-1))):
+        st = got[t, h, :CELL.itemsize].copy().view(CELL)[0]
+        bad.append((int(t), geom["head0"] + int(h), tuple(int(x) for x in st)))
+    return bad
 
 
 def read_stamp(buf, item, slot) -> tuple:
@@ -176,6 +235,8 @@ def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int 
 
 
 def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0, rank=0):
+    """What prefill.py/decode.py's ``_init_kv_manager`` fills (MHA: the rank's head count and
+    the model's total, no layer ids: a plain ``MHATokenToKVPool`` reports none)."""
     from sglang.srt.disaggregation.base.conn import KVArgs
     a = KVArgs()
     a.engine_rank = rank
@@ -185,7 +246,7 @@ def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0, rank=0):
     a.kv_data_ptrs = [b.ptr for b in kv]
     a.kv_data_lens = [b.nbytes for b in kv]
     a.kv_item_lens = [item for item, _ in geom["regions"]]
-    a.kv_layer_ids = list(range(len(kv)))
+    a.kv_layer_ids = [] if "heads" in geom else list(range(len(kv)))
     a.kv_data_mem_kinds = ["VRAM" if memory == "vram" else "DRAM"] * len(kv)
     a.kv_cache_dtype_str = "bfloat16"
     a.num_draft_entries = 0
@@ -200,8 +261,8 @@ def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0, rank=0):
     a.is_hybrid_mla_backend = False
     a.ib_device = None
     a.gpu_id = gpu
-    a.kv_head_num = 1
-    a.total_kv_head_num = 1
+    a.kv_head_num = geom.get("heads", 1)
+    a.total_kv_head_num = geom.get("total_heads", 1)
     a.page_size = page_tokens
     return a
 
@@ -236,7 +297,7 @@ def wait(objs, want, timeout, what):
 
 # ----------------------------------------------------------------- the two sides
 def run_prefill(a) -> int:
-    geom = geometry(a)
+    geom = geometry(a, a.prefill_tp, a.rank)
     configure("prefill", a.port, device(a), a.prefill_tp, a.rank)
     from sglang.srt.disaggregation.nixl.conn import NixlKVBootstrapServer, NixlKVManager, NixlKVSender
     from sglang.srt.disaggregation.utils import DisaggregationMode
@@ -247,7 +308,7 @@ def run_prefill(a) -> int:
     else:
         wait_listening(a.port, a.timeout)
     mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank), DisaggregationMode.PREFILL,
-                        get_context().server_args, True)
+                        get_context().server_args, not a.kv_heads)
     alloc, release = allocator(geom["regions"][0][1], a.seed + 1)
     addr = f"127.0.0.1:{a.port}"
     # per wave too: the first wave also pays one-time costs (kernel compilation, connections)
@@ -263,8 +324,11 @@ def run_prefill(a) -> int:
             s = senders[r["room"]]
             p = pages[r["room"]] = alloc(r["pages"])
             for reg, (pool, (item, _)) in enumerate(zip(kv, geom["regions"])):
+                if a.kv_heads:  # this rank's heads of every token of every page
+                    stamp_cells(pool.host, geom, item, p, MAGIC_WRITTEN, r["room"], reg, np.arange(len(p)))
                 for g, slot in enumerate(p):  # the forward pass fills the request's pages
-                    stamp(pool.host, item, slot, MAGIC_WRITTEN, r["room"], reg, g)
+                    if not a.kv_heads:
+                        stamp(pool.host, item, slot, MAGIC_WRITTEN, r["room"], reg, g)
                     pool.push(int(slot) * item, (int(slot) + 1) * item)
             aux[0][r["aux"] * AUX_ITEM:(r["aux"] + 1) * AUX_ITEM] = r["room"] % 251
         sync(a.memory)
@@ -300,7 +364,7 @@ def run_prefill(a) -> int:
 
 
 def run_decode(a) -> int:
-    geom = geometry(a)
+    geom = geometry(a, a.decode_tp, a.rank)
     configure("decode", a.port, device(a), a.decode_tp, a.rank)
     from sglang.srt.disaggregation.nixl.conn import NixlKVManager, NixlKVReceiver
     from sglang.srt.disaggregation.utils import DisaggregationMode
@@ -308,7 +372,7 @@ def run_decode(a) -> int:
     kv = [Pool(item * n, a.memory, a.gpu) for item, n in geom["regions"]]  # decode's own memory: zeros until written
     aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
     mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank), DisaggregationMode.DECODE,
-                        get_context().server_args, True)
+                        get_context().server_args, not a.kv_heads)
     addr = f"127.0.0.1:{a.port}"
     t_end = time.monotonic() + a.timeout
     while not mgr.try_ensure_parallel_info(addr):
@@ -336,6 +400,14 @@ def run_decode(a) -> int:
             report["requests"].append({"room": r["room"], "pages": [int(x) for x in p]})
             for reg, (pool, (item, _)) in enumerate(zip(kv, geom["regions"])):
                 for g, slot in enumerate(p):
+                    if a.kv_heads:  # every head slice of every token of the page
+                        bad = check_cells(pool.host, geom, item, int(slot), r["room"], reg, g)
+                        if bad:
+                            report["misaddressed"].append({
+                                "room": r["room"], "region": reg, "page": g, "slot": int(slot),
+                                "holds": f"token {bad[0][0]} head {bad[0][1]}: " + describe(bad[0][2]),
+                                "cells": len(bad), "heads": sorted({h for _, h, _ in bad})})
+                        continue
                     got = read_stamp(pool.host, item, int(slot))
                     if got != (MAGIC_WRITTEN, r["room"], reg, g):
                         report["misaddressed"].append({
@@ -367,12 +439,14 @@ def run_decode(a) -> int:
 
 
 def describe(st) -> str:
-    magic, room, region, page = st
+    """A stamp (MHA: a cell's, with its token and head) in words."""
+    magic, room, region, page = st[:4]
+    cell = f" token {st[4]} head {st[5]}" if len(st) > 4 else ""
     if magic == MAGIC_WRITTEN:
-        return f"room {room} region {region} page {page}"
+        return f"room {room} region {region} page {page}{cell}"
     if magic == MAGIC_UNWRITTEN:
-        return f"never-written region {region} slot {page}"
-    return "zeros (nothing arrived)" if st == (0, 0, 0, 0) else f"unknown bytes {st}"
+        return f"never-written region {region} slot {page}{cell}"
+    return "zeros (nothing arrived)" if not any(st) else f"unknown bytes {st}"
 
 
 def device(a) -> str:
@@ -438,6 +512,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--index-k", choices=("tokens", "bytes"), default="bytes")
     p.add_argument("--index-dtype", choices=tuple(INDEX_TOKEN_BYTES), default="bf16")
     p.add_argument("--kv-layers", type=int, default=2)
+    p.add_argument("--kv-heads", type=int, default=0,
+                   help="MHA pools with this many KV heads in all, split over each side's attention-TP "
+                        "ranks (0: MLA pools)")
+    p.add_argument("--head-dim", type=int, default=64, help="MHA: the head dimension (bf16: 2 bytes each)")
     p.add_argument("--index-layers", type=int, default=2)
     p.add_argument("--slots", type=int, default=32, help="kv pages per region")
     p.add_argument("--page-tokens", type=int, default=4)
@@ -466,6 +544,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
     os.environ.setdefault("SGLANG_HOST_IP", "127.0.0.1")
+    for tp in (a.prefill_tp, a.decode_tp):
+        if a.kv_heads and (a.kv_heads % tp or a.kv_heads < tp):
+            print(f"sglang_pd: --kv-heads {a.kv_heads} does not split over attention TP {tp}", file=sys.stderr)
+            return 2
+    if a.kv_heads and a.head_dim * 2 < CELL.itemsize:
+        print(f"sglang_pd: --head-dim {a.head_dim} is too small for a cell stamp ({CELL.itemsize} B)",
+              file=sys.stderr)
+        return 2
     if a.memory == "vram" and (why := cuda_missing(a.gpu)):
         print(f"sglang_pd: --memory vram needs a CUDA GPU: {why}", file=sys.stderr)
         return 2
