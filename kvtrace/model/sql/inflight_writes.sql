@@ -26,14 +26,17 @@ WITH p AS (
     SELECT a_sidx AS psidx, a_xfer AS xfer, a_post AS post_seq, a_pos AS pos FROM p
     UNION
     SELECT b_sidx, b_xfer, b_post, b_pos FROM p
-), d AS (   -- each one once (its ends' first layout regions), with its source slot layer's
-    -- latest write that happens-before the post; no checksum where the source is not one
-    -- slot layer (no layout covers it, or it runs past its slot)
-    SELECT h.psidx, h.xfer, h.post_seq, h.pos, h.s_aid, h.s_pid, h.d_addr, h.s_off, h.s_slot_bytes,
-           CASE WHEN h.s_slot IS NOT NULL AND NOT h.s_crosses THEN w.checksum END AS ck
-    FROM (SELECT h.* FROM desc_hold_ids h JOIN k USING (psidx, xfer, post_seq, pos)
-          WHERE h.s_first AND h.d_first) h
-    ASOF LEFT JOIN writes w ON w.lk = h.s_lk AND h.s_bound >= w.seq
+), h AS (   -- each one once (its ends' first layout regions)
+    SELECT h.psidx, h.xfer, h.post_seq, h.pos, h.s_aid, h.s_pid, h.d_addr, h.s_off, h.s_slot_bytes, h.s_lk,
+           h.s_bound, h.s_slot IS NOT NULL AND NOT h.s_crosses AS one_slot
+    FROM desc_hold_ids h JOIN k USING (psidx, xfer, post_seq, pos)
+    WHERE h.s_first AND h.d_first
+), d AS (   -- with its source slot layer's latest write that happens-before the post (the
+    -- writes of those slot layers only: the ASOF join sorts no other); no checksum where
+    -- the source is not one slot layer (no layout covers it, or it runs past its slot)
+    SELECT h.*, CASE WHEN h.one_slot THEN w.checksum END AS ck
+    FROM h ASOF LEFT JOIN (SELECT lk, seq, checksum FROM writes WHERE lk IN (SELECT s_lk FROM h)) w
+        ON w.lk = h.s_lk AND h.s_bound >= w.seq
 )
 SELECT p.* EXCLUDE (a_sidx, b_sidx),
        n.agents[a.s_aid] AS a_src_agent, n.agents[b.s_aid] AS b_src_agent,
