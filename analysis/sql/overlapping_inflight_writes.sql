@@ -38,7 +38,7 @@ WITH w AS (
 SELECT CASE WHEN replica THEN 'warning' ELSE 'error' END AS severity, agent, a_request AS request, pool, layer,
        slot, slots, events, count, b_request AS other,
        CASE WHEN replica THEN
-           format('Transfers of request {} from {} wrote overlapping bytes of {} ({}) while both were in flight ({} descriptor pairs), and the trace holds no checksum of what they carried: identical replicas (e.g. metadata every TP rank sends) would be legal, different bytes race. Record checksummed writes of the source slots (pool {}) before the post to decide.',
+           format('Transfers of request {} from {} wrote overlapping bytes of {} ({}) while both were in flight ({} descriptor pairs), and the trace holds no checksum of what one or both carried: identical replicas (e.g. metadata every TP rank sends) would be legal, different bytes race. Record checksummed writes of the source slots (pool {}) before the post to decide.',
                   a_request, array_to_string(src_agents, ' and '), agent,
                   CASE WHEN slot IS NULL THEN format('0x{:x}', lo)
                        ELSE format('pool {} slot(s) {}', pool, array_to_string(slots[1:8], ',')) END,
