@@ -50,6 +50,9 @@ def _schema(table: str) -> pa.Schema:
     return pa.schema([pa.field("shard", pa.string())] + [pa.field(f.name, f.type) for f in SCHEMAS[table]])
 
 
+_FOREVER = 1 << 62   # a time past every event (a complete trace is analysed to its end)
+
+
 def _with_shard(shard: str, table: str, rows: pa.Table) -> pa.Table:
     """``rows`` of one stream with the shard column in front, as the live tables hold them."""
     rows = rows.add_column(0, "shard", pa.array([shard] * len(rows), pa.string()))
@@ -161,11 +164,17 @@ class LiveModel(TraceModel):
                                 "the whole trace is analysed")
 
     def _move_window(self) -> bool:
-        """Rebuild the live tables from what the window keeps, when it is due; True if it moved."""
+        """Let the live tables go of what the window no longer keeps, when it is due (a window
+        ending where the last cut's analysis ended); True if it moved."""
         w = self.window
         if w is None or not self.trace.shards or self._host_clock() is None:
             return False
-        now = self.now_ns()
+        # the window ends where the last cut's analysis ended, not now: a re-check slower than
+        # the window must not let rows go that it loaded past its frontier and never checked
+        upto = getattr(self, "_analysed_to", None)
+        if upto is None:
+            return False
+        now = min(self.now_ns(), upto)
         if not w.due(now):
             return False
         kept = w.advance(now)
@@ -227,6 +236,9 @@ class LiveModel(TraceModel):
         self.behind = False   # events past the frontier: a later refresh sees more, even if nothing is written
         complete = cut.is_complete(self.trace)
         limit = None if complete else self._frontier_limit()
+        # what this cut analyses, in time: all of a complete trace, else up to the frontier
+        # (None: clocks not comparable); the window never lets go of rows past it
+        self._analysed_to = _FOREVER if complete else self.frontier
         state, missing = cut.shard_state(self.trace)
         key = ([s.name for s in self.trace.shards], {n: sorted(k) for n, k in state.items()}, missing, limit,
                list(self.trace.notes))
