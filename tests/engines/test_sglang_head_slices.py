@@ -168,8 +168,8 @@ def test_recorded_head_slices_prefill_tp2_aux_replicas_only_warn():
 @pytest.mark.parametrize("tp", [("2", "1"), ("1", "2")], ids=["p2d1", "p1d2"])
 def test_vram_head_slices_legal_runs(tmp_path, sglang, tp):
     """Both hetero directions on VRAM: every head slice of every page lands where the
-    verifier expects it; kvtrace finds nothing in the KV pools (prefill TP 2 -> 1: only the
-    aux replica warnings, see aux_overlaps_only)."""
+    verifier expects it; kvtrace finds nothing (prefill TP 2 -> 1: the ranks' aux copies
+    carry equal recorded checksums, so they do not race)."""
     need_engines(SGLANG_NEW)
     run = record(tmp_path, SGL, HEADS + ["--memory", "vram", "--prefill-tp", tp[0], "--decode-tp", tp[1]],
                  hooks="sglang", sglang=sglang)
@@ -177,8 +177,9 @@ def test_vram_head_slices_legal_runs(tmp_path, sglang, tp):
     assert run.report["version"] == sglang and run.report["memory"] == "vram"
     assert run.report["misaddressed"] == [], run.report["misaddressed"][:4]
     res = check(run.trace)
-    got = aux_overlaps_only(res)
-    assert len(got) == (6 if tp == ("2", "1") else 0)
+    # the hooks hash the aux slot each rank sends (the same bytes on every rank here): equal
+    # checksums, no finding (the committed p2d1 trace, recorded before, gives the warnings)
+    assert aux_overlaps_only(res) == []
 
 
 @pytest.mark.skipif(has_cuda(), reason="a CUDA GPU is present")
