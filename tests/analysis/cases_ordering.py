@@ -251,6 +251,49 @@ def hetero_tp_token_slices(path, bug=True):
 
 
 @case
+def racing_writes_two_pools(path, bug=True):
+    """racing_writes where each posting also carries the request's aux slot (both rewritten
+    before the second posting, so the two carry different bytes): the race is one finding per
+    pool, each naming its own pool's slots (not kv's pages under aux)."""
+    b, p, d = pd(path, pools=(("kv", 2, 64, 8), ("aux", 1, 64, 4)))
+    handshake(p, d, "r1", [2, 3])
+    d.alloc("r1", "aux", [1])
+    p.alloc("r1", "kv", [4, 5])
+    p.write("r1", "kv", [4, 5])
+    p.alloc("r1", "aux", [0])
+    p.write("r1", "aux", [0])
+    kv, aux = p.pools["kv"], p.pools["aux"]
+    descs = [(kv.addr(L, s), d.pools["kv"].addr(L, u), 64) for L in range(2) for s, u in ((4, 2), (5, 3))]
+    descs.append((aux.addr(0, 0), d.pools["aux"].addr(0, 1), 64))
+    x1 = p.post("r1", d, descs=descs, msg=b"r1_a")
+    if not bug:
+        d.notif_recv(p, b"r1_a", request="r1")
+        p.done(x1, "r1")
+    p.write("r1", "kv", [4, 5], checksums=[0x5EC0, 0x5EC1])
+    p.write("r1", "aux", [0], checksums=[0x5EC2])
+    x2 = p.post("r1", d, descs=descs, msg=b"r1_b")
+    if bug:
+        d.notif_recv(p, b"r1_a", request="r1")
+        p.done(x1, "r1")
+    d.notif_recv(p, b"r1_b", request="r1")
+    p.done(x2, "r1")
+    d.read("r1", "kv", [2, 3])
+    for x in (x1, x2):
+        p.release(x, "r1")
+    p.free("r1", "kv", [4, 5])
+    p.free("r1", "aux", [0])
+    d.free("r1", "kv", [2, 3])
+    d.free("r1", "aux", [1])
+    b.close()
+    # the first posting's sources change under it too: inflight_src_overwritten, which still
+    # groups by request and names min(pool) (kv's slots 4, 5 listed under aux: the same
+    # reporting fault, left there)
+    return [("overlapping_inflight_writes", "decode", "r1", "kv", [2, 3]),
+            ("overlapping_inflight_writes", "decode", "r1", "aux", [1]),
+            ("inflight_src_overwritten", "prefill", "r1", "aux", [0, 4, 5])] if bug else []
+
+
+@case
 def hetero_tp_read_early(path, bug=True):
     """Heterogeneous TP: decode must see every rank's READ complete before it reads the
     block; the bug reads once the first rank's half is DONE."""

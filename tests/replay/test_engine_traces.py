@@ -65,7 +65,8 @@ def test_example_traces_are_committed():
 # What each committed trace must do under replay, as data: True = the replay verifier
 # finds corrupted pages.  "recorded"/"eager" replay the recorded data flow; "lazy" holds
 # writes back; "conflicts_fails" is a conflicts-scheduler seed that must corrupt (None:
-# no seed may, checked over CONFLICT_SEEDS).  A new trace under traces/ needs a row here.
+# no seed may, checked over CONFLICT_SEEDS; then pct seed 7 may not either, unless
+# "pct7_fails" says otherwise).  A new trace under traces/ needs a row here.
 EXPECT = {
     # clean: no schedule corrupts
     "engine-clean": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
@@ -79,13 +80,16 @@ EXPECT = {
     "engine-notify-first-handle": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0),
     "engine-uniform-slot-count": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0),
     # SGLang's head-sliced hetero TP recorded on a GPU (legal: the driver's verifier saw every
-    # head slice in place). Replay's verifier expects a decode page to equal one source page
-    # byte for byte, so each page assembled from per-token head slices (other slot sizes on
-    # each side) reads "mixed" and every read counts as corrupted: a replay false positive,
-    # pinned as it is until replay models head-sliced pages (kvtrace check is clean on the
-    # KV: tests/engines/test_sglang_head_slices.py)
-    "sglang-hetero-tp-heads-vram": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0),
-    "sglang-hetero-tp-heads-p2d1-vram": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0),
+    # head slice in place): each decode page is assembled from per-token head slices of one
+    # source page (other slot sizes on each side), verified slice by slice (replay/assembled.py).
+    # pct 7 moves prefill's post ahead of its KV write: the SGLang hooks record the write on the
+    # forward thread and the post on the transfer worker with nothing ordering the two (the
+    # handoff queue is not in the trace), so decode reads poison there — as on the whole-page
+    # SGLang traces of tests/replay/data; a missing happens-before edge, not head slices
+    "sglang-hetero-tp-heads-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None,
+                                        pct7_fails=True),
+    "sglang-hetero-tp-heads-p2d1-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None,
+                                             pct7_fails=True),
 }
 CONFLICT_SEEDS = range(30)
 
@@ -107,8 +111,9 @@ def test_committed_example_traces_replay_deterministically(path):
     assert {s: v.failed for s, v in got.items()} == {s: want[s] for s in got}, \
         {s: v.lines(g) for s, v in got.items()}
     seed = want["conflicts_fails"]
+    if "pct7_fails" in want or seed is None:
+        assert a.verdict.failed == want.get("pct7_fails", False), a.verdict.lines(g)
     if seed is None:
-        assert not a.verdict.failed, a.verdict.lines(g)
         assert not any(run_graph(g, make_scheduler("conflicts", s), make_executor()).verdict.failed
                        for s in CONFLICT_SEEDS)
     else:
