@@ -3,7 +3,8 @@ read-only interactive prompt with the views loaded.
 
 Views: events, descs, dlists, layouts (raw, each with a shard column) and the derived
 tables the checks use: xfers, sync_pairs, clocks, xfer_seen, slot_ev, holdings,
-desc_end, end_hold, reads, writes, dl_region, inflight_pairs.
+desc_end, end_hold, reads, writes, dl_region, inflight_pairs,
+inflight_writes (the overlapping in-flight writes with what each carries).
 
 examples:
   kvtrace sql run.kvtrace "select kind, count(*) from events group by 1 order by 2 desc"

@@ -29,6 +29,9 @@ Columns (as before, one row per pair):
   b_shard, b_xfer, b_side, b_request, b_post  -- the later-sorted end
   pool VARCHAR, layer INTEGER, slot BIGINT     -- where (from a's layout position)
   lo UBIGINT, hi UBIGINT                       -- overlapping byte range
+  a_pos, b_pos INTEGER                         -- each end's descriptor (its position in its
+                                               -- transfer: desc_hold_ids' pos), for readers
+                                               -- of what the end's descriptor carries
 """
 from __future__ import annotations
 
@@ -179,6 +182,7 @@ def pairs_table(ends: pa.Table, a: np.ndarray, b: np.ndarray, names: Names) -> p
         "pool": Names._take(names.pools, c("pid", ta), 1), "layer": c("layer", ta), "slot": c("slot", ta),
         "lo": pa.array(np.maximum(a_addr, b_addr), pa.uint64()),
         "hi": pa.array(np.minimum(a_addr + a_n, b_addr + b_n), pa.uint64()),
+        "a_pos": c("pos", ta), "b_pos": c("pos", tb),
     })
 
 

@@ -15,6 +15,7 @@ import cases_layout  # noqa: F401  (registers its scenarios)
 import cases_lifetime  # noqa: F401
 import cases_ordering  # noqa: F401
 import cases_answers  # noqa: F401  (issue 16: attribution, owner overwrite, layouts, liveness)
+import cases_replicas  # noqa: F401  (replicated writes: overlapping_inflight_writes by content)
 from cases_helpers import CASES, XFAIL, case, finish, handshake, pd, push
 
 __all__ = ["CASES", "XFAIL", "case", "finish", "handshake", "pd", "push"]

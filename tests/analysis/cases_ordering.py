@@ -69,7 +69,10 @@ def corrupt_read(path, bug=True):
 
 @case
 def racing_writes(path, bug=True):
-    """Two prefill transfers into the same decode pages are in flight at once."""
+    """Two prefill transfers into the same decode pages are in flight at once, carrying
+    different bytes: prefill recomputed the pages (a second write) and resends them while
+    the first copy is still in flight, so the stale copy may land last (and the first
+    transfer's source changes under it). Equal bytes would not race (aux_replicas_differ)."""
     b, p, d = pd(path)
     handshake(p, d, "r1", [2, 3])
     p.alloc("r1", "kv", [4, 5])
@@ -78,6 +81,7 @@ def racing_writes(path, bug=True):
     if not bug:
         d.notif_recv(p, b"r1_a", request="r1")
         p.done(x1, "r1")
+    p.write("r1", "kv", [4, 5], checksums=[0x5EC0, 0x5EC1])
     x2 = p.post("r1", d, src=("kv", [4, 5]), dst=("kv", [2, 3]), msg=b"r1_b")
     if bug:
         d.notif_recv(p, b"r1_a", request="r1")
@@ -90,7 +94,8 @@ def racing_writes(path, bug=True):
     p.free("r1", "kv", [4, 5])
     d.free("r1", "kv", [2, 3])
     b.close()
-    return [("overlapping_inflight_writes", "decode", "r1", "kv", [2, 3])] if bug else []
+    return [("overlapping_inflight_writes", "decode", "r1", "kv", [2, 3]),
+            ("inflight_src_overwritten", "prefill", "r1", "kv", [4, 5])] if bug else []
 
 
 @case
@@ -227,7 +232,7 @@ def hetero_tp_token_slices(path, bug=True):
         d.msg_send(p, f"r1/pages/{i}", request="r1")
         p.msg_recv(d, f"r1/pages/{i}", request="r1")
         p.alloc("r1", "kv", [4, 5])
-        p.write("r1", "kv", [4, 5])
+        p.write("r1", "kv", [4, 5], checksums=[0x4EAD0 + 2 * i, 0x4EAD1 + 2 * i])   # rank i's heads
         head = 0 if bug else 8 * i
         descs = [(p.pools["kv"].addr(L, s) + 8 * t, d.pools["kv"].addr(L, u) + 16 * t + head, 8)
                  for L in range(2) for s, u in ((4, 2), (5, 3)) for t in range(4)]
@@ -247,8 +252,9 @@ def hetero_tp_token_slices(path, bug=True):
 
 @case
 def racing_writes_two_pools(path, bug=True):
-    """racing_writes where each posting also carries the request's aux slot: the race is
-    one finding per pool, each naming its own pool's slots (not kv's pages under aux)."""
+    """racing_writes where each posting also carries the request's aux slot (both rewritten
+    before the second posting, so the two carry different bytes): the race is one finding per
+    pool, each naming its own pool's slots (not kv's pages under aux)."""
     b, p, d = pd(path, pools=(("kv", 2, 64, 8), ("aux", 1, 64, 4)))
     handshake(p, d, "r1", [2, 3])
     d.alloc("r1", "aux", [1])
@@ -263,6 +269,8 @@ def racing_writes_two_pools(path, bug=True):
     if not bug:
         d.notif_recv(p, b"r1_a", request="r1")
         p.done(x1, "r1")
+    p.write("r1", "kv", [4, 5], checksums=[0x5EC0, 0x5EC1])
+    p.write("r1", "aux", [0], checksums=[0x5EC2])
     x2 = p.post("r1", d, descs=descs, msg=b"r1_b")
     if bug:
         d.notif_recv(p, b"r1_a", request="r1")
@@ -277,8 +285,12 @@ def racing_writes_two_pools(path, bug=True):
     d.free("r1", "kv", [2, 3])
     d.free("r1", "aux", [1])
     b.close()
+    # the first posting's sources change under it too: inflight_src_overwritten, which still
+    # groups by request and names min(pool) (kv's slots 4, 5 listed under aux: the same
+    # reporting fault, left there)
     return [("overlapping_inflight_writes", "decode", "r1", "kv", [2, 3]),
-            ("overlapping_inflight_writes", "decode", "r1", "aux", [1])] if bug else []
+            ("overlapping_inflight_writes", "decode", "r1", "aux", [1]),
+            ("inflight_src_overwritten", "prefill", "r1", "aux", [0, 4, 5])] if bug else []
 
 
 @case

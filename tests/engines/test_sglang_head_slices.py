@@ -97,11 +97,13 @@ def test_dram_head_slices_refused_by_sglang(tmp_path, sglang):
 
 def aux_overlaps_only(res: dict) -> list[dict]:
     """The findings on a legal prefill TP 2 -> decode TP 1 run: every prefill rank sends the
-    request's aux (metadata, identical on every TP rank) into decode's one aux slot, and
-    overlapping_inflight_writes, which works on bytes alone, flags each pair (one finding
-    per request). The KV head slices themselves check clean."""
+    request's aux (metadata, identical on every TP rank) into decode's one aux slot, both in
+    flight. The hooks hash no aux, so nothing tells identical copies from different ones:
+    overlapping_inflight_writes keeps each pair of one request from two source agents as a
+    warning (replicas would be legal), never an error, one per request. The KV head slices
+    themselves check clean."""
     got = findings(res)
-    assert {(f["check"], f["pool"]) for f in got} <= {("overlapping_inflight_writes", "aux")}, got[:3]
+    assert {(f["check"], f["pool"], f["severity"]) for f in got} <= {("overlapping_inflight_writes", "aux", "warning")}, got[:3]
     return got
 
 
@@ -136,18 +138,22 @@ def test_recorded_head_slices_decode_tp2_check_clean():
     assert len({r["src_agent"] for r in per}) == 1 and per[0]["n"] == per[1]["n"]
 
 
-def test_recorded_head_slices_prefill_tp2_only_the_aux_false_positive():
+def test_recorded_head_slices_prefill_tp2_aux_replicas_only_warn():
     """Prefill TP 2 -> decode TP 1: each prefill rank writes its 2 heads of every token at
     their offset in decode's 4-head token; those KV descriptors never overlap and check
     clean. Both prefill ranks also send the request's aux (64 B, the same metadata on every
     TP rank) into decode's one aux slot, posted from two processes with nothing ordering
-    them: overlapping_inflight_writes works on bytes alone (the hooks hash no aux) and
-    reports each pair. That is a false positive on a legal run (the bytes are identical),
-    pinned here until kvtrace tells identical writes apart."""
+    them. Regression (bench/results/gpu-h200-sglang.txt, "False positive 1"): that was an
+    error on a legal run. The trace holds no checksum of aux (the hooks hash kv_data only),
+    so each pair is now a warning saying identical replicas would be legal and to record
+    checksummed writes of pool aux; check exits 0."""
     assert kvtrace("validate", P2D1).returncode == 0
-    res = check(P2D1)
+    p = kvtrace("check", P2D1, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
     got = aux_overlaps_only(res)
     assert sorted((f["request"], f["slots"]) for f in got) == [(str(1000 + i), [i]) for i in range(6)]
+    assert all("identical replicas" in f["message"] and "(pool aux)" in f["message"] for f in got)
     writers = sql(P2D1, "select dst_addr, count(distinct src_agent) k, count(*) n from descs where nbytes = 64 "
                         "group by all")
     assert len(writers) == 6 and {(w["k"], w["n"]) for w in writers} == {(2, 2)}
@@ -162,8 +168,8 @@ def test_recorded_head_slices_prefill_tp2_only_the_aux_false_positive():
 @pytest.mark.parametrize("tp", [("2", "1"), ("1", "2")], ids=["p2d1", "p1d2"])
 def test_vram_head_slices_legal_runs(tmp_path, sglang, tp):
     """Both hetero directions on VRAM: every head slice of every page lands where the
-    verifier expects it; kvtrace finds nothing in the KV pools (prefill TP 2 -> 1: only the
-    aux false positive, see aux_overlaps_only)."""
+    verifier expects it; kvtrace finds nothing (prefill TP 2 -> 1: the ranks' aux copies
+    carry equal recorded checksums, so they do not race)."""
     need_engines(SGLANG_NEW)
     run = record(tmp_path, SGL, HEADS + ["--memory", "vram", "--prefill-tp", tp[0], "--decode-tp", tp[1]],
                  hooks="sglang", sglang=sglang)
@@ -171,8 +177,9 @@ def test_vram_head_slices_legal_runs(tmp_path, sglang, tp):
     assert run.report["version"] == sglang and run.report["memory"] == "vram"
     assert run.report["misaddressed"] == [], run.report["misaddressed"][:4]
     res = check(run.trace)
-    got = aux_overlaps_only(res)
-    assert len(got) == (6 if tp == ("2", "1") else 0)
+    # the hooks hash the aux slot each rank sends (the same bytes on every rank here): equal
+    # checksums, no finding (the committed p2d1 trace, recorded before, gives the warnings)
+    assert aux_overlaps_only(res) == []
 
 
 @pytest.mark.skipif(has_cuda(), reason="a CUDA GPU is present")

@@ -14,6 +14,7 @@
 --   b_shard, b_xfer, b_side, b_request, b_post  -- the later-sorted end
 --   pool VARCHAR, layer INTEGER, slot BIGINT     -- where (from a's layout position)
 --   lo UBIGINT, hi UBIGINT                       -- overlapping byte range
+--   a_pos, b_pos INTEGER                         -- each end's descriptor position
 CREATE OR REPLACE TABLE inflight_pairs_ref AS
 WITH e AS (
     SELECT e.*, addr // 65536 AS bucket,
@@ -24,7 +25,8 @@ WITH e AS (
            a.post_seq AS a_post, a.psidx AS a_sidx,
            b.shard AS b_shard, b.xfer AS b_xfer, b.side AS b_side, b.request AS b_request,
            b.post_seq AS b_post, b.psidx AS b_sidx,
-           a.pool, a.layer, a.slot, greatest(a.addr, b.addr) AS lo, least(a.addr + a.nbytes, b.addr + b.nbytes) AS hi
+           a.pool, a.layer, a.slot, greatest(a.addr, b.addr) AS lo, least(a.addr + a.nbytes, b.addr + b.nbytes) AS hi,
+           a.pos AS a_pos, b.pos AS b_pos
     FROM (SELECT *, rn + unnest([1, 2, 3, 4]) AS nb FROM e) a
     JOIN e b ON a.agent = b.agent AND a.bucket = b.bucket AND b.rn = a.nb   -- equi-join: linear
     WHERE b.addr < a.addr + a.nbytes AND a.addr < b.addr + b.nbytes

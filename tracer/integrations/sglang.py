@@ -12,7 +12,8 @@ What each hook point says (rows in table.py):
 - ``NixlKVSender.send`` (prefill, before the chunk is queued): the chunk's pages are the
   request's next page ordinals (continuing across chunks) in every pool, and the
   producer has written them: checksums of each (pool, layer) slot (the events ordered
-  in send(), host memory hashed off its critical path: tracer/async_sums.py).
+  in send(), host memory hashed off its critical path: tracer/async_sums.py). On the
+  last chunk, the request's aux slot too (sent with it; page 0 of pool ``aux``).
 - ``NixlKVSender.clear``: prefill frees the request's pages.
 - ``NixlKVReceiver.send_metadata`` (decode): the destination pages (alloc in every
   pool) and the destination-pages control message (msg_send); ``TransferInfo.from_zmq``
@@ -166,11 +167,24 @@ def sender_init(_out, self, num_kv_indices=None, aux_index=None, *a, **kw) -> No
         self.__dict__["_kvtrace_held"]["aux"] = [int(aux_index)]
 
 
+def _last_chunk(sender, n: int) -> bool:
+    """Whether send() of ``n`` pages is the request's last chunk, read before send() moves
+    its index (SGLang's _prepare_send_indices: curr_idx + n == num_kv_indices)."""
+    cur, total = getattr(sender, "curr_idx", None), getattr(sender, "num_kv_indices", None)
+    return cur is not None and total is not None and int(cur) + n == int(total)
+
+
 def sender_send(self, kv_indices, *a, **kw) -> None:
     st, rec = _state(self.kv_mgr), default_recorder()
     if st is None or rec is None or kv_indices is None:
         return
     slots = np.asarray(kv_indices, dtype=np.int64).ravel()
+    aux = getattr(self, "aux_index", None)
+    if aux is not None and st.aux and _on("content") and _last_chunk(self, len(slots)):
+        # the aux slot goes out with the last chunk, filled by then (the scheduler's set_buf
+        # precedes send_kv_chunk(last_chunk=True)): its checksum tells the identical copies
+        # several TP ranks send into one decode slot from different ones (inflight_writes)
+        record_writes(rec, st.agent, _room(self), st.aux, [int(aux)], [0])
     if len(slots) == 0:
         return
     first = self.__dict__.get("_kvtrace_pages", 0)
