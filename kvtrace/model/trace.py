@@ -20,6 +20,7 @@ import os
 
 import pyarrow as pa
 
+from ..errors import TraceError
 from ..tracer.reader import Trace
 from .index import ensure_index, scan_paths
 from .registry import build_order, registry
@@ -133,10 +134,14 @@ class TraceModel:
     # ------------------------------------------------------------------ queries
     def query(self, sql: str, params: list | None = None) -> pa.Table:
         """Run SQL and return the result as an Arrow table (an empty one for statements)."""
-        if params:
-            return self.con.execute(sql, params).to_arrow_table()
-        rel = self.con.sql(sql)
-        return rel.to_arrow_table() if rel is not None else pa.table({})
+        import duckdb
+        try:
+            if params:
+                return self.con.execute(sql, params).to_arrow_table()
+            rel = self.con.sql(sql)
+            return rel.to_arrow_table() if rel is not None else pa.table({})
+        except duckdb.OutOfRangeException as e:
+            raise out_of_range(e) from e
 
     def execute(self, sql: str, params: list | None = None):
         """Run SQL and return the DuckDB cursor (for row-by-row or scalar use)."""
@@ -146,10 +151,14 @@ class TraceModel:
         """Run the named query ``queries/<name>.sql`` (parameters bind its ``?``s): its rows as
         an Arrow table, or with ``batches`` a pyarrow RecordBatchReader of batches of about
         that many rows (read them before the next query on the same cursor)."""
+        import duckdb
         con = cursor if cursor is not None else self.con
-        if batches:
-            return con.sql(query_sql(name), params=params or None).to_arrow_reader(batches)
-        return con.sql(query_sql(name), params=params or None).to_arrow_table()
+        try:
+            if batches:
+                return con.sql(query_sql(name), params=params or None).to_arrow_reader(batches)
+            return con.sql(query_sql(name), params=params or None).to_arrow_table()
+        except duckdb.OutOfRangeException as e:
+            raise out_of_range(e) from e
 
     def cursor(self):
         """A new DuckDB cursor over the same database (one per thread)."""
@@ -266,9 +275,14 @@ class TraceModel:
         """Past the memory share, a SQL table is written straight from its query to its
         saved file (persist.Store.write) instead of being built in memory and moved out
         (``runs``: the parameters of each piece, see _piece_params)."""
+        import duckdb
+
         from .registry import table_query
         query = table_query(d)
-        return query is not None and store.write(self.con, d.name, query, runs)
+        try:
+            return query is not None and store.write(self.con, d.name, query, runs)
+        except duckdb.OutOfRangeException as e:
+            raise out_of_range(e) from e
 
     def create_sql(self, d, con=None) -> None:
         """Create SQL object ``d`` through ``con`` (default: the model's connection; a
@@ -302,15 +316,19 @@ class TraceModel:
     def _create_sql(self, d, runs: list | None, con=None) -> None:
         """Create SQL object ``d`` in the database: its statement, then (a table built in
         pieces) each further piece's rows inserted."""
+        import duckdb
         con = con if con is not None else self.con
-        if runs is None:
-            con.execute(d.sql)
-            return
-        from .registry import table_query
-        con.execute(d.sql, runs[0])
-        insert = f'INSERT INTO "{d.name}" ' + table_query(d)   # a registry name and its own SQL, never input
-        for p in runs[1:]:
-            con.execute(insert, p)
+        try:
+            if runs is None:
+                con.execute(d.sql)
+                return
+            from .registry import table_query
+            con.execute(d.sql, runs[0])
+            insert = f'INSERT INTO "{d.name}" ' + table_query(d)   # a registry name and its own SQL, never input
+            for p in runs[1:]:
+                con.execute(insert, p)
+        except duckdb.OutOfRangeException as e:
+            raise out_of_range(e) from e
 
     def save_derived(self) -> None:
         """Write the derived tables built since the last call beside the index, for the
@@ -452,3 +470,11 @@ class TraceModel:
 
     def __exit__(self, *exc) -> None:
         self.close(save=exc[0] is None)   # leaving on an error: no time spent saving
+
+
+def out_of_range(e: Exception) -> TraceError:
+    """A value of the trace the analysis cannot compute with (a trace is untrusted input):
+    the domain error the CLI prints in one line."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return TraceError(f"the trace holds a value out of range for the analysis ({first}): e.g. a descriptor or "
+                      "region whose address plus length passes 2^64; `kvtrace validate` checks the trace's rows")
