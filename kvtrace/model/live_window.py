@@ -17,8 +17,8 @@ keep live, so a request is kept with both its ends or with neither, as the ring'
 do through the session directory.
 
 The stores see every row the watcher loads (their bookkeeping is what the ring records
-with), but evict only every half window: the live tables are then rebuilt from what the
-stores kept, so between evictions a re-check only appends.
+with), but evict only every half window, all at one start and cut: the live tables then
+delete what the window let go, so between evictions a re-check only appends.
 
 A window needs the shards' clocks to be comparable with each other and with now (this
 host's monotonic clock, ``shard.json`` ``clock``, as the live frontier does): with other
