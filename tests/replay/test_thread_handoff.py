@@ -1,7 +1,7 @@
 """A write on one thread and the post of the same cells on another (SGLang: the scheduler
 thread writes KV in sender.send(), the transfer worker posts it; the FastQueue hand-off is
 not in the trace). Replay keeps their recorded order, as the analysis does: a post counts
-as touching its local cells (graph.py ``_keep_recorded_order``), so no schedule runs a
+as touching its local cells (graph.py ``recorded_order_waits``), so no schedule runs a
 post recorded after its source write ahead of it — and a post recorded before its write
 (the bug) is still found. Only the post is ordered: a write racing the bytes in flight
 still corrupts. As data: scenario (conftest.py) -> what replay finds."""
