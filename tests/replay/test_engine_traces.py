@@ -87,6 +87,7 @@ EXPECT = {
     # the write (test_thread_handoff.py), so pct 7 no longer reads never-written poison
     "sglang-hetero-tp-heads-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
     "sglang-hetero-tp-heads-p2d1-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
+    "sglang-hetero-tp-heads-p2d1-aux-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
 }
 # SGLang's own NIXL connector on CPU (tests/replay/data; bf16 index-K sized by bytes, see
 # test_whatif.py): 0.5.21 misaddresses index-K under every schedule. 0.5.23 is clean for
