@@ -198,6 +198,20 @@ step_pausedab() {
   rm -rf $T/pw*.kvtrace   # big; the numbers are in the reports
 }
 
+# the method's own spread (A/A: --paused-waves on unrecorded runs, where nothing is paused)
+# beside the ring without page checksums, paused whole, tap only and hooks only
+step_pausedaa() {
+  local big="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    run aa$r-plain 0.5.21 - --memory vram $big --paused-waves
+    REC_ARGS="--ring 30s" run aa$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big --paused-waves
+  done
+  REC_ARGS="--ring 30s" run aa-ring-no-sums-tap 0.5.21 sglang:-content --memory vram $big --paused-waves tap
+  REC_ARGS="--ring 30s" run aa-ring-no-sums-hooks 0.5.21 sglang:-content --memory vram $big --paused-waves hooks
+  for f in $T/aa*.json.prefill; do python3 "$ROOT/bench/paused_waves.py" $f; done
+  rm -rf $T/aa*.kvtrace
+}
+
 # NIXL VRAM throughput through SGLang's connector: bigger pages, unrecorded and recorded,
 # with the DRAM twin of each in the same call
 step_thru() {
