@@ -40,6 +40,14 @@ if [ -d "$PACK/old" ]; then
   for f in "$PACK"/old/kvtrace/*; do ln -s "$f" /tmp/kvpkg-old/kvtrace/; done
   for d in tracer replay analysis tui kernels; do ln -s "$PACK/old/$d" /tmp/kvpkg-old/kvtrace/$d; done
 fi
+# the C extensions (the recorder's per-event methods and the NIXL tap's per-posting calls, and
+# kvh64), built for this Python as `pip install` builds them; without them kvtrace records
+# through its Python fallbacks (same rows, slower: not what a deployment runs)
+EXT=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+INC=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+for c in tracer/_rows kernels/_kvh64; do
+  gcc -O3 -shared -fPIC -I"$INC" "$ROOT/$c.c" -o "$ROOT/$c$EXT" || echo "could not build $c.c: Python fallback"
+done
 BASE=/tmp/kvpkg:/tmp/site:$PACK/standins
 pp() { local b=$BASE; [ "${KV:-new}" = old ] && b=/tmp/kvpkg-old:/tmp/site:$PACK/standins
        [ "$1" = 0.5.23 ] && echo /tmp/sgl23:$b || echo /tmp/sgl21:$b; }
