@@ -285,12 +285,12 @@ def racing_writes_two_pools(path, bug=True):
     d.free("r1", "kv", [2, 3])
     d.free("r1", "aux", [1])
     b.close()
-    # the first posting's sources change under it too: inflight_src_overwritten, which still
-    # groups by request and names min(pool) (kv's slots 4, 5 listed under aux: the same
-    # reporting fault, left there)
+    # the first posting's sources change under it too: inflight_src_overwritten, one finding
+    # per pool as well
     return [("overlapping_inflight_writes", "decode", "r1", "kv", [2, 3]),
             ("overlapping_inflight_writes", "decode", "r1", "aux", [1]),
-            ("inflight_src_overwritten", "prefill", "r1", "aux", [0, 4, 5])] if bug else []
+            ("inflight_src_overwritten", "prefill", "r1", "kv", [4, 5]),
+            ("inflight_src_overwritten", "prefill", "r1", "aux", [0])] if bug else []
 
 
 @case
