@@ -83,3 +83,10 @@ def test_stale_bytes_of_an_overwritten_page_found_across_ranks(tmp_path):
     _, expected, found, _ = run_case(tmp_path, "legal_overwrite_from_another_rank", True)
     assert _sorted(_key(f) for f in found) == _sorted((c, a, r, p, sorted(s)) for c, a, r, p, s in expected), \
         [f.message for f in found]
+
+
+def test_reuse_names_every_new_owner(tmp_path):
+    """slot_reuse_before_read named one new owner (arg_min) for slots handed to several."""
+    _, _, found, _ = run_case(tmp_path, "reuse_before_read_two_pools", True)
+    (kv,) = [f for f in found if f.check == "slot_reuse_before_read" and f.pool == "kv"]
+    assert "reallocated (handed to r2, r3)" in kv.message, kv.message
