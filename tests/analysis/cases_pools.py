@@ -8,6 +8,8 @@ Slots are chosen so each pool's lowest slot differs: prefill kv 4,5 and aux 0; d
 2,3 and aux 1."""
 from __future__ import annotations
 
+from kvtrace.tracer.builder import TraceBuilder
+
 from cases_helpers import case, pd
 
 POOLS = (("kv", 2, 64, 8), ("aux", 1, 64, 4))
@@ -222,3 +224,48 @@ def abort_free_and_other_pool_mismatch(path, bug=True):
     b.close()
     return [("write_after_free", "decode", "r1", "kv", [2, 3]),
             ("checksum_mismatch", "decode", "r2", "aux", [2])] if bug else []
+
+
+@case
+def waiting_on_two_ranks_two_pools(path, bug=True):
+    """Heterogeneous TP: decode's r1 pages (kv 2, 3 and aux 1) are filled by two prefill
+    ranks, each writing one kv page and rank 1 the aux slot (rank 0 has no aux pool); both see DONE, but no
+    notification reaches decode, which holds the pages at trace end. One request_waiting
+    per pool, each naming both ranks (it was one finding under pool aux with kv's slots,
+    naming one rank, any_value, with the other rank's transfer ids under it)."""
+    b = TraceBuilder(path)
+    d = b.agent("decode")
+    ranks = [b.agent("prefill0"), b.agent("prefill1")]
+    for side in [d] + ranks:
+        for name, layers, slot_bytes, num_slots in POOLS:
+            if not (side is ranks[0] and name == "aux"):   # rank 0 sends no aux (buffer_class_not_sent)
+                side.pool(name, layers=layers, slot_bytes=slot_bytes, num_slots=num_slots)
+    d.req_start("r1")
+    for pool, slots in DST.items():
+        d.alloc("r1", pool, slots)
+    xs = []
+    for i, p in enumerate(ranks):
+        d.msg_send(p, f"r1/pages/{i}", request="r1")
+        p.msg_recv(d, f"r1/pages/{i}", request="r1")
+        p.alloc("r1", "kv", [4], pages=[i])   # rank i fills page i
+        p.write("r1", "kv", [4])
+        descs = [(p.pools["kv"].addr(L, 4), d.pools["kv"].addr(L, DST["kv"][i]), 64) for L in range(2)]
+        if i == 1:
+            p.alloc("r1", "aux", [0])
+            p.write("r1", "aux", [0])
+            descs.append((p.pools["aux"].addr(0, 0), d.pools["aux"].addr(0, 1), 64))
+        xs.append(p.post("r1", d, descs=descs, msg=f"r1_kv_{i}".encode()))
+    for i, (p, x) in enumerate(zip(ranks, xs)):
+        p.done(x, "r1")
+        p.release(x, "r1")
+        p.free("r1", "kv", [4])
+        if i == 1:
+            p.free("r1", "aux", [0])
+        if not bug:
+            d.notif_recv(p, f"r1_kv_{i}".encode(), request="r1")
+    if not bug:
+        _read(d)
+        _free(d, DST)
+        d.req_done("r1")
+    b.close()
+    return _both("request_waiting", "decode", DST) if bug else []

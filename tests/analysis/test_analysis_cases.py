@@ -90,3 +90,14 @@ def test_reuse_names_every_new_owner(tmp_path):
     _, _, found, _ = run_case(tmp_path, "reuse_before_read_two_pools", True)
     (kv,) = [f for f in found if f.check == "slot_reuse_before_read" and f.pool == "kv"]
     assert "reallocated (handed to r2, r3)" in kv.message, kv.message
+
+
+def test_waiting_names_every_rank(tmp_path):
+    """request_waiting named one initiator (any_value) for transfers of two prefill ranks,
+    and the first post's seq under whichever rank's shard it picked."""
+    path, _, found, _ = run_case(tmp_path, "waiting_on_two_ranks_two_pools", True)
+    assert {f.check for f in found} == {"request_waiting"}
+    for f in found:
+        assert f.extra["peers"] == ["prefill0", "prefill1"] and f.extra["peer"] == "prefill0", f.extra
+        for i in (0, 1):
+            assert f" from prefill{i}: prefill{i} posted them at prefill{i}:" in f.message, f.message
