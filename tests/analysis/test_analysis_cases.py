@@ -101,3 +101,11 @@ def test_waiting_names_every_rank(tmp_path):
         assert f.extra["peers"] == ["prefill0", "prefill1"] and f.extra["peer"] == "prefill0", f.extra
         for i in (0, 1):
             assert f" from prefill{i}: prefill{i} posted them at prefill{i}:" in f.message, f.message
+
+
+def test_overwrite_names_every_page_and_transfer(tmp_path):
+    """owner_overwrites_delivered named one page and one transfer (arg_min on the write's
+    seq, which every page of one write event shares) for a write over two received pages."""
+    _, _, found, _ = run_case(tmp_path, "mtp_pad_overwrites_two_pages", True)
+    (f,) = found
+    assert "(slots 5,6, pages 0,1) over the bytes transfers x0,x1 delivered" in f.message, f.message
