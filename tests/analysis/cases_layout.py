@@ -26,8 +26,19 @@ def _dl_addrs(side, pools, idx_list):
 @case
 def uniform_slot_count(path, bug=True):
     """The uniform-slot-count bug: prepped indices layer * M + page with kv's M for index_k too."""
-    b, p, d = pd(path, pools=(("kv", 2, 64, 8), ("index_k", 2, 128, 16)))
-    pools = ("kv", "index_k")
+    return _uniform_slot_count(path, bug, (("kv", 2, 64, 8), ("index_k", 2, 128, 16)))
+
+
+@case
+def uniform_slot_count_shared_count(path, bug=True):
+    """uniform_slot_count with a third pool (v) of kv's slot count in the list: the stride
+    is both pools' count, and the finding names both (it named one, any_value)."""
+    return _uniform_slot_count(path, bug, (("kv", 2, 64, 8), ("v", 2, 64, 8), ("index_k", 2, 128, 16)))
+
+
+def _uniform_slot_count(path, bug, spec):
+    b, p, d = pd(path, pools=spec)
+    pools = tuple(n for n, *_ in spec)
     src_dl = p.prep_dlist(pools)
     dst_dl = p.prep_dlist(pools, remote=d)
     src_slots, dst_slots = [1, 2], [3, 5]
@@ -40,8 +51,9 @@ def uniform_slot_count(path, bug=True):
         p.write("r1", pool, src_slots)
     sidx, didx, nbytes = [], [], []
     for g, (pool, layer) in enumerate([(n, L) for n in pools for L in range(2)]):
-        m = 8 if bug else (8 if pool == "kv" else 16)
-        base = g * 8 if bug else (0 if pool == "kv" else 16) + layer * m
+        m = 8 if bug else p.pools[pool].num_slots
+        starts = {n: sum(q.layers * q.num_slots for q in list(p.pools.values())[:i]) for i, n in enumerate(pools)}
+        base = g * 8 if bug else starts[pool] + layer * m
         for s, t in zip(src_slots, dst_slots):
             sidx.append(base + s)
             didx.append(base + t)

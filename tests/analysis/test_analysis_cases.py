@@ -109,3 +109,12 @@ def test_overwrite_names_every_page_and_transfer(tmp_path):
     _, _, found, _ = run_case(tmp_path, "mtp_pad_overwrites_two_pages", True)
     (f,) = found
     assert "(slots 5,6, pages 0,1) over the bytes transfers x0,x1 delivered" in f.message, f.message
+
+
+def test_uniform_slot_count_names_every_pool_of_the_stride(tmp_path):
+    """Two pools of the list (kv, v) have the stride's slot count: both are named (fit's
+    any_value named one), and the stride and its pool come from one candidate."""
+    _, _, found, _ = run_case(tmp_path, "uniform_slot_count_shared_count", True)
+    (f,) = found
+    assert f.extra["stride"] == 8 and f.extra["stride_pool"] == "kv/v" and f.extra["pool_slots"] == 16
+    assert "pool kv/v's slot count (M=8) applied to pool index_k (M=16)" in f.message, f.message
