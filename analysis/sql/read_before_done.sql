@@ -41,7 +41,8 @@ WITH run_t AS (  -- further slots of destination ends spanning a run of slots (g
     WHERE NOT r.seq <= t.bound AND NOT coalesce(t.seen_seq <= r.seq, false)
 ), rg AS MATERIALIZED (  -- per read slot layer and delivered byte range: is a transfer of it observed
     SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, t.lo, t.hi,
-           min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
+           -- the first post and its own shard (replicas from several ranks share a range)
+           min(t.post_seq) AS post_seq, arg_min(t.x_shard, t.post_seq) AS x_shard,
            bool_or(coalesce(t.seen_seq <= r.seq, false)) AS obs
     FROM reads r SEMI JOIN cand USING (sidx, seq, lk) JOIN t USING (lk, request, alloc_seq)
     WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data

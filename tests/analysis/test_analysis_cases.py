@@ -118,3 +118,13 @@ def test_uniform_slot_count_names_every_pool_of_the_stride(tmp_path):
     (f,) = found
     assert f.extra["stride"] == 8 and f.extra["stride_pool"] == "kv/v" and f.extra["pool_slots"] == 16
     assert "pool kv/v's slot count (M=8) applied to pool index_k (M=16)" in f.message, f.message
+
+
+def test_read_before_done_names_a_post(tmp_path):
+    """The first event of read_before_done is a post: shard and seq of one transfer."""
+    path, _, found, _ = run_case(tmp_path, "replicas_read_early", True)
+    (f,) = found
+    with TraceSession(str(path)) as s:
+        kinds = s.query("SELECT shard, seq, kind FROM events").to_pylist()
+    kind = {(r["shard"], r["seq"]): r["kind"] for r in kinds}
+    assert kind[f.events[0]] == "xfer_post", (f.events, kind)
