@@ -1,8 +1,9 @@
 """Re-execute a trace's transfers under a seeded schedule and verify every read.
 
-Program events keep their recorded order per thread and their recorded slots; each
-transfer's bytes move at a point the scheduler picks between its post and its first
-completion observation. The executed schedule prints as a string; --schedule STRING
+Program events keep their recorded order per thread and their recorded slots (and,
+across the threads of one process, wherever two touch the same slot: a write, a read,
+or the post of a transfer reading or filling it); each transfer's bytes move at a point
+the scheduler picks between its post and its first completion observation. The executed schedule prints as a string; --schedule STRING
 replays it exactly.
 
 schedulers: recorded (post + measured duration), eager (at post), lazy (latest legal

@@ -9,7 +9,12 @@ observations (``xfer_done``/``xfer_error`` on the initiator, the paired ``notif_
 on the target). Cross-shard waits are the trace model's send → receive pairs
 (``kvtrace.model``: post/notif_send → notif_recv, msg_send → msg_recv).
 Events of one shard on different threads that touch the same cell keep their recorded
-order too (the engine's own locking is not in the trace). Descriptor ends in layout slots,
+order too (the engine's own locking and hand-offs are not in the trace; the analysis
+orders a whole process by seq): a write or read touches its slots, an ``xfer_post`` its
+local cells (its descriptor ends in memory of the posting shard's agents: what a WRITE
+reads, what a READ fills), so a post handed to another thread after its source write
+never runs first; its moves stay free to race later writes (``recorded_order_waits``;
+a what-if that changes what ops touch re-derives them). Descriptor ends in layout slots,
 within one slot or spanning a run of them, are the model's (``desc_end``); the
 registered and prepared-list ranges too (``mem_ranges``); replay cuts cells of what no
 layout without a K/V part covers itself.
@@ -58,6 +63,7 @@ class Graph:
     layouts_tables: dict
     notes: list[str]
     requests: list[str]
+    order_waits: list[list[int]]    # the part of waits that is recorded_order_waits (a what-if re-derives it)
 
     @property
     def n_ops(self) -> int:
@@ -146,7 +152,6 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
     extent: list = [None] * n
     tokens: dict[tuple, int] = {}
     owner_page: dict[tuple, int] = {}
-    last_touch: dict[int, int] = {}
     missing_layout = set()
     for op in range(n):
         k = col["kind"][op]
@@ -165,17 +170,14 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
             pg = col["pages"][op]
             pages[op] = list(pg) if pg else [owner_page.get((a, pool, s)) for s in slots]
             extent[op] = _extents(layouts.get((a, pool, layer)), tokens.get((a, col["request"][op])), pages[op])
-            for c in cells[op]:
-                prev = last_touch.get(c)
-                if prev is not None and thread_of[prev] != thread_of[op] and col["shard"][prev] == col["shard"][op]:
-                    waits[op].append(prev)
-                if c is not None:
-                    last_touch[c] = op
     for m in sorted(missing_layout, key=str):
         notes.append(f"no layout for {m[0]} pool {m[1]} layer {m[2]}: its writes/reads are not replayed")
 
     xfers, move_xfer, move_pieces = transfers(col, n, descs_by, mem, chunks, fault, waits, notes,
                                               pairs, op_of, ends)
+    order_waits = recorded_order_waits(col, thread_of, cells, xfers, move_pieces, mem)
+    for op, w in enumerate(order_waits):
+        waits[op].extend(w)
     big = max(mem.cells, key=lambda c: c.size, default=None)
     if big is not None and big.size > REPLAY_MAX_CELL_BYTES:   # replay holds each touched slot's bytes
         raise TraceError(f"{big.label()} is {big.size} bytes: replay holds every slot it touches in memory, "
@@ -185,7 +187,40 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
                  xfers, move_xfer, move_pieces, mem, layouts,
                  {s.name: s.streams["descs"].table for s in tr.shards},
                  {s.name: s.streams["dlists"].table for s in tr.shards},
-                 {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests)
+                 {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests, order_waits)
+
+
+def recorded_order_waits(col, thread_of, cells, xfers, move_pieces, mem) -> list[list[int]]:
+    """Per program op, what it waits for because events of one shard on different threads
+    that touch the same cell keep their recorded order: the last earlier such touch of
+    each of its cells (the engine's own locking and hand-offs are not in the trace; the
+    analysis orders a whole process by seq). A write or read touches its slots; an
+    ``xfer_post`` touches its local cells, the descriptor ends in memory of an agent of
+    the posting shard (what a WRITE reads, what a READ fills): the post waits for the
+    write that filled its source on another thread, and a later touch on another thread
+    waits for the post. Only the post is ordered, never its moves, so a later write still
+    races the bytes in flight."""
+    n = len(cells)
+    agents: dict[str, set] = collections.defaultdict(set)
+    for sh, a in zip(col["shard"], col["agent"]):
+        agents[sh].add(a)
+    touched = list(cells)
+    for t in xfers:
+        local = agents[t.shard]
+        touched[t.post] = list(dict.fromkeys(
+            c for m in t.chunks for sc, _, dc, _, _ in move_pieces[m - n] for c in (sc, dc)
+            if mem.cells[c].agent in local))
+    shard = col["shard"]
+    waits: list[list[int]] = [[] for _ in range(n)]
+    last_touch: dict[int, int] = {}
+    for op, cs in enumerate(touched):
+        for c in cs or ():
+            prev = last_touch.get(c)
+            if prev is not None and thread_of[prev] != thread_of[op] and shard[prev] == shard[op]:
+                waits[op].append(prev)
+            if c is not None:
+                last_touch[c] = op
+    return waits
 
 
 def _model_facts(tr):

@@ -4,7 +4,9 @@ A what-if never changes the loaded graph; it describes changes on an ``Edit`` an
 ``build()`` returns a new graph with the same operation ids (the recorded events and
 the moves of every transfer), so a schedule of the recorded program can be followed in
 the fixed one. What can change is what the fix changes in a real program: what an
-operation waits for, which memory it touches, which bytes a transfer moves.
+operation waits for, which memory it touches, which bytes a transfer moves (where the
+threads of a process then touch the same cells, the fixed graph keeps their recorded
+order as loading does: graph.py ``recorded_order_waits``).
 
     def my_fix(edit, args):                       # --what-if my_module:my_fix[:ARGS]
         g = edit.graph                            # the recorded program (read-only)
@@ -18,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+from ..graph import recorded_order_waits
 from ..hb import HappensBefore
 
 
@@ -115,5 +118,17 @@ class Edit:
         if self._new_cells:
             mem = copy.copy(g.mem)
             mem.cells = list(g.mem.cells) + self._new_cells
+        order = g.order_waits
+        if self._cells or self._pieces or self._transfers:
+            # threads keep their recorded order where they touch the same cell: re-derived
+            # from what the fixed program touches (edits to the waits themselves stay)
+            order = recorded_order_waits(g.col, g.thread_of, cells, transfers, pieces, mem)
+            for op, (old, new) in enumerate(zip(g.order_waits, order)):
+                if old != new:
+                    w = list(waits[op])
+                    for x in old:
+                        if x in w:
+                            w.remove(x)
+                    waits[op] = w + new
         return dataclasses.replace(g, waits=waits, cells=cells, move_pieces=pieces, transfers=transfers,
-                                   mem=mem, notes=list(g.notes))
+                                   mem=mem, notes=list(g.notes), order_waits=order)

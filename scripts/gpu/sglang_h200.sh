@@ -9,6 +9,7 @@
 #   ROUNDS=2 bash .gpu/sglang_h200.sh ring  # the flight recorder's cost on VRAM, interleaved arms
 #   bash .gpu/sglang_h200.sh ringab         # the same, this kvtrace vs .gpu/old/'s (another checkout)
 #   REQ=384 ROUNDS=4 bash .gpu/sglang_h200.sh abthru   # ring without checksums vs none vs .gpu/old, longer transfer phase
+#   REQ=768 bash .gpu/sglang_h200.sh pausedab   # recorded vs unrecorded waves inside one run (--paused-waves)
 # The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
 # 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
 # and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
@@ -178,6 +179,39 @@ step_abthru() {
   done
 }
 
+# recording's cost on VRAM throughput as an in-process A/B: every odd wave of one run unrecorded
+# (sglang_pd.py --paused-waves), so both arms share the processes, NIXL agents and buffers;
+# bench/paused_waves.py compares each unrecorded wave with its recorded neighbours. Arms:
+# --ring 30s without and with page checksums, file recording without them; one unrecorded
+# run of the same workload for the absolute figure.
+step_pausedab() {
+  local big="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
+  run pw-plain 0.5.21 - --memory vram $big
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    REC_ARGS="--ring 30s" run pw$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big --paused-waves
+  done
+  REC_ARGS="--ring 30s" run pw-ring 0.5.21 sglang --memory vram $big --paused-waves
+  run pw-file-no-sums 0.5.21 sglang:-content --memory vram $big --paused-waves
+  python3 "$ROOT/bench/paused_waves.py" $T/pw*-ring-no-sums.json.prefill
+  python3 "$ROOT/bench/paused_waves.py" $T/pw-ring.json.prefill
+  python3 "$ROOT/bench/paused_waves.py" $T/pw-file-no-sums.json.prefill
+  rm -rf $T/pw*.kvtrace   # big; the numbers are in the reports
+}
+
+# the method's own spread (A/A: --paused-waves on unrecorded runs, where nothing is paused)
+# beside the ring without page checksums, paused whole, tap only and hooks only
+step_pausedaa() {
+  local big="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    run aa$r-plain 0.5.21 - --memory vram $big --paused-waves
+    REC_ARGS="--ring 30s" run aa$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big --paused-waves
+  done
+  REC_ARGS="--ring 30s" run aa-ring-no-sums-tap 0.5.21 sglang:-content --memory vram $big --paused-waves tap
+  REC_ARGS="--ring 30s" run aa-ring-no-sums-hooks 0.5.21 sglang:-content --memory vram $big --paused-waves hooks
+  for f in $T/aa*.json.prefill; do python3 "$ROOT/bench/paused_waves.py" $f; done
+  rm -rf $T/aa*.kvtrace
+}
+
 # NIXL VRAM throughput through SGLang's connector: bigger pages, unrecorded and recorded,
 # with the DRAM twin of each in the same call
 step_thru() {
@@ -202,6 +236,6 @@ EOF
 for s in "$@"; do
   echo "=== step $s ($(date -u +%T))"
   "step_$s" 2>&1 | tee "$OUT/$s.txt"
+  (cd /tmp && tar czf "$OUT/traces.tgz" traces)   # after each step: a later step's timeout keeps them
 done
-(cd /tmp && tar czf "$OUT/traces.tgz" traces)
 echo "=== done ($(date -u +%T)), traces.tgz $(du -h "$OUT/traces.tgz" | cut -f1)"

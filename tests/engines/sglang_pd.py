@@ -314,7 +314,11 @@ def run_prefill(a) -> int:
     # per wave too: the first wave also pays one-time costs (kernel compilation, connections)
     timing = {"latency_s": [], "busy_s": 0.0, "bytes": 0, "wave_busy_s": [], "wave_bytes": []}
     cpu0 = time.process_time()   # this process's CPU (all threads) over the waves: start-up left out
-    for wave in waves(workload(a), a.wave):
+    timing["wave_recorded"] = []
+    for w, wave in enumerate(waves(workload(a), a.wave)):
+        if a.paused_waves:
+            set_recording(mgr, w % 2 == 0, a.paused_waves)
+        timing["wave_recorded"].append(not a.paused_waves or w % 2 == 0)
         senders, pages = {}, {}
         for r in wave:
             senders[r["room"]] = call_kw(NixlKVSender, mgr=mgr, bootstrap_addr=addr, bootstrap_room=r["room"],
@@ -383,7 +387,9 @@ def run_decode(a) -> int:
     report = {"version": sglang_version(), "memory": a.memory, "geometry": geom, "requests": [],
               "misaddressed": []}
     cpu0 = time.process_time()   # this process's CPU (all threads) over the waves: start-up left out
-    for wave in waves(workload(a), a.wave):
+    for w, wave in enumerate(waves(workload(a), a.wave)):
+        if a.paused_waves:   # the same waves as prefill's
+            set_recording(mgr, w % 2 == 0, a.paused_waves)
         recvs, pages = {}, {}
         for r in wave:
             rv = recvs[r["room"]] = call_kw(NixlKVReceiver, mgr=mgr, bootstrap_addr=addr,
@@ -496,6 +502,26 @@ def merge_decode_reports(path: str, tp: int) -> None:
         json.dump(merged, f)
 
 
+def set_recording(mgr, on: bool, parts: str = "all") -> None:
+    """--paused-waves: switch this process's recording off (``on`` False) or back on between
+    waves, an A/B of what recording costs inside one process (same NIXL agents, connections
+    and buffers, so none of the run-to-run spread of two processes): kvtrace's NIXL tap is
+    taken out of SGLang's agent (its binding called directly, as unrecorded) and the
+    connector hooks see no recorder. Left in place: the hook wrappers' own call and the
+    recorder's idle flush thread, so a paused wave costs a little more than an unrecorded
+    run (the A/B understates recording's cost by that much)."""
+    from kvtrace.tracer.integrations import sglang as hooks
+    agent = mgr.agent
+    tap = mgr.__dict__.setdefault("_kvtrace_tap", agent.agent)
+    if not hasattr(tap, "_inner"):
+        return   # not recorded: nothing to pause
+    orig = mgr.__dict__.setdefault("_kvtrace_default_recorder", hooks.default_recorder)
+    if parts in ("all", "tap"):
+        agent.agent = tap if on else tap._inner
+    if parts in ("all", "hooks"):
+        hooks.default_recorder = orig if on else (lambda: None)
+
+
 def waves(reqs, n):
     return [reqs[i:i + n] for i in range(0, len(reqs), n)]
 
@@ -531,6 +557,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", type=int, default=0, help="the GPU of VRAM pools")
     p.add_argument("--ring-trigger", metavar="REASON",
                    help="decode, after its verifier: kvtrace.tracer.ring.trigger(REASON) (under --ring)")
+    p.add_argument("--paused-waves", nargs="?", const="all", choices=("all", "tap", "hooks"),
+                   help="under kvtrace record: every odd wave unrecorded in both processes (an in-process "
+                        "A/B of recording's cost; the report's timing.wave_recorded says which); tap / hooks: "
+                        "pause only kvtrace's NIXL tap or only the connector hooks")
     p.add_argument("--linger", type=float, default=0.0, help="seconds each side stays up after its work")
     p.add_argument("--prefill-tp", type=int, default=1,
                    help="prefill attention-TP size: one process (own NIXL agent) per rank")

@@ -31,6 +31,9 @@ TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "t
 # VRAM pools; the driver's verifier: 0 misaddressed cells in both)
 P1D2 = os.path.join(TRACES, "sglang-hetero-tp-heads-vram.kvtrace")       # prefill TP 1 -> decode TP 2
 P2D1 = os.path.join(TRACES, "sglang-hetero-tp-heads-p2d1-vram.kvtrace")  # prefill TP 2 -> decode TP 1
+# the same direction recorded on an H200 (2026-12-06) after the hooks began hashing the aux
+# slot each prefill rank sends with its last chunk (tracer/integrations/sglang.py)
+P2D1_AUX = os.path.join(TRACES, "sglang-hetero-tp-heads-p2d1-aux-vram.kvtrace")
 
 
 def geom(tp: int, rank: int) -> dict:
@@ -160,6 +163,22 @@ def test_recorded_head_slices_prefill_tp2_aux_replicas_only_warn():
     assert "supported" not in [h["status"] for h in res["verdict"]["hypotheses"]]
     kv = sql(P2D1, "select count(*) n, min(nbytes) lo, max(nbytes) hi from descs where nbytes <> 64")[0]
     assert (kv["lo"], kv["hi"]) == (256, 256)
+
+
+def test_recorded_aux_replicas_with_checksums_check_clean():
+    """The twin of the test above, recorded on a GPU with the hooks that hash the aux slot:
+    each prefill rank's copy of a request's aux carries a checksum, the two copies into
+    decode's one aux slot carry equal ones, and check finds nothing at all (no warning)."""
+    assert kvtrace("validate", P2D1_AUX).returncode == 0
+    p = kvtrace("check", P2D1_AUX, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["findings"] == [], res["findings"][:3]
+    sums = sql(P2D1_AUX, "select shard, count(*) n, count(distinct checksums[1]) k from events "
+                         "where kind = 'write' and pool = 'aux' group by all order by all")
+    assert [(r["n"], r["k"]) for r in sums] == [(6, 6), (6, 6)]     # 6 requests, on both prefill ranks
+    writers = sql(P2D1_AUX, "select dst_addr, count(distinct src_agent) k from descs where nbytes = 64 group by all")
+    assert len(writers) == 6 and {w["k"] for w in writers} == {2}   # both ranks write every aux slot
 
 
 @pytest.mark.gpu

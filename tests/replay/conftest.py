@@ -151,6 +151,40 @@ def head_split(path, prefill_tp=1, decode_tp=2, misplace=False, wrong_heads=None
     return b.close()
 
 
+#: prefill's source and decode's destination slots per request (r3 reuses r1's source slots)
+HANDOFF_SLOTS = {"r1": ([1, 2], [5, 6]), "r2": ([3, 4], [7, 8]), "r3": ([1, 2], [9, 10])}
+
+
+def thread_handoff(path, steps):
+    """Prefill records its KV writes on the scheduler thread (0) and posts and completions
+    on a transfer worker (1), as SGLang's hooks do (sender.send() writes, the worker posts;
+    the FastQueue between them is not in the trace). ``steps``: prefill's events in
+    recorded order, ``write|post|done|free rN``; decode, one thread of its own shard,
+    then receives every notification and reads every request. The builder moves data at
+    post, so a post recorded before its write delivers poison in the recording too."""
+    b, p, d = _pair(path)
+    xs = {}
+    for r, (_, dst) in HANDOFF_SLOTS.items():
+        if any(s.endswith(" " + r) for s in steps):
+            d.alloc(r, "kv", dst)
+    for step in steps:
+        what, r = step.split()
+        src, dst = HANDOFF_SLOTS[r]
+        p.rec.pin_thread(1 if what in ("post", "done") else 0)
+        if what == "write":
+            p.alloc(r, "kv", src); p.write(r, "kv", src)
+        elif what == "post":
+            xs[r] = p.post(r, d, src=("kv", src), dst=("kv", dst), msg=f"{r}_kv".encode())
+        elif what == "done":
+            p.done(xs[r])
+        else:
+            p.free(r, "kv", src)
+    p.rec.pin_thread(0)
+    for r in xs:
+        d.notif_recv(p, f"{r}_kv".encode()); d.read(r, "kv", HANDOFF_SLOTS[r][1])
+    return b.close()
+
+
 SCENARIOS = {
     "clean": lambda path: pd_workload(path, requests=12, concurrency=3),
     "clean_index_k": lambda path: pd_workload(path, requests=8, concurrency=2, index_k=True),
@@ -167,6 +201,15 @@ SCENARIOS = {
     "head_split_p2d1": lambda path: head_split(path, 2, 1),
     "head_split_p1d2_misplaced": lambda path: head_split(path, misplace=True),
     "head_split_p2d1_misplaced": lambda path: head_split(path, 2, 1, misplace=True),
+    # prefill's write and post on two threads (test_thread_handoff.py)
+    "handoff_write_then_post": lambda path: thread_handoff(path, ["write r1", "post r1", "write r2", "post r2",
+                                                                   "done r1", "done r2"]),
+    "handoff_post_before_write": lambda path: thread_handoff(path, ["write r1", "post r1", "post r2", "write r2",
+                                                                     "done r1", "done r2"]),
+    "handoff_reuse_in_flight": lambda path: thread_handoff(path, ["write r1", "post r1", "free r1", "write r3",
+                                                                   "post r3", "done r1", "done r3"]),
+    "handoff_reuse_after_done": lambda path: thread_handoff(path, ["write r1", "post r1", "done r1", "free r1",
+                                                                    "write r3", "post r3", "done r3"]),
 }
 # fully covered pages with the wrong heads: the symbolic executor lists the page's parts
 # ("mixed: ..."), the byte executor sees one misaligned page, so these stay out of the
@@ -176,7 +219,7 @@ SCENARIOS_VERIFY_ONLY = {
     "head_split_p1d2_wrong_page": lambda path: head_split(path, wrong_heads="page"),
 }
 CLEAN = ("clean", "clean_index_k", "prefix", "abort_fixed", "notify", "bytes_only", "head_split_p1d2",
-         "head_split_p2d1")
+         "head_split_p2d1", "handoff_write_then_post")
 
 
 @pytest.fixture(scope="session")

@@ -82,14 +82,24 @@ EXPECT = {
     # SGLang's head-sliced hetero TP recorded on a GPU (legal: the driver's verifier saw every
     # head slice in place): each decode page is assembled from per-token head slices of one
     # source page (other slot sizes on each side), verified slice by slice (replay/assembled.py).
-    # pct 7 moves prefill's post ahead of its KV write: the SGLang hooks record the write on the
-    # forward thread and the post on the transfer worker with nothing ordering the two (the
-    # handoff queue is not in the trace), so decode reads poison there — as on the whole-page
-    # SGLang traces of tests/replay/data; a missing happens-before edge, not head slices
-    "sglang-hetero-tp-heads-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None,
-                                        pct7_fails=True),
-    "sglang-hetero-tp-heads-p2d1-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None,
-                                             pct7_fails=True),
+    # The hooks record prefill's KV write on the scheduler thread and its post on the transfer
+    # worker (the hand-off queue is not in the trace); the post keeps its recorded place after
+    # the write (test_thread_handoff.py), so pct 7 no longer reads never-written poison
+    "sglang-hetero-tp-heads-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
+    "sglang-hetero-tp-heads-p2d1-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
+    "sglang-hetero-tp-heads-p2d1-aux-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
+}
+# SGLang's own NIXL connector on CPU (tests/replay/data; bf16 index-K sized by bytes, see
+# test_whatif.py): 0.5.21 misaddresses index-K under every schedule. 0.5.23 is clean for
+# real, yet lazy, pct 7 and every conflicts seed read poison on decode (KNOWN FALSE ALARM,
+# pinned): decode learns of the data by a status message on its bootstrap thread (msg_recv,
+# thread 1) and reads on the forward thread (thread 0), and nothing in the trace orders the
+# read after the receive -- the decode side of the hand-off, still open. The prefill side
+# (the post ahead of its write) no longer happens there either.
+DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA_EXPECT = {
+    "sglang-0.5.21-bf16-index-k": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0, pct7_fails=True),
+    "sglang-0.5.23-bf16-index-k": dict(recorded=False, eager=False, lazy=True, conflicts_fails=0, pct7_fails=True),
 }
 CONFLICT_SEEDS = range(30)
 
@@ -101,11 +111,22 @@ def test_every_committed_trace_has_expectations():
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[os.path.basename(p) for p in COMMITTED])
 def test_committed_example_traces_replay_deterministically(path):
+    check_expected(path, EXPECT[os.path.basename(path)[:-len(".kvtrace")]])
+
+
+@pytest.mark.parametrize("name", sorted(DATA_EXPECT))
+def test_sglang_driver_traces_replay_as_expected(name):
+    path = os.path.join(DATA, name + ".kvtrace")
+    if not os.path.isdir(path):
+        pytest.skip("SGLang traces not in tests/replay/data/")
+    check_expected(path, DATA_EXPECT[name])
+
+
+def check_expected(path, want):
     a = replay(path, "pct", 7)
     b = replay(path, "pct", 7)
     assert a.schedule == b.schedule and a.verdict.signature() == b.verdict.signature()
     g = a.graph
-    want = EXPECT[os.path.basename(path)[:-len(".kvtrace")]]
     got = {s: run_graph(g, make_scheduler(s), make_executor()).verdict
            for s in ("recorded", "eager", "lazy")}
     assert {s: v.failed for s, v in got.items()} == {s: want[s] for s in got}, \

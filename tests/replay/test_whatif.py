@@ -145,6 +145,20 @@ def test_real_sglang_driver_traces():
     assert "nothing changes" in twin.fix.lines[0]
 
 
+def test_real_sglang_fix_explores_clean_with_recorded_thread_order():
+    """per-pool-slot-count re-addresses 0.5.21's index-K posts; a fixed post keeps its
+    recorded place after the scheduler thread's writes of the slots it now reads (the
+    transfer worker posts), as loading orders them. Regression: the waits were derived
+    from the misaddressed slots only, and 21 of 30 pct seeds read poison under the fix."""
+    old = os.path.join(SGLANG, "sglang-0.5.21-bf16-index-k.kvtrace")
+    if not os.path.isdir(old):
+        pytest.skip("SGLang traces not in tests/replay/data/")
+    g = load(old)
+    for sched in ("pct", "conflicts"):
+        e = explore_whatif(g, "per-pool-slot-count", sched, range(0, 30))
+        assert len(e.before.failing) == 30 and not e.after.failing, sched
+
+
 TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "traces")
 #: (committed trace, what-if, fixed?) -- explored with conflicts seeds 0:30 with and without it
 EXPLORE_CASES = [

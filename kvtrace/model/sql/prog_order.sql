@@ -3,8 +3,10 @@
 -- null read as thread 0) by seq among that thread's events. Analysis happens-before
 -- orders a process by proc_prev (seq order across its threads: the engine's locking is
 -- not in the trace); replay runs each thread in its own order (thread_prev) and lets
--- the scheduler interleave threads. It covers every recorded event, also past a partial
--- trace's cut (readers join the events they have).
+-- the scheduler interleave threads, keeping proc order only between events that touch
+-- the same cell (writes, reads, a post's local descriptor ends: replay/graph.py). It
+-- covers every recorded event, also past a partial trace's cut (readers join the events
+-- they have).
 -- requires: recorded_events
 -- on demand: replay and the timeline read it, no check does (saves ~1 s per 1M events)
 -- Columns:
