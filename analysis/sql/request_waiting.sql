@@ -58,9 +58,10 @@ involved AS (  -- transfers of the request the holder takes part in, and whether
            count(*) FILTER (WHERE err_seq IS NOT NULL) AS n_err, max(err_seq) AS err_seq, count(*) AS n_x,
            bool_or(initiator = agent) AS own
     FROM involved WHERE end_seq IS NULL GROUP BY agent, request
-), asked AS (  -- the page messages the holder sent for the request (when nothing reached it)
+), asked AS (  -- the page messages the holder sent for the request (when nothing reached it);
+               -- a message to itself is a hand-off between its own threads, asking no peer
     SELECT agent, request, any_value(peer) AS peer, min(seq) AS seq, any_value(shard) AS shard
-    FROM events WHERE kind = 'msg_send' AND request IS NOT NULL
+    FROM events WHERE kind = 'msg_send' AND request IS NOT NULL AND peer IS DISTINCT FROM agent
       AND request IN (SELECT request FROM held)   -- of the holders' requests only
     GROUP BY agent, request
 ), w AS (
