@@ -8,7 +8,7 @@
 # Per run: 0.5.23 bytes-sized bf16 index-K and 0.5.21 tokens-sized index-K, both --slots 16
 # (prefill reuses freed source pages), and 0.5.21 bytes-sized bf16 (its misaddressed index-K).
 set -euo pipefail
-OUT=$1; EV=$2; TAG=$3; RUNS=${4:-1}
+OUT=$1; EV=$(cd "$2" && pwd); TAG=$3; RUNS=${4:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 DRV=$HERE/tests/engines/sglang_pd.py
 mkdir -p "$OUT"; cd "$OUT"
