@@ -116,7 +116,7 @@ def rows_to_findings(check: str, table) -> list[Finding]:
 #: root cause → (consequence check, how they relate) that other checks also see: these are
 #: folded into the root-cause finding so one bug reads as one finding
 #: (``extra["folded"]`` keeps what was folded). Relations: "request" (same request),
-#: "request_pool" (same request and pool), "victim" (same agent and a shared slot, or the
+#: "request_pool" (same request and pool), "victim" (same agent and a shared slot of the same pool, or the
 #: other party of an overlap — a late write landing in the slot's next owner), "stray"
 #: (an overlap one of whose two writers is the root's request, on a slot where the root
 #: found that request's descriptors landing stray: the misaddressed copy is what collided).
@@ -164,10 +164,10 @@ def _related(root: Finding, g: Finding, how: str) -> bool:
     if how == "stray":
         return (root.request in (g.request, g.extra.get("other")) and g.agent == root.agent
                 and g.pool == root.pool and bool(set(g.slots) & set(root.slots)))
-    # victim
+    # victim: slot numbers are per pool, so a shared slot is one of the same pool
     if g.request == root.request or g.extra.get("other") == root.request:
         return True
-    return g.agent == root.agent and bool(set(g.slots) & set(root.slots))
+    return g.agent == root.agent and g.pool == root.pool and bool(set(g.slots) & set(root.slots))
 
 
 def fold(findings: list[Finding]) -> list[Finding]:

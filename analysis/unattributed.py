@@ -3,7 +3,7 @@ its notification tags, or tags kvtrace cannot parse).
 
 Which request's pages such a transfer moved is unknown, so a finding on it is not proof
 that some request's data went wrong: it becomes a warning, grouped by the agent whose
-memory it touches and the notification tag, with a sentence saying which bytes, which
+memory it touches, the notification tag and the pool, with a sentence saying which bytes, which
 transfer and which peer — and the verdict never supports a hypothesis from these alone.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ def _sql() -> str:
 
 def regroup(session, findings: list[Finding]) -> list[Finding]:
     """Findings with no request that involve a transfer posted without one, grouped per
-    (check, agent, tag) into one readable warning each; the others unchanged."""
+    (check, agent, tag, pool) into one readable warning each (per pool: the warning's pool,
+    slot and slots are that pool's); the others unchanged."""
     loose = [f for f in findings if f.request is None]
     if not loose:
         return findings
@@ -33,9 +34,9 @@ def regroup(session, findings: list[Finding]) -> list[Finding]:
         if not xs:
             keep.append(f)
             continue
-        groups.setdefault((f.check, f.agent, xs[0]["tag"]), []).append((f, xs[0]))
+        groups.setdefault((f.check, f.agent, xs[0]["tag"], f.pool), []).append((f, xs[0]))
     cat = catalog()
-    for (check, agent, tag), members in groups.items():
+    for (check, agent, tag, _pool), members in groups.items():
         f0, x = members[0]
         n = sum(f.count for f, _ in members)
         summary = cat[check].summary if check in cat else check

@@ -13,12 +13,14 @@
 --   mixes regions. A range in memory its agent deregistered before the post (the
 --   deregister happens-before it, no register again since) is reported too. Ends of
 --   agents with neither register events nor layouts cannot be judged and are not reported.
+--   One finding per agent, request, problem, side and pool (ends running out of their layout
+--   region apart from ends crossing a slot inside it).
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- whose memory the bad end points into
 --   request VARCHAR    -- the transfer's request
 --   pool VARCHAR, layer INTEGER, slot BIGINT  -- layout position (crossing case), else null
---   slots BIGINT[]     -- affected slots (crossing case)
+--   slots BIGINT[]     -- affected slots of the pool (crossing case)
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first posts carrying such descriptors
 --   count BIGINT       -- bad descriptor ends
 --   problem VARCHAR    -- 'outside' | 'crosses' | 'deregistered'
@@ -72,7 +74,7 @@ e0 AS (   -- narrow first: which ends are outside every region, and which can be
        OR (lr.l_pool IS NOT NULL AND NOT outside)
        OR dd.xfer IS NOT NULL
 )
-SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,
        list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:4] AS events, count(*) AS count, problem, side,
        CASE WHEN problem = 'outside' THEN format('{} {} descriptor end(s) of request {} point into {} memory that no registered region covers (first at 0x{:x}, {} bytes): NIXL would read or write memory nobody described.',
@@ -80,9 +82,11 @@ SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS lay
        WHEN problem = 'deregistered' THEN format('{} {} descriptor end(s) of request {} point into {} memory deregistered before the transfer was posted (first at 0x{:x}, {} bytes): NIXL would touch memory no longer registered.',
                                   count(*), side, request, agent, min(addr), arg_min(nbytes, addr))
        WHEN bool_or(off IS NULL) THEN format('{} {} descriptor end(s) of request {} run past the end of {} pool {} layer {} (first from slot {}, {} bytes) into the next region of the same registration: one descriptor mixes layers or pools.',
-                   count(*), side, request, agent, min(pool), arg_min(layer, slot), min(slot), arg_min(nbytes, slot))
+                   count(*), side, request, agent, pool, arg_min(layer, slot), min(slot), arg_min(nbytes, slot))
        ELSE format('{} {} descriptor end(s) of request {} cross a slot boundary in {} pool {} (first at slot {}, offset {}, {} bytes): one descriptor mixes two pages.',
-                   count(*), side, request, agent, min(pool), min(slot), arg_min(off, slot), arg_min(nbytes, slot))
+                   count(*), side, request, agent, pool, min(slot), arg_min(off, slot), arg_min(nbytes, slot))
        END AS message
-FROM bad GROUP BY agent, request, problem, side
+-- one finding per pool (its slots are that pool's) and, among crossing ends, apart for those
+-- running out of their layout region (off is null) and those crossing a slot inside it
+FROM bad GROUP BY agent, request, problem, side, pool, off IS NULL
 ORDER BY min(post_seq);

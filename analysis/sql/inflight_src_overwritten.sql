@@ -11,13 +11,14 @@
 --   transfer is known to have ended there (chunked prefill refilling a partly filled last
 --   page that the previous chunk is still sending); a post before any write is
 --   post_before_write, and other requests' writes need the slot freed first
---   (src_free_before_done).
+--   (src_free_before_done). One finding per agent, request, intruder, kind and pool
+--   (bytes outside every layout: one finding with no pool).
 -- Columns:
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- whose memory
 --   request VARCHAR    -- the in-flight transfer's request
---   pool VARCHAR, layer INTEGER, slot BIGINT  -- layout position if known
---   slots BIGINT[]
+--   pool VARCHAR, layer INTEGER, slot BIGINT  -- layout position if known (first layer, first slot of the pool)
+--   slots BIGINT[]     -- every affected slot of the pool
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [in-flight post, intruding post or deregister]
 --   count BIGINT       -- overlapping descriptor pairs
 --   intruder VARCHAR   -- the intruder: a request key or 'deregister'
@@ -53,15 +54,15 @@ WITH xp AS (  -- one end reads (src), the other writes (dst)
     WHERE EXISTS (SELECT 1 FROM writes b WHERE b.lk = wp0.lk AND b.seq <= wp0.bound
                                          AND (wp0.gen_seq IS NULL OR b.seq >= wp0.gen_seq))
 ), allp AS (SELECT * FROM xp UNION ALL SELECT * FROM dp UNION ALL SELECT * FROM wp)
-SELECT 'error' AS severity, agent, request, min(pool) AS pool, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) FILTER (WHERE slot IS NOT NULL) AS slots,
        [ev(arg_min(v_shard, v_post), min(v_post)), ev(arg_min(i_shard, v_post), arg_min(i_post, v_post))] AS events,
        count(*) AS count, intruder, how,
        format('{} of {}''s memory that an in-flight transfer of request {} was {} were {} while it was in flight ({} overlapping descriptor pairs{}).',
-              CASE WHEN min(slot) IS NULL THEN 'Bytes' ELSE format('Slot(s) {} of pool {}', array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), min(pool)) END,
+              CASE WHEN min(slot) IS NULL THEN 'Bytes' ELSE format('Slot(s) {} of pool {}', array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool) END,
               agent, request, CASE WHEN bool_and(v_side = 'src') THEN 'reading' WHEN bool_and(v_side = 'dst') THEN 'writing' ELSE 'reading or writing' END,
               CASE how WHEN 'deregister' THEN 'deregistered' WHEN 'write' THEN 'rewritten by the request''s own write'
                        ELSE 'overwritten by a transfer of request ' || intruder END,
               count(*), '') AS message
-FROM allp GROUP BY agent, request, intruder, how
+FROM allp GROUP BY agent, request, intruder, how, pool   -- one finding per pool: its slots are that pool's
 ORDER BY min(v_post);

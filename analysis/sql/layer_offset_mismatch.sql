@@ -89,12 +89,13 @@ one AS (
     LEFT JOIN held hs ON hs.agent = ix.s_agent AND hs.pool = rs.pool AND hs.slot = ix.s_idx - rd.region * c.ms
          AND hs.request = ix.request
     GROUP BY ALL
-), fit AS (
-    SELECT request, agent, m, any_value(m_pool) AS m_pool, count(*) AS n, count(*) FILTER (WHERE ok) AS n_fit
+), fit AS (   -- per stride: every pool of the list with that slot count (kv and v may share one)
+    SELECT request, agent, m, array_to_string(list(DISTINCT m_pool ORDER BY m_pool), '/') AS m_pool,
+           count(*) AS n, count(*) FILTER (WHERE ok) AS n_fit
     FROM one GROUP BY request, agent, m
-), best AS (
-    SELECT request, agent, arg_max(m, n_fit) AS m, arg_max(m_pool, n_fit) AS m_pool
-    FROM fit WHERE n_fit = n GROUP BY ALL
+), best AS (   -- one stride that fits every descriptor, with its own pools (the smallest of several)
+    SELECT request, agent, m, m_pool FROM fit WHERE n_fit = n
+    QUALIFY row_number() OVER (PARTITION BY request, agent ORDER BY m) = 1
 ), real AS (SELECT agent, pool, any_value(num_slots) AS pool_slots FROM lay GROUP BY ALL)
 SELECT 'error' AS severity, sg.agent, sg.request, sg.pool, sg.layer, sg.slot, sg.slots, sg.events,
        sg.n_stray AS count,

@@ -75,9 +75,17 @@ SELECT 'error' AS severity, agent, request, pool, min(layer) AS layer, min(slot)
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(x_shard, w_seq), arg_min(post_seq, w_seq)), ev(arg_min(w_shard, w_seq), min(w_seq))] AS events,
        count(*) AS count, how,
-       format('{} wrote {} slot-layer(s) of pool {} for request {} (slots {}, page {}) over the bytes transfer x{} delivered, before any read of them: {}.',
+       -- every page and transfer of the group: one write event covers several pages (they tie
+       -- on w_seq), and a request's pages may come by several transfers (chunks, ranks)
+       format('{} wrote {} slot-layer(s) of pool {} for request {} (slots {}, page{} {}) over the bytes {} delivered, before any read of them: {}.',
               agent, count(*), pool, request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
-              arg_min(w_page, w_seq), arg_min(xfer, w_seq),
+              CASE WHEN count(DISTINCT w_page) > 1 THEN 's' ELSE '' END,
+              array_to_string(list(DISTINCT w_page ORDER BY w_page)[1:8], ','),
+              CASE WHEN count(DISTINCT (x_shard, xfer)) = 1 THEN format('transfer x{}', min(xfer))
+                   WHEN count(DISTINCT x_shard) = 1
+                   THEN 'transfers x' || array_to_string(list(DISTINCT xfer ORDER BY xfer)[1:6], ',x')
+                   ELSE 'transfers ' || array_to_string(list(DISTINCT format('x{} of {}', xfer, x_shard)
+                                                             ORDER BY format('x{} of {}', xfer, x_shard))[1:6], ', ') END,
               CASE how WHEN 'state' THEN 'the pool holds one state per request, so the write replaces the transferred state'
                        ELSE 'the page lies below the last page delivered, so the write replaces received content instead of appending to the partly filled last page' END) AS message
 FROM bad GROUP BY agent, request, pool, how

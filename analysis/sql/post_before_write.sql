@@ -13,8 +13,8 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- producer (source) agent
 --   request VARCHAR    -- the transfer's request
---   pool VARCHAR       -- first affected pool (pools: all of them)
---   pools VARCHAR[]
+--   pool VARCHAR       -- the affected pool (one finding per pool: its slots are that pool's)
+--   pools VARCHAR[]    -- [pool] (kept for readers of earlier output, when one finding spanned pools)
 --   layer INTEGER, slot BIGINT  -- first affected source
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, the late write if any]
@@ -46,12 +46,12 @@ be AS MATERIALIZED (   -- their full rows (materialized: the string-keyed test b
     -- only the writes of those slot layers are sorted for it (none on a clean trace)
     ASOF LEFT JOIN (SELECT * FROM lw WHERE lk IN (SELECT lk FROM b)) a ON a.lk = e.b_lk AND e.b_bound < a.w_seq
 )
-SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, pool, [pool] AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(any_value(h_shard), min(after_seq))] AS events,
        count(*) AS count, count(after_seq) AS late,
        format('{} transfer(s) of request {} were posted before {}''s write of source slot(s) {} of pool(s) {} happened-before the post ({} of {} written only afterwards): the transfer can copy bytes the producer has not written yet.',
               count(DISTINCT (shard, xfer)), request, agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
-              array_to_string(list(DISTINCT pool ORDER BY pool), '+'), count(after_seq), count(*)) AS message
-FROM bad GROUP BY agent, request
+              pool, count(after_seq), count(*)) AS message
+FROM bad GROUP BY agent, request, pool   -- one finding per pool: its slots are that pool's
 ORDER BY min(post_seq);

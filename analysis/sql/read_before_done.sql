@@ -17,8 +17,8 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
 --   request VARCHAR
---   pool VARCHAR       -- first affected pool (pools: all of them)
---   pools VARCHAR[]
+--   pool VARCHAR       -- the affected pool (one finding per pool: its slots are that pool's)
+--   pools VARCHAR[]    -- [pool] (kept for readers of earlier output, when one finding spanned pools)
 --   layer INTEGER, slot BIGINT  -- first affected read
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, read]
@@ -41,7 +41,8 @@ WITH run_t AS (  -- further slots of destination ends spanning a run of slots (g
     WHERE NOT r.seq <= t.bound AND NOT coalesce(t.seen_seq <= r.seq, false)
 ), rg AS MATERIALIZED (  -- per read slot layer and delivered byte range: is a transfer of it observed
     SELECT r.shard, r.sidx, r.seq, r.agent, r.request, r.pool, r.layer, r.slot, t.lo, t.hi,
-           min(t.post_seq) AS post_seq, any_value(t.x_shard) AS x_shard,
+           -- the first post and its own shard (replicas from several ranks share a range)
+           min(t.post_seq) AS post_seq, arg_min(t.x_shard, t.post_seq) AS x_shard,
            bool_or(coalesce(t.seen_seq <= r.seq, false)) AS obs
     FROM reads r SEMI JOIN cand USING (sidx, seq, lk) JOIN t USING (lk, request, alloc_seq)
     WHERE NOT r.seq <= t.bound      -- transfers posted after the read are not this read's data
@@ -51,11 +52,11 @@ WITH run_t AS (  -- further slots of destination ends spanning a run of slots (g
     WHERE NOT o.obs AND NOT EXISTS (SELECT 1 FROM rg c WHERE c.obs AND c.shard = o.shard AND c.seq = o.seq
                                     AND c.layer = o.layer AND c.slot = o.slot AND c.lo <= o.lo AND c.hi >= o.hi)
 )
-SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, pool, [pool] AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(x_shard, seq), arg_min(post_seq, seq)), ev(any_value(shard), min(seq))] AS events,
        count(*) AS count,
        format('{} read slot(s) {} of pool(s) {} for request {} before the completion of every transfer delivering their bytes was observed (no notification or done of it happens-before the read): it may see bytes that have not landed yet.',
-              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request) AS message
-FROM j GROUP BY agent, request
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request) AS message
+FROM j GROUP BY agent, request, pool   -- one finding per pool: its slots are that pool's
 ORDER BY min(seq);

@@ -15,8 +15,8 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
 --   request VARCHAR
---   pool VARCHAR       -- first affected pool (pools: all of them)
---   pools VARCHAR[]
+--   pool VARCHAR       -- the affected pool (one finding per pool: its slots are that pool's)
+--   pools VARCHAR[]    -- [pool] (kept for readers of earlier output, when one finding spanned pools)
 --   layer INTEGER, slot BIGINT  -- first affected read
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- first reads
@@ -45,11 +45,11 @@ WITH j AS NOT MATERIALIZED (  -- with the latest local write before the read (pr
       -- and a posting NIXL ran unrecorded (untraced) may have delivered it
       AND NOT EXISTS (SELECT 1 FROM shard_cut WHERE cut IS NOT NULL OR untraced > 0)
 ), undelivered AS (SELECT j.* FROM j SEMI JOIN bad USING (lk, seq))
-SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, pool, [pool] AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events,
        count(*) AS count,
        format('{} read {} slot-layer(s) of pool(s) {} for request {} (slots {}, layers {}) that no transfer delivered and no write produced: the read sees stale or never-written memory.',
-              agent, count(*), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
+              agent, count(*), pool, request, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','),
               array_to_string(list(DISTINCT layer ORDER BY layer)[1:8], ',')) AS message
-FROM undelivered GROUP BY agent, request
+FROM undelivered GROUP BY agent, request, pool   -- one finding per pool: its slots are that pool's
 ORDER BY min(seq);

@@ -12,8 +12,8 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- consumer agent
 --   request VARCHAR    -- the reader
---   pool VARCHAR       -- first affected pool (pools: all of them)
---   pools VARCHAR[]
+--   pool VARCHAR       -- the affected pool (one finding per pool: its slots are that pool's)
+--   pools VARCHAR[]    -- [pool] (kept for readers of earlier output, when one finding spanned pools)
 --   layer INTEGER, slot BIGINT  -- first affected read
 --   slots BIGINT[]
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [disturbing event, the read]
@@ -55,14 +55,15 @@ j AS (
        OR (a_seq > alloc_seq AND a_req <> request AND NOT shared)
        OR (w_seq > alloc_seq AND w_req <> request)
 )
-SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools, min(layer) AS layer, min(slot) AS slot,
+SELECT 'error' AS severity, agent, request, pool, [pool] AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(any_value(shard), min(d_seq)), ev(any_value(shard), min(seq))] AS events,
        count(*) AS count, how,
        format('{} read slot(s) {} of pool(s) {} for request {} after the slot was {} ({}) — the read sees bytes that are no longer this request''s.',
-              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request, how,
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request, how,
               CASE how WHEN 'freed' THEN 'the request freed it first'
-                       WHEN 'reallocated' THEN 'handed to ' || arg_min(a_req, seq)
-                       ELSE 'written by ' || arg_min(w_req, seq) END) AS message
-FROM bad GROUP BY agent, request, how
+                       -- every request its slots went to (several slots may go to several)
+                       WHEN 'reallocated' THEN 'handed to ' || array_to_string(list(DISTINCT a_req ORDER BY a_req)[1:4], ', ')
+                       ELSE 'written by ' || array_to_string(list(DISTINCT w_req ORDER BY w_req)[1:4], ', ') END) AS message
+FROM bad GROUP BY agent, request, how, pool   -- one finding per pool: its slots are that pool's
 ORDER BY min(seq);

@@ -15,8 +15,8 @@
 --   severity VARCHAR   -- 'error'
 --   agent VARCHAR      -- the source agent (whose slot was freed)
 --   request VARCHAR    -- the transfer's request
---   pool VARCHAR       -- first affected pool (pools: all of them)
---   pools VARCHAR[]
+--   pool VARCHAR       -- the affected pool (one finding per pool: its slots are that pool's)
+--   pools VARCHAR[]    -- [pool] (kept for readers of earlier output, when one finding spanned pools)
 --   layer INTEGER, slot BIGINT  -- first affected slot
 --   slots BIGINT[]     -- every affected slot
 --   events STRUCT(shard VARCHAR, seq BIGINT)[]  -- [post, premature free]
@@ -33,13 +33,13 @@ WITH run_h AS (  -- further slots of ends spanning a run of slots (grouped pages
     SELECT shard, xfer, agent, pool, layer, slot, request, post_seq, h_shard, h.r FROM run_h
     WHERE h.r IS NOT NULL AND (end_seq IS NULL OR h.r < end_seq)
 )
-SELECT 'error' AS severity, agent, request, min(pool) AS pool, list(DISTINCT pool ORDER BY pool) AS pools,
+SELECT 'error' AS severity, agent, request, pool, [pool] AS pools,
        min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots,
        [ev(arg_min(shard, post_seq), min(post_seq)), ev(arg_min(h_shard, release_seq), min(release_seq))] AS events,
        count(*) AS count, count(DISTINCT (shard, xfer)) AS xfers,
        format('{} freed source slot(s) {} of pool(s) {} for request {} before any completion of the {} transfer(s) reading them was observed (no done/notification happens-before the free): a new owner can overwrite bytes still in flight.',
-              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), array_to_string(list(DISTINCT pool ORDER BY pool), '+'), request,
+              agent, array_to_string(list(DISTINCT slot ORDER BY slot)[1:8], ','), pool, request,
               count(DISTINCT (shard, xfer))) AS message
-FROM bad GROUP BY agent, request
+FROM bad GROUP BY agent, request, pool   -- one finding per pool: its slots are that pool's
 ORDER BY min(post_seq);

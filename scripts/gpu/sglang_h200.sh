@@ -40,6 +40,14 @@ if [ -d "$PACK/old" ]; then
   for f in "$PACK"/old/kvtrace/*; do ln -s "$f" /tmp/kvpkg-old/kvtrace/; done
   for d in tracer replay analysis tui kernels; do ln -s "$PACK/old/$d" /tmp/kvpkg-old/kvtrace/$d; done
 fi
+# the C extensions (the recorder's per-event methods and the NIXL tap's per-posting calls, and
+# kvh64), built for this Python as `pip install` builds them; without them kvtrace records
+# through its Python fallbacks (same rows, slower: not what a deployment runs)
+EXT=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+INC=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+for c in tracer/_rows kernels/_kvh64; do
+  gcc -O3 -shared -fPIC -I"$INC" "$ROOT/$c.c" -o "$ROOT/$c$EXT" || echo "could not build $c.c: Python fallback"
+done
 BASE=/tmp/kvpkg:/tmp/site:$PACK/standins
 pp() { local b=$BASE; [ "${KV:-new}" = old ] && b=/tmp/kvpkg-old:/tmp/site:$PACK/standins
        [ "$1" = 0.5.23 ] && echo /tmp/sgl23:$b || echo /tmp/sgl21:$b; }
@@ -196,6 +204,20 @@ step_pausedab() {
   python3 "$ROOT/bench/paused_waves.py" $T/pw-ring.json.prefill
   python3 "$ROOT/bench/paused_waves.py" $T/pw-file-no-sums.json.prefill
   rm -rf $T/pw*.kvtrace   # big; the numbers are in the reports
+}
+
+# the method's own spread (A/A: --paused-waves on unrecorded runs, where nothing is paused)
+# beside the ring without page checksums, paused whole, tap only and hooks only
+step_pausedaa() {
+  local big="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    run aa$r-plain 0.5.21 - --memory vram $big --paused-waves
+    REC_ARGS="--ring 30s" run aa$r-ring-no-sums 0.5.21 sglang:-content --memory vram $big --paused-waves
+  done
+  REC_ARGS="--ring 30s" run aa-ring-no-sums-tap 0.5.21 sglang:-content --memory vram $big --paused-waves tap
+  REC_ARGS="--ring 30s" run aa-ring-no-sums-hooks 0.5.21 sglang:-content --memory vram $big --paused-waves hooks
+  for f in $T/aa*.json.prefill; do python3 "$ROOT/bench/paused_waves.py" $f; done
+  rm -rf $T/aa*.kvtrace
 }
 
 # NIXL VRAM throughput through SGLang's connector: bigger pages, unrecorded and recorded,

@@ -143,6 +143,35 @@ def mtp_pad_overwrites_kv(path, bug=True):
 
 
 @case
+def mtp_pad_overwrites_two_pages(path, bug=True):
+    """mtp_pad_overwrites_kv where the padding covers three pages, two of them received,
+    which came by two transfers (chunks): the finding names pages 0,1 and both transfers
+    (it named one page and one transfer, arg_min over a tie: one write event covers every
+    page). Twin: the append into the last page only."""
+    b, p, d = pd(path)
+    handshake(p, d, "r1", [5, 6, 7], pages=[0, 1, 2])
+    p.alloc("r1", "kv", [1, 2, 3])
+    p.write("r1", "kv", [1, 2, 3])
+    x0 = p.post("r1", d, src=("kv", [1]), dst=("kv", [5]), msg=b"r1_kv_0")
+    x1 = p.post("r1", d, src=("kv", [2, 3]), dst=("kv", [6, 7]), msg=b"r1_kv_1")
+    for m in (b"r1_kv_0", b"r1_kv_1"):
+        d.notif_recv(p, m, request="r1")
+    if bug:
+        d.write("r1", "kv", [5, 6, 7], pages=[0, 1, 2], checksums=[10, 11, 12])
+    else:
+        d.write("r1", "kv", [7], pages=[2], checksums=[12])
+    d.read("r1", "kv", [5, 6, 7])
+    for x in (x0, x1):
+        p.done(x, "r1")
+        p.release(x, "r1")
+    p.free("r1", "kv", [1, 2, 3])
+    d.free("r1", "kv", [5, 6, 7])
+    d.req_done("r1")
+    b.close()
+    return [("owner_overwrites_delivered", "decode", "r1", "kv", [5, 6])] if bug else []
+
+
+@case
 def legal_prefix_page_next_turn_writes(path, bug=False):
     """Turn 2 shares turn 1's received pages through the prefix cache and writes its new
     tokens into the shared last page before its first read: the bytes were delivered to

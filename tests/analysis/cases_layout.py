@@ -26,8 +26,19 @@ def _dl_addrs(side, pools, idx_list):
 @case
 def uniform_slot_count(path, bug=True):
     """The uniform-slot-count bug: prepped indices layer * M + page with kv's M for index_k too."""
-    b, p, d = pd(path, pools=(("kv", 2, 64, 8), ("index_k", 2, 128, 16)))
-    pools = ("kv", "index_k")
+    return _uniform_slot_count(path, bug, (("kv", 2, 64, 8), ("index_k", 2, 128, 16)))
+
+
+@case
+def uniform_slot_count_shared_count(path, bug=True):
+    """uniform_slot_count with a third pool (v) of kv's slot count in the list: the stride
+    is both pools' count, and the finding names both (it named one, any_value)."""
+    return _uniform_slot_count(path, bug, (("kv", 2, 64, 8), ("v", 2, 64, 8), ("index_k", 2, 128, 16)))
+
+
+def _uniform_slot_count(path, bug, spec):
+    b, p, d = pd(path, pools=spec)
+    pools = tuple(n for n, *_ in spec)
     src_dl = p.prep_dlist(pools)
     dst_dl = p.prep_dlist(pools, remote=d)
     src_slots, dst_slots = [1, 2], [3, 5]
@@ -40,8 +51,9 @@ def uniform_slot_count(path, bug=True):
         p.write("r1", pool, src_slots)
     sidx, didx, nbytes = [], [], []
     for g, (pool, layer) in enumerate([(n, L) for n in pools for L in range(2)]):
-        m = 8 if bug else (8 if pool == "kv" else 16)
-        base = g * 8 if bug else (0 if pool == "kv" else 16) + layer * m
+        m = 8 if bug else p.pools[pool].num_slots
+        starts = {n: sum(q.layers * q.num_slots for q in list(p.pools.values())[:i]) for i, n in enumerate(pools)}
+        base = g * 8 if bug else starts[pool] + layer * m
         for s, t in zip(src_slots, dst_slots):
             sidx.append(base + s)
             didx.append(base + t)
@@ -376,6 +388,68 @@ def coalesced_past_region(path, bug=True):
     d.free("r1", "kv", [first, first + 1] if not bug else [7])
     b.close()
     return [("desc_out_of_bounds", "decode", "r1", "kv", [7])] if bug else []
+
+
+@case
+def coalesced_past_region_two_pools(path, bug=True):
+    """coalesced_past_region in two pools at once (kv and aux, each registered as one
+    region spanning its layers): each bad run is reported under its own pool (the check
+    grouped by request and named min(pool): kv's run from slot 7 was 'pool aux')."""
+    b = TraceBuilder(path)
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        for name, n in (("kv", 8), ("aux", 4)):
+            pool = side.pool(name, layers=2, slot_bytes=64, num_slots=n, register=False)
+            side.register(pool.addr(0, 0), 2 * pool.layer_stride)
+    first = {"kv": 7 if bug else 6, "aux": 3 if bug else 2}
+    held = {k: [v] if bug else [v, v + 1] for k, v in first.items()}
+    handshake(p, d, "r1", held["kv"])
+    d.alloc("r1", "aux", held["aux"])
+    src = {"kv": [6, 7], "aux": [2, 3]}
+    for name in ("kv", "aux"):
+        p.alloc("r1", name, src[name])
+        p.write("r1", name, src[name])
+    descs = [(p.pools[n].addr(0, src[n][0]), d.pools[n].addr(0, first[n]), 128) for n in ("kv", "aux")]
+    x = p.post("r1", d, descs=descs, msg=b"r1_kv")
+    d.notif_recv(p, b"r1_kv", request="r1")
+    p.done(x, "r1")
+    p.release(x, "r1")
+    for name in ("kv", "aux"):
+        p.free("r1", name, src[name])
+        d.free("r1", name, held[name])
+    b.close()
+    return [("desc_out_of_bounds", "decode", "r1", "kv", [7]),
+            ("desc_out_of_bounds", "decode", "r1", "aux", [3])] if bug else []
+
+
+@case
+def past_region_and_cross_slot(path, bug=True):
+    """One transfer with two bad destination ends in decode's kv (one region spanning both
+    layers): one runs from slot 7 past layer 0's end, the other starts at slot 2 and ends
+    mid-slot 3 (its source, 96 bytes from slot 4, crosses too). Two findings on decode, each
+    described by its own message (they were one, all
+    '2 dst descriptor end(s) ... run past the end of ... layer 0')."""
+    b = TraceBuilder(path)
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        kv = side.pool("kv", layers=2, slot_bytes=64, num_slots=8, register=False)
+        side.register(kv.addr(0, 0), 2 * kv.layer_stride)
+    held = [2, 3, 7] if bug else [2, 3, 6, 7]
+    handshake(p, d, "r1", held)
+    p.alloc("r1", "kv", [4, 5, 6, 7])
+    p.write("r1", "kv", [4, 5, 6, 7])
+    sp, dp = p.pools["kv"], d.pools["kv"]
+    descs = [(sp.addr(0, 6), dp.addr(0, 7 if bug else 6), 128), (sp.addr(0, 4), dp.addr(0, 2), 96 if bug else 128)]
+    x = p.post("r1", d, descs=descs, msg=b"r1_kv")
+    d.notif_recv(p, b"r1_kv", request="r1")
+    p.done(x, "r1")
+    p.release(x, "r1")
+    p.free("r1", "kv", [4, 5, 6, 7])
+    d.free("r1", "kv", held)
+    b.close()
+    return [("desc_out_of_bounds", "decode", "r1", "kv", [7]),
+            ("desc_out_of_bounds", "decode", "r1", "kv", [2]),
+            ("desc_out_of_bounds", "prefill", "r1", "kv", [4])] if bug else []
 
 
 @case

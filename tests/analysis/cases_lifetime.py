@@ -127,6 +127,49 @@ def deregister_inflight(path, bug=True):
 
 
 @case
+def deregister_inflight_two_pools(path, bug=True):
+    """deregister_inflight where the transfer also reads the request's aux slot and a raw
+    registered buffer no layout describes: one finding per pool, each naming its own
+    pool's slots, and one with no pool for the raw bytes (the check grouped by request and
+    named min(pool): kv's slots 4, 5 reported as 'slot(s) 0,4,5 of pool aux')."""
+    b, p, d = pd(path, pools=(("kv", 2, 64, 8), ("aux", 1, 64, 4)))
+    raw_p, raw_d = 0x7000_0000, 0x7100_0000
+    p.register(raw_p, 256)
+    d.register(raw_d, 256)
+    handshake(p, d, "r1", [2, 3])
+    d.alloc("r1", "aux", [1])
+    p.alloc("r1", "kv", [4, 5])
+    p.write("r1", "kv", [4, 5])
+    p.alloc("r1", "aux", [0])
+    p.write("r1", "aux", [0])
+    kv, aux = p.pools["kv"], p.pools["aux"]
+    descs = [(kv.addr(L, s), d.pools["kv"].addr(L, u), 64) for L in range(2) for s, u in ((4, 2), (5, 3))]
+    descs += [(aux.addr(0, 0), d.pools["aux"].addr(0, 1), 64), (raw_p, raw_d, 64)]
+    x = p.post("r1", d, descs=descs, msg=b"r1_kv")
+
+    def deregister_all():
+        for pool in (kv, aux):
+            p.deregister(pool.addr(0, 0), pool.layers * pool.layer_stride)
+        p.deregister(raw_p, 256)
+    if bug:
+        deregister_all()
+    d.notif_recv(p, b"r1_kv", request="r1")
+    d.read("r1", "kv", [2, 3])
+    d.read("r1", "aux", [1])
+    p.done(x, "r1")
+    p.release(x, "r1")
+    for pool, ps, ds in (("kv", [4, 5], [2, 3]), ("aux", [0], [1])):
+        p.free("r1", pool, ps)
+        d.free("r1", pool, ds)
+    if not bug:
+        deregister_all()
+    b.close()
+    return [("inflight_src_overwritten", "prefill", "r1", "kv", [4, 5]),
+            ("inflight_src_overwritten", "prefill", "r1", "aux", [0]),
+            ("inflight_src_overwritten", "prefill", "r1", None, [])] if bug else []
+
+
+@case
 def legal_reuse_after_read(path, bug=False):
     """A slot freed right after its read and reused by the next request at once."""
     b, p, d = pd(path)

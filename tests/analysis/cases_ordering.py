@@ -285,12 +285,12 @@ def racing_writes_two_pools(path, bug=True):
     d.free("r1", "kv", [2, 3])
     d.free("r1", "aux", [1])
     b.close()
-    # the first posting's sources change under it too: inflight_src_overwritten, which still
-    # groups by request and names min(pool) (kv's slots 4, 5 listed under aux: the same
-    # reporting fault, left there)
+    # the first posting's sources change under it too: inflight_src_overwritten, one finding
+    # per pool as well
     return [("overlapping_inflight_writes", "decode", "r1", "kv", [2, 3]),
             ("overlapping_inflight_writes", "decode", "r1", "aux", [1]),
-            ("inflight_src_overwritten", "prefill", "r1", "aux", [0, 4, 5])] if bug else []
+            ("inflight_src_overwritten", "prefill", "r1", "kv", [4, 5]),
+            ("inflight_src_overwritten", "prefill", "r1", "aux", [0])] if bug else []
 
 
 @case
@@ -487,3 +487,43 @@ def coalesced_read_early(path, bug=True):
     d.free("r1", "kv", [5, 6, 7])
     b.close()
     return [("read_before_done", "decode", "r1", "kv", [6])] if bug else []
+
+
+@case
+def replicas_read_early(path, bug=True):
+    """Two prefill ranks both push r1's page into decode's slot 2 (identical replicas: MLA's
+    latent KV every rank holds), rank 1 after fewer events of its own; decode reads before
+    either notification. The finding's first event is rank 1's post, with rank 1's shard
+    (the check took min(post_seq) but any_value(shard) over the two, pairing rank 1's seq
+    with rank 0's shard: an event that is no post)."""
+    b = TraceBuilder(path)
+    d = b.agent("decode")
+    ranks = [b.agent("prefill0"), b.agent("prefill1")]
+    for side in [d] + ranks:
+        side.pool("kv", layers=1, slot_bytes=64, num_slots=8)
+    d.req_start("r1")
+    d.alloc("r1", "kv", [2])
+    ranks[0].req_start("r1")        # rank 0's post comes later in its own shard
+    ranks[0].alloc("r9", "kv", [7])
+    ranks[0].free("r9", "kv", [7])
+    xs = []
+    for i, p in enumerate(ranks):
+        d.msg_send(p, f"r1/pages/{i}", request="r1")
+        p.msg_recv(d, f"r1/pages/{i}", request="r1")
+        p.alloc("r1", "kv", [4])
+        p.write("r1", "kv", [4])
+        xs.append(p.post("r1", d, src=("kv", [4]), dst=("kv", [2]), msg=f"r1_kv_{i}".encode(), deliver="later"))
+    if bug:
+        d.read("r1", "kv", [2])
+    for i, (p, x) in enumerate(zip(ranks, xs)):
+        d.notif_recv(p, f"r1_kv_{i}".encode(), request="r1")
+        x.deliver()
+    if not bug:
+        d.read("r1", "kv", [2])
+    for p, x in zip(ranks, xs):
+        p.done(x, "r1")
+        p.release(x, "r1")
+        p.free("r1", "kv", [4])
+    d.free("r1", "kv", [2])
+    b.close()
+    return [("read_before_done", "decode", "r1", "kv", [2])] if bug else []

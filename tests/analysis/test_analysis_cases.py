@@ -13,6 +13,11 @@ def _key(f):
     return (f.check, f.agent, f.request, f.pool, sorted(f.slots))
 
 
+def _sorted(keys):
+    """Keys in a stable order; a finding with no pool (bytes no layout describes) has None there."""
+    return sorted(keys, key=repr)
+
+
 def run_case(tmp_path, name, bug):
     path = tmp_path / f"{name}-{int(bug)}.kvtrace"
     expected = CASES[name](str(path), bug=bug)
@@ -37,8 +42,8 @@ def _params(names, bug):
 def test_bug_is_found(tmp_path, name, validate_trace):
     path, expected, found, _ = run_case(tmp_path, name, True)
     validate_trace(path)
-    got = sorted(_key(f) for f in found)
-    assert got == sorted((c, a, r, p, sorted(s)) for c, a, r, p, s in expected), [f.message for f in found]
+    got = _sorted(_key(f) for f in found)
+    assert got == _sorted((c, a, r, p, sorted(s)) for c, a, r, p, s in expected), [f.message for f in found]
     for f in found:
         assert f.events and f.message and f.count >= 1
 
@@ -76,5 +81,50 @@ def test_stale_bytes_of_an_overwritten_page_found_across_ranks(tmp_path):
     bytes although the second rank's transfer (ordered after it, but with a smaller seq in
     its own process) is the latest into the page."""
     _, expected, found, _ = run_case(tmp_path, "legal_overwrite_from_another_rank", True)
-    assert sorted(_key(f) for f in found) == sorted((c, a, r, p, sorted(s)) for c, a, r, p, s in expected), \
+    assert _sorted(_key(f) for f in found) == _sorted((c, a, r, p, sorted(s)) for c, a, r, p, s in expected), \
         [f.message for f in found]
+
+
+def test_reuse_names_every_new_owner(tmp_path):
+    """slot_reuse_before_read named one new owner (arg_min) for slots handed to several."""
+    _, _, found, _ = run_case(tmp_path, "reuse_before_read_two_pools", True)
+    (kv,) = [f for f in found if f.check == "slot_reuse_before_read" and f.pool == "kv"]
+    assert "reallocated (handed to r2, r3)" in kv.message, kv.message
+
+
+def test_waiting_names_every_rank(tmp_path):
+    """request_waiting named one initiator (any_value) for transfers of two prefill ranks,
+    and the first post's seq under whichever rank's shard it picked."""
+    path, _, found, _ = run_case(tmp_path, "waiting_on_two_ranks_two_pools", True)
+    assert {f.check for f in found} == {"request_waiting"}
+    for f in found:
+        assert f.extra["peers"] == ["prefill0", "prefill1"] and f.extra["peer"] == "prefill0", f.extra
+        for i in (0, 1):
+            assert f" from prefill{i}: prefill{i} posted them at prefill{i}:" in f.message, f.message
+
+
+def test_overwrite_names_every_page_and_transfer(tmp_path):
+    """owner_overwrites_delivered named one page and one transfer (arg_min on the write's
+    seq, which every page of one write event shares) for a write over two received pages."""
+    _, _, found, _ = run_case(tmp_path, "mtp_pad_overwrites_two_pages", True)
+    (f,) = found
+    assert "(slots 5,6, pages 0,1) over the bytes transfers x0,x1 delivered" in f.message, f.message
+
+
+def test_uniform_slot_count_names_every_pool_of_the_stride(tmp_path):
+    """Two pools of the list (kv, v) have the stride's slot count: both are named (fit's
+    any_value named one), and the stride and its pool come from one candidate."""
+    _, _, found, _ = run_case(tmp_path, "uniform_slot_count_shared_count", True)
+    (f,) = found
+    assert f.extra["stride"] == 8 and f.extra["stride_pool"] == "kv/v" and f.extra["pool_slots"] == 16
+    assert "pool kv/v's slot count (M=8) applied to pool index_k (M=16)" in f.message, f.message
+
+
+def test_read_before_done_names_a_post(tmp_path):
+    """The first event of read_before_done is a post: shard and seq of one transfer."""
+    path, _, found, _ = run_case(tmp_path, "replicas_read_early", True)
+    (f,) = found
+    with TraceSession(str(path)) as s:
+        kinds = s.query("SELECT shard, seq, kind FROM events").to_pylist()
+    kind = {(r["shard"], r["seq"]): r["kind"] for r in kinds}
+    assert kind[f.events[0]] == "xfer_post", (f.events, kind)

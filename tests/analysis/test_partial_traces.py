@@ -192,3 +192,29 @@ def test_unattributed_transfers_read_well_and_check_replay_and_exit_code_agree(t
     replayed = main(["replay", path, "-o", str(tmp_path / "r.kvtrace")])
     rout = capsys.readouterr().out
     assert rc == 0 and replayed == 0 and "clean" in rout
+
+
+def test_unattributed_findings_stay_apart_per_pool(tmp_path):
+    """Two request-less posts race on decode's kv slot 2 and aux slot 5: one warning per
+    pool (regroup merged them per (check, agent, tag) under the first one's pool, listing
+    aux's slot 5 with kv's 2)."""
+    from kvtrace.tracer.builder import TraceBuilder
+
+    b = TraceBuilder(str(tmp_path / "norq2.kvtrace"))
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        side.pool("kv", layers=1, slot_bytes=64, num_slots=8)
+        side.pool("aux", layers=1, slot_bytes=64, num_slots=8)
+    kv, aux, dkv, daux = p.pools["kv"], p.pools["aux"], d.pools["kv"], d.pools["aux"]
+    descs = [[(kv.addr(0, s), dkv.addr(0, 2), 64), (aux.addr(0, s), daux.addr(0, 5), 64)] for s in (1, 3)]
+    xs = [p.post(None, d, descs=ds, msg=None) for ds in descs]
+    for x in xs:
+        p.done(x, None)
+        p.release(x)
+    b.close()
+    with TraceSession(b.path) as s:
+        found = s.findings()
+    assert sorted((f.check, f.pool, f.slots) for f in found) == [
+        ("overlapping_inflight_writes", "aux", [5]), ("overlapping_inflight_writes", "kv", [2])], \
+        [(f.pool, f.slots, f.message) for f in found]
+    assert all(f.extra["unattributed"] and f.severity == "warning" for f in found)

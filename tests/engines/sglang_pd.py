@@ -317,7 +317,7 @@ def run_prefill(a) -> int:
     timing["wave_recorded"] = []
     for w, wave in enumerate(waves(workload(a), a.wave)):
         if a.paused_waves:
-            set_recording(mgr, w % 2 == 0)
+            set_recording(mgr, w % 2 == 0, a.paused_waves)
         timing["wave_recorded"].append(not a.paused_waves or w % 2 == 0)
         senders, pages = {}, {}
         for r in wave:
@@ -389,7 +389,7 @@ def run_decode(a) -> int:
     cpu0 = time.process_time()   # this process's CPU (all threads) over the waves: start-up left out
     for w, wave in enumerate(waves(workload(a), a.wave)):
         if a.paused_waves:   # the same waves as prefill's
-            set_recording(mgr, w % 2 == 0)
+            set_recording(mgr, w % 2 == 0, a.paused_waves)
         recvs, pages = {}, {}
         for r in wave:
             rv = recvs[r["room"]] = call_kw(NixlKVReceiver, mgr=mgr, bootstrap_addr=addr,
@@ -502,7 +502,7 @@ def merge_decode_reports(path: str, tp: int) -> None:
         json.dump(merged, f)
 
 
-def set_recording(mgr, on: bool) -> None:
+def set_recording(mgr, on: bool, parts: str = "all") -> None:
     """--paused-waves: switch this process's recording off (``on`` False) or back on between
     waves, an A/B of what recording costs inside one process (same NIXL agents, connections
     and buffers, so none of the run-to-run spread of two processes): kvtrace's NIXL tap is
@@ -516,8 +516,10 @@ def set_recording(mgr, on: bool) -> None:
     if not hasattr(tap, "_inner"):
         return   # not recorded: nothing to pause
     orig = mgr.__dict__.setdefault("_kvtrace_default_recorder", hooks.default_recorder)
-    agent.agent = tap if on else tap._inner
-    hooks.default_recorder = orig if on else (lambda: None)
+    if parts in ("all", "tap"):
+        agent.agent = tap if on else tap._inner
+    if parts in ("all", "hooks"):
+        hooks.default_recorder = orig if on else (lambda: None)
 
 
 def waves(reqs, n):
@@ -555,9 +557,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", type=int, default=0, help="the GPU of VRAM pools")
     p.add_argument("--ring-trigger", metavar="REASON",
                    help="decode, after its verifier: kvtrace.tracer.ring.trigger(REASON) (under --ring)")
-    p.add_argument("--paused-waves", action="store_true",
+    p.add_argument("--paused-waves", nargs="?", const="all", choices=("all", "tap", "hooks"),
                    help="under kvtrace record: every odd wave unrecorded in both processes (an in-process "
-                        "A/B of recording's cost; the report's timing.wave_recorded says which)")
+                        "A/B of recording's cost; the report's timing.wave_recorded says which); tap / hooks: "
+                        "pause only kvtrace's NIXL tap or only the connector hooks")
     p.add_argument("--linger", type=float, default=0.0, help="seconds each side stays up after its work")
     p.add_argument("--prefill-tp", type=int, default=1,
                    help="prefill attention-TP size: one process (own NIXL agent) per rank")
