@@ -5,6 +5,7 @@ recorded-checksum comparison (compared:differing:not compared), how many conflic
 comparisons of the verifier or the graph: run it with each checkout's interpreter.
 
     .venv/bin/python bench/replay_verdicts.py [ROOT]     # ROOT: a checkout (default: this one)
+    .venv/bin/python bench/replay_verdicts.py A.kvtrace B.kvtrace ...   # just these traces
 """
 import argparse
 import glob
@@ -16,9 +17,11 @@ from kvtrace.replay.graph import load
 SEEDS = range(30)
 
 
-def main(root: str) -> None:
-    paths = sorted(glob.glob(os.path.join(root, "traces", "*.kvtrace")))
-    paths += sorted(glob.glob(os.path.join(root, "tests", "replay", "data", "*.kvtrace")))
+def main(root: str, traces=()) -> None:
+    paths = list(traces)
+    if not paths:
+        paths = sorted(glob.glob(os.path.join(root, "traces", "*.kvtrace")))
+        paths += sorted(glob.glob(os.path.join(root, "tests", "replay", "data", "*.kvtrace")))
     for p in paths:
         g = load(p)
         row = []
@@ -37,4 +40,9 @@ if __name__ == "__main__":
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root", nargs="?", default=os.path.join(os.path.dirname(__file__), ".."),
                     help="a checkout whose traces to replay (default: this one); the code is the interpreter's")
-    main(ap.parse_args().root)
+    ap.add_argument("traces", nargs="*", help="trace directories to replay instead (ROOT a .kvtrace too)")
+    a = ap.parse_args()
+    if a.root.rstrip("/").endswith(".kvtrace"):   # traces named one by one
+        main(os.getcwd(), [a.root] + a.traces)
+    else:
+        main(a.root, a.traces)

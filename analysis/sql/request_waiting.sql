@@ -75,10 +75,11 @@ involved AS (  -- transfers of the request the holder takes part in, and whether
                                    ELSE 'recorded no completion either' END) END
                    ORDER BY own DESC, initiator), '; ') AS waiting
     FROM per_peer GROUP BY agent, request
-), asked AS (  -- the page messages the holder sent for the request (when nothing reached it)
+), asked AS (  -- the page messages the holder sent for the request (when nothing reached it);
+               -- a message to itself is a hand-off between its own threads, asking no peer
     SELECT agent, request, list(DISTINCT peer ORDER BY peer) FILTER (WHERE peer IS NOT NULL) AS peers, min(seq) AS seq,
            any_value(shard) AS shard   -- the holder's one shard
-    FROM events WHERE kind = 'msg_send' AND request IS NOT NULL
+    FROM events WHERE kind = 'msg_send' AND request IS NOT NULL AND peer IS DISTINCT FROM agent
       AND request IN (SELECT request FROM holder)   -- of the holders' requests only
     GROUP BY agent, request
 ), w AS (

@@ -159,9 +159,11 @@ def thread_handoff(path, steps):
     """Prefill records its KV writes on the scheduler thread (0) and posts and completions
     on a transfer worker (1), as SGLang's hooks do (sender.send() writes, the worker posts;
     the FastQueue between them is not in the trace). ``steps``: prefill's events in
-    recorded order, ``write|post|done|free rN``; decode, one thread of its own shard,
-    then receives every notification and reads every request. The builder moves data at
-    post, so a post recorded before its write delivers poison in the recording too."""
+    recorded order, ``write|post|done|free|handoff|poll rN`` (``handoff``: the worker
+    sets the request's status, a msg_send to its own agent; ``poll``: the scheduler thread
+    sees it, the msg_recv); decode, one thread of its own shard, then receives every
+    notification and reads every request. The builder moves data at post, so a post
+    recorded before its write delivers poison in the recording too."""
     b, p, d = _pair(path)
     xs = {}
     for r, (_, dst) in HANDOFF_SLOTS.items():
@@ -170,13 +172,17 @@ def thread_handoff(path, steps):
     for step in steps:
         what, r = step.split()
         src, dst = HANDOFF_SLOTS[r]
-        p.rec.pin_thread(1 if what in ("post", "done") else 0)
+        p.rec.pin_thread(1 if what in ("post", "done", "handoff") else 0)
         if what == "write":
             p.alloc(r, "kv", src); p.write(r, "kv", src)
         elif what == "post":
             xs[r] = p.post(r, d, src=("kv", src), dst=("kv", dst), msg=f"{r}_kv".encode())
         elif what == "done":
             p.done(xs[r])
+        elif what == "handoff":
+            p.msg_send(p, f"handoff:{r}", request=r)
+        elif what == "poll":
+            p.msg_recv(p, f"handoff:{r}", request=r)
         else:
             p.free(r, "kv", src)
     p.rec.pin_thread(0)
@@ -210,6 +216,10 @@ SCENARIOS = {
                                                                    "post r3", "done r1", "done r3"]),
     "handoff_reuse_after_done": lambda path: thread_handoff(path, ["write r1", "post r1", "done r1", "free r1",
                                                                     "write r3", "post r3", "done r3"]),
+    # the same with the status hand-off recorded (worker sets Success, the scheduler's poll sees it)
+    "handoff_reuse_after_done_recorded": lambda path: thread_handoff(
+        path, ["write r1", "post r1", "done r1", "handoff r1", "poll r1", "free r1", "write r3", "post r3",
+               "done r3", "handoff r3", "poll r3"]),
 }
 # fully covered pages with the wrong heads: the symbolic executor lists the page's parts
 # ("mixed: ..."), the byte executor sees one misaligned page, so these stay out of the
@@ -219,7 +229,7 @@ SCENARIOS_VERIFY_ONLY = {
     "head_split_p1d2_wrong_page": lambda path: head_split(path, wrong_heads="page"),
 }
 CLEAN = ("clean", "clean_index_k", "prefix", "abort_fixed", "notify", "bytes_only", "head_split_p1d2",
-         "head_split_p2d1", "handoff_write_then_post")
+         "head_split_p2d1", "handoff_write_then_post", "handoff_reuse_after_done_recorded")
 
 
 @pytest.fixture(scope="session")

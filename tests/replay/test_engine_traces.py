@@ -94,8 +94,10 @@ EXPECT = {
 # real, yet lazy, pct 7 and every conflicts seed read poison on decode (KNOWN FALSE ALARM,
 # pinned): decode learns of the data by a status message on its bootstrap thread (msg_recv,
 # thread 1) and reads on the forward thread (thread 0), and nothing in the trace orders the
-# read after the receive -- the decode side of the hand-off, still open. The prefill side
-# (the post ahead of its write) no longer happens there either.
+# read after the receive. The prefill side (the post ahead of its write) no longer happens
+# there either. These traces predate the hooks' status hand-off (update_status -> the poll
+# that sees it, a msg_send/msg_recv pair within one agent), so they keep their pins; traces
+# recorded with it replay clean under lazy, pct and conflicts (tests/engines/test_sglang_handoff.py).
 DATA = os.path.join(os.path.dirname(__file__), "data")
 DATA_EXPECT = {
     "sglang-0.5.21-bf16-index-k": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0, pct7_fails=True),

@@ -29,12 +29,17 @@ EXPECT = {
     # for r1's post, never for its moves (lazy holds the move past the rewrite)
     "handoff_reuse_in_flight": dict(recorded=False, eager=False, lazy=True, pct=True, random=True,
                                     conflicts=True),
-    # KNOWN FALSE ALARM, pinned: the same reuse after r1's done, but the done is on the
-    # worker thread and nothing in the trace orders the scheduler thread's free after it
-    # (SGLang polls KVPoll). Counting the done as a touch would fix this and hide
+    # FALSE ALARM of a trace without the hand-off, pinned: the same reuse after r1's done,
+    # but the done is on the worker thread and nothing in the trace orders the scheduler
+    # thread's free after it (SGLang polls KVPoll). Counting the done as a touch would fix this and hide
     # engine-free-on-received's latent race (conflicts 30 -> 0 of 30 seeds), so it is not.
     "handoff_reuse_after_done": dict(recorded=False, eager=False, lazy=True, pct=True, random=True,
                                      conflicts=True),
+    # ... and fixed where it belongs, in the recording: the worker's status hand-off to the
+    # scheduler thread is a msg_send -> msg_recv pair in one shard (SGLang's hooks record it
+    # from update_status and the first poll that sees Success), so the free waits for the done
+    "handoff_reuse_after_done_recorded": dict(recorded=False, eager=False, lazy=False, pct=False, random=False,
+                                              conflicts=False),
 }
 
 

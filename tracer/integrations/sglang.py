@@ -19,6 +19,16 @@ What each hook point says (rows in table.py):
   pool) and the destination-pages control message (msg_send); ``TransferInfo.from_zmq``
   is its receiving end on prefill (msg_recv), paired by ``detail.id``.
 - ``NixlKVReceiver.poll`` first returning Success: decode reads its pages (checksums).
+- A status hand-off between threads of one process: ``NixlKVManager.update_status`` moving
+  a room to Success or Failed is a ``msg_send`` on the thread that sets it (prefill's
+  transfer worker once its transfers are done; decode's bootstrap thread once prefill's
+  status arrived), and so is prefill's WaitingForInput (its bootstrap thread got the
+  destination pages); the first ``NixlKVSender.poll`` / ``NixlKVReceiver.poll`` (the
+  scheduler thread) that returns that status is its ``msg_recv`` (before decode's reads),
+  paired by ``detail.id`` with the agent as its own peer. Without it nothing in the trace
+  orders the scheduler's reads, sends, frees and rewrites after what the other thread saw.
+  A status the poll reaches on its own thread (0.5.21's decode poll draining notifications
+  itself) is program order and records nothing.
 - ``send_kv_status_message`` / ``apply_prefill_status``: the completion-status message.
 - ``FastQueue.get`` in a transfer worker: the room of the chunk it took is the request
   of every posting the worker makes until its next chunk (0.5.22+ sends no tag).
@@ -255,14 +265,17 @@ def transfer_info(out, cls, msg, *a, **kw) -> None:
 def receiver_poll(out, self, *a, **kw) -> None:
     # the scheduler polls every receiver on every step: the common answer (not Success yet,
     # or already recorded) returns before any other work
-    if out != _success() or self.__dict__.get("_kvtrace_read"):
+    if out not in _terminal() or self.__dict__.get("_kvtrace_read"):
         return
     st, rec = _state(self.kv_mgr), default_recorder()
     if st is None or rec is None:
         return
     self.__dict__["_kvtrace_read"] = True
-    slots = self.__dict__.get("_kvtrace_slots")
     room = _room(self)
+    _handoff_recv(rec, st, self.kv_mgr, room, out)
+    if out != _terminal()[0]:
+        return
+    slots = self.__dict__.get("_kvtrace_slots")
     if slots is not None and len(slots) and _on("content"):
         sl, pages = slots.tolist(), list(range(len(slots)))
         for r, sums in zip(st.kv, region_checksums(st.kv, slots)):
@@ -270,15 +283,67 @@ def receiver_poll(out, self, *a, **kw) -> None:
     rec.event(K.REQ_DONE, st.agent, room)
 
 
-_SUCCESS: list = []
+_KVPOLL: list = []
 
 
-def _success():
-    """SGLang's ``KVPoll.Success`` (imported once: the poll hook runs on every poll)."""
-    if not _SUCCESS:
+def _terminal() -> tuple:
+    """SGLang's ``(KVPoll.Success, KVPoll.Failed)``."""
+    return _states()[0]
+
+
+def _states() -> tuple:
+    """``((Success, Failed), (WaitingForInput, Success, Failed), WaitingForInput)`` of SGLang's
+    KVPoll (imported once: the poll and status hooks run on every poll and status change)."""
+    if not _KVPOLL:
         from sglang.srt.disaggregation.base.conn import KVPoll  # a plain class of ints, not an enum
-        _SUCCESS.append(KVPoll.Success)
-    return _SUCCESS[0]
+        _KVPOLL.append(((KVPoll.Success, KVPoll.Failed),
+                        (KVPoll.WaitingForInput, KVPoll.Success, KVPoll.Failed), KVPoll.WaitingForInput))
+    return _KVPOLL[0]
+
+
+# ------------------------------------------------------------------ status hand-off between threads
+def status_set(self, bootstrap_room=None, status=None, *a, **kw) -> None:
+    """``update_status`` (before it acts): a room about to reach a status the scheduler
+    thread acts on is a state hand-off to whichever thread polls it: Success or Failed
+    (the transfer ended: decode reads, prefill frees), and on prefill WaitingForInput (the
+    destination pages arrived on the bootstrap thread: the scheduler may send). Recorded
+    before the status is set, so the poll that sees it always finds the send recorded."""
+    terminal, handed, waiting = _states()
+    if status not in handed:   # Bootstrapping / Transferring: at once
+        return
+    cur = self.request_status.get(bootstrap_room)
+    # no room (cleared, or being created by its own thread), concluded, or not moving up
+    if cur is None or cur in terminal or (status != terminal[1] and status <= cur):
+        return
+    st, rec = _state(self), default_recorder()
+    if st is None or rec is None or (status == waiting and st.mode != "prefill"):
+        return   # decode's WaitingForInput is set on the polling thread itself
+    room, name = str(bootstrap_room), _status_name(status)
+    mid = _count(f"handoff:{room}:{name}:{st.agent}")
+    self.__dict__.setdefault("_kvtrace_handoff", {})[room] = mid
+    rec.event(K.MSG_SEND, st.agent, room, peer=st.agent, msg=str(int(status)).encode(),
+              detail={"id": mid, "what": "status handoff", "status": name})
+
+
+def _handoff_recv(rec, st, mgr, room: str, status) -> None:
+    """A poll that first returns a status: the receiving end of the latest hand-off
+    ``status_set`` recorded for the room, if another call set one (else nothing)."""
+    mid = mgr.__dict__.get("_kvtrace_handoff", {}).pop(room, None)
+    if mid is None or not _on("messages"):
+        return
+    rec.event(K.MSG_RECV, st.agent, room, peer=st.agent, msg=str(int(status)).encode(),
+              detail={"id": mid, "what": "status handoff", "status": _status_name(status)})
+
+
+def sender_poll(out, self, *a, **kw) -> None:
+    """Prefill's scheduler polls its senders every step: the common answer (a status it
+    does not act on, or the one it saw last) returns at once."""
+    if out not in _states()[1] or self.__dict__.get("_kvtrace_seen") == out:
+        return
+    self.__dict__["_kvtrace_seen"] = out
+    st, rec = _state(self.kv_mgr), default_recorder()
+    if st is not None and rec is not None:
+        _handoff_recv(rec, st, self.kv_mgr, _room(self), out)
 
 
 def receiver_clear(self, *a, **kw) -> None:

@@ -55,6 +55,9 @@ SGLANG = Engine(
         Hook(_SGL, "NixlKVSender", "clear", "after", "sender_clear", "pages"),
         Hook(_SGL, "NixlKVReceiver", "send_metadata", "before", "receiver_metadata", "pages"),
         Hook(_SGL, "NixlKVReceiver", "poll", "after", "receiver_poll", "content"),
+        # a room's Success/Failed handed from the thread that sets it to the one that polls it
+        Hook(_SGL, "NixlKVManager", "update_status", "before", "status_set", "messages"),
+        Hook(_SGL, "NixlKVSender", "poll", "after", "sender_poll", "messages"),
         Hook(_SGL, "NixlKVReceiver", "clear", "before", "receiver_clear", "pages"),
         Hook(_SGL, "TransferInfo", "from_zmq", "after", "transfer_info", "messages"),
         Hook(_SGL, "NixlKVManager", "send_kv_status_message", "before", "status_send", "messages"),
