@@ -93,16 +93,27 @@ def test_vllm_engine_buggy_twin_found(tmp_path, bug, check_name, requests):
     posted and unreported. prefill-lease: prefill's lease runs out before decode reads the
     shared blocks (vLLM's expiry frees them)."""
     need_engines()
-    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS), "--bug", bug, "--timeout", "60"], hooks="vllm",
-                 env=IN_FLIGHT)
-    assert run.rc == 0, run.stderr[-3000:]
-    if bug == "decode-abort-free":  # the bug happened: the free came before the READ's completion
+    for attempt in range(3):
+        (tmp_path / f"run{attempt}").mkdir()
+        run = record(tmp_path / f"run{attempt}", ENGINE, ["--layers", str(LAYERS), "--bug", bug, "--timeout", "60"],
+                     hooks="vllm", env=IN_FLIGHT)
+        assert run.rc == 0, run.stderr[-3000:]
+        if bug != "decode-abort-free":
+            break
+        # the bug happened only if the free came before the READ's completion. The driver
+        # stalls prefill around the post it makes itself; when vLLM posts the READ later, at
+        # the step after its NIXL handshake completes (timing the test does not control),
+        # the READ can finish before the abort and the run holds no bug: record it again
         ev = _events(run.trace)
         post = next(e for e in ev if e["kind"] == "xfer_post" and e["request"] == "abort-inflight")
         same = [e for e in ev if e["shard"] == post["shard"]]
         free = next(e["seq"] for e in same if e["kind"] == "free" and e["request"] == "abort-inflight")
         done = next(e["seq"] for e in same if e["kind"] == "xfer_done" and e["xfer"] == post["xfer"])
-        assert post["seq"] < free < done, (post["seq"], free, done)
+        if post["seq"] < free < done:
+            break
+    else:
+        pytest.fail(f"decode-abort-free: in 3 recordings the READ completed before the free (last: post "
+                    f"{post['seq']}, done {done}, free {free})")
     res = check(run.trace)
     got = findings(res)
     assert requests <= {f["request"] for f in got if f["check"] == check_name}, [f["message"] for f in got][:3]
