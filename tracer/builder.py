@@ -42,13 +42,30 @@ class Pool:
     base: int                 # address of layer 0, slot 0; layer l at base + l * layer_stride
     page_tokens: int
     dtype: str
+    #: per layer (slot_bytes, page_tokens, dtype) where layers differ (NAS-pruned models with
+    #: a KV-head count per layer, hybrid layer groups); None: every layer as the pool's fields
+    per_layer: tuple | None = None
 
     @property
     def layer_stride(self) -> int:
-        return self.slot_bytes * self.num_slots
+        """Bytes of one layer region (of layer 0 when layers differ)."""
+        return self.layer_bytes(0)
+
+    def geometry(self, layer: int) -> tuple[int, int, str]:
+        """(slot_bytes, page_tokens, dtype) of ``layer``."""
+        return self.per_layer[layer] if self.per_layer else (self.slot_bytes, self.page_tokens, self.dtype)
+
+    def slot_bytes_of(self, layer: int) -> int:
+        return self.geometry(layer)[0]
+
+    def layer_bytes(self, layer: int) -> int:
+        return self.slot_bytes_of(layer) * self.num_slots
+
+    def layer_base(self, layer: int) -> int:
+        return self.base + sum(self.layer_bytes(k) for k in range(layer))
 
     def addr(self, layer: int, slot: int) -> int:
-        return self.base + layer * self.layer_stride + slot * self.slot_bytes
+        return self.layer_base(layer) + slot * self.slot_bytes_of(layer)
 
 
 class Xfer:
@@ -79,17 +96,23 @@ class AgentBuilder:
 
     # -- memory ---------------------------------------------------------------
     def pool(self, name: str, *, layers: int = 1, slot_bytes: int = 64, num_slots: int = 16,
-             page_tokens: int = 16, dtype: str = "bf16", register: bool = True, base: int | None = None) -> Pool:
-        """Declare a pool: one region per layer, registered with NIXL and described in layouts."""
+             page_tokens: int = 16, dtype: str = "bf16", register: bool = True, base: int | None = None,
+             layer_geometry: dict | None = None) -> Pool:
+        """Declare a pool: one region per layer, registered with NIXL and described in layouts.
+        ``layer_geometry`` maps a layer to its own ``(slot_bytes, page_tokens, dtype)``
+        (layers not in it take the pool's); regions lie back to back."""
         base = self._next_base if base is None else base
-        p = Pool(name, layers, slot_bytes, num_slots, base, page_tokens, dtype)
-        self._next_base = base + layers * p.layer_stride + 0x100000
+        per_layer = None
+        if layer_geometry:
+            per_layer = tuple(tuple(layer_geometry.get(k, (slot_bytes, page_tokens, dtype))) for k in range(layers))
+        p = Pool(name, layers, slot_bytes, num_slots, base, page_tokens, dtype, per_layer)
+        self._next_base = p.layer_base(layers) + 0x100000
         self.pools[name] = p
         for layer in range(layers):
-            self.rec.layout(self.name, name, layer, p.addr(layer, 0), slot_bytes, num_slots,
-                            page_tokens=page_tokens, dtype=dtype)
+            sb, pt, dt = p.geometry(layer)
+            self.rec.layout(self.name, name, layer, p.addr(layer, 0), sb, num_slots, page_tokens=pt, dtype=dt)
             if register:
-                self.rec.event(EventKind.REGISTER, self.name, addr=p.addr(layer, 0), nbytes=p.layer_stride,
+                self.rec.event(EventKind.REGISTER, self.name, addr=p.addr(layer, 0), nbytes=p.layer_bytes(layer),
                                mem_type="DRAM", device=0, detail={"pool": name, "layer": layer})
         return p
 
@@ -111,7 +134,7 @@ class AgentBuilder:
             for layer in range(p.layers):
                 for s in range(num_slots or p.num_slots):
                     addrs.append(p.addr(layer, s))
-                    sizes.append(p.slot_bytes)
+                    sizes.append(p.slot_bytes_of(layer))
         dl = self.rec.new_dlist_id()
         self.rec.dlist_array(dl, owner.name, remote.name if remote else None, addrs, np.asarray(sizes), mem_type="DRAM")
         return dl
@@ -137,7 +160,7 @@ class AgentBuilder:
         return self.rec.free(self.name, request, pool, slots, reason=reason)
 
     def _content_of(self, request: str, pool: str, layer: int, page: int) -> int:
-        return kvh64(fill_page(request, pool, layer, page, self.pools[pool].slot_bytes))
+        return kvh64(fill_page(request, pool, layer, page, self.pools[pool].slot_bytes_of(layer)))
 
     def write(self, request: str, pool: str, slots: Sequence[int], layers: Sequence[int] | None = None,
               pages: Sequence[int] | None = None, checksums: Sequence[int] | None = None,
@@ -158,8 +181,8 @@ class AgentBuilder:
              checksums: Sequence[int] | None = None) -> list[int]:
         """The consumer uses slots; checksums default to what the content model holds."""
         seqs = []
-        unwritten = kvh64(poison(self.pools[pool].slot_bytes)[0])
         for layer in (layers if layers is not None else range(self.pools[pool].layers)):
+            unwritten = kvh64(poison(self.pools[pool].slot_bytes_of(layer))[0])
             pg = [self.pages.get((request, pool, s), i) for i, s in enumerate(slots)]
             cs = list(checksums) if checksums is not None else [
                 self.builder.content.get((self.name, pool, layer, s)) or unwritten for s in slots]
@@ -192,7 +215,7 @@ class AgentBuilder:
             for ls, ld in zip(lay, dlay):
                 for a, b in zip(sslots, dslots):
                     sp, dp = src_side.pools[spool], dst_side.pools[dpool]
-                    descs.append((sp.addr(ls, a), dp.addr(ld, b), min(sp.slot_bytes, dp.slot_bytes)))
+                    descs.append((sp.addr(ls, a), dp.addr(ld, b), min(sp.slot_bytes_of(ls), dp.slot_bytes_of(ld))))
                     moves.append(((src_side.name, spool, ls, a), (dst_side.name, dpool, ld, b)))
         else:
             moves = self.builder._moves_for(src_side, dst_side, descs)
@@ -256,12 +279,12 @@ class TraceBuilder:
     def _moves_for(self, src: AgentBuilder, dst: AgentBuilder, descs) -> list:
         def locate(side, addr):
             for p in side.pools.values():
-                off = addr - p.base
-                if 0 <= off < p.layers * p.layer_stride:
-                    layer, rest = divmod(off, p.layer_stride)
-                    slot, inner = divmod(rest, p.slot_bytes)
-                    if inner == 0:
-                        return (side.name, p.name, layer, slot)
+                for layer in range(p.layers):
+                    rest = addr - p.layer_base(layer)
+                    if 0 <= rest < p.layer_bytes(layer):
+                        slot, inner = divmod(rest, p.slot_bytes_of(layer))
+                        if inner == 0:
+                            return (side.name, p.name, layer, slot)
             return None
         moves = []
         for s, d, _n in descs:

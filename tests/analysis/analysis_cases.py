@@ -17,6 +17,7 @@ import cases_ordering  # noqa: F401
 import cases_answers  # noqa: F401  (issue 16: attribution, owner overwrite, layouts, liveness)
 import cases_replicas  # noqa: F401  (replicated writes: overlapping_inflight_writes by content)
 import cases_pools  # noqa: F401  (one request's hazard over two pools: one finding per pool)
+import cases_layer_geometry  # noqa: F401  (pools whose layers differ in geometry)
 from cases_helpers import CASES, XFAIL, case, finish, handshake, pd, push
 
 __all__ = ["CASES", "XFAIL", "case", "finish", "handshake", "pd", "push"]
