@@ -23,7 +23,7 @@
 --   missing_slots BIGINT[]  -- the request's destination slots with such a page
 --   stride BIGINT      -- M' that explains the indices (null: none found)
 --   stride_pool VARCHAR  -- the pool whose slot count M' is
---   pool_slots BIGINT  -- the destination pool's real slot count
+--   pool_slots BIGINT  -- the destination pool's real slot count (of the first stray destination's layer)
 --   message VARCHAR
 -- which descriptors are wrong is the model's desc_match (the rule is explained there;
 -- the TUI inspector reads the same view)
@@ -96,7 +96,9 @@ one AS (
 ), best AS (   -- one stride that fits every descriptor, with its own pools (the smallest of several)
     SELECT request, agent, m, m_pool FROM fit WHERE n_fit = n
     QUALIFY row_number() OVER (PARTITION BY request, agent ORDER BY m) = 1
-), real AS (SELECT agent, pool, any_value(num_slots) AS pool_slots FROM lay GROUP BY ALL)
+), real AS (   -- the slot count of the first stray destination's layer (a pool's layers may differ)
+    SELECT agent, pool, layer, any_value(num_slots) AS pool_slots FROM lay GROUP BY ALL
+)
 SELECT 'error' AS severity, sg.agent, sg.request, sg.pool, sg.layer, sg.slot, sg.slots, sg.events,
        sg.n_stray AS count,
        greatest(coalesce(nl.n_layers * p.n_pages - p.n_cov, 0), 0) AS missing, sh.missing_slots,
@@ -115,5 +117,5 @@ LEFT JOIN pages p USING (request, agent, pool)
 LEFT JOIN nl USING (agent, pool)
 LEFT JOIN short sh USING (request, agent, pool)
 LEFT JOIN best b USING (request, agent)
-LEFT JOIN real USING (agent, pool)
+LEFT JOIN real USING (agent, pool, layer)
 ORDER BY sg.first_post;

@@ -27,7 +27,11 @@
 -- with psidx (the initiator shard) for shard, s_aid, s_pid, s_part_id / d_aid, d_pid, d_part_id
 -- for the ends' agent, pool and part, unheld_aid for unheld.
 CREATE OR REPLACE TABLE desc_match_ids AS
-WITH pt AS (SELECT i.aid, l.pid, coalesce(any_value(l.page_tokens), 1) AS pt FROM lay l JOIN agent_ids i USING (agent) GROUP BY ALL),
+-- page tokens per layer region, not per pool: a pool's layers may differ (vLLM's hybrid
+-- layer groups with their own page size, per-layer head counts); with one value per pool
+-- page 1 of 16 tokens was compared with page 1 of 32 (a false stray descriptor)
+WITH pt AS (SELECT i.aid, l.pid, l.layer, coalesce(l.part_id, 0) AS part_k, coalesce(any_value(l.page_tokens), 1) AS pt
+            FROM lay l JOIN agent_ids i USING (agent) GROUP BY ALL),
 -- agents with holding facts per request, recorded where the agent lives (holdings another
 -- process records for it cannot be ordered with its transfers: see managed)
 ah AS (SELECT DISTINCT i.aid, h.request FROM holding_list h JOIN agent_home o ON o.agent = h.agent AND o.h_shard = h.shard
@@ -61,8 +65,8 @@ a AS (
     -- subqueries DuckDB built a correlated plan over every row (~1/3 of the cost at 10M);
     -- looked up only for an end without a page (a null key never matches; blank reads it only then)
     FROM desc_hold_ids t
-    LEFT JOIN pt sp ON sp.aid = t.s_aid AND sp.pid = t.s_pid
-    LEFT JOIN pt tp ON tp.aid = t.d_aid AND tp.pid = t.d_pid
+    LEFT JOIN pt sp ON sp.aid = t.s_aid AND sp.pid = t.s_pid AND sp.layer = t.s_layer AND sp.part_k = coalesce(t.s_part_id, 0)
+    LEFT JOIN pt tp ON tp.aid = t.d_aid AND tp.pid = t.d_pid AND tp.layer = t.d_layer AND tp.part_k = coalesce(t.d_part_id, 0)
     LEFT JOIN ah sh ON sh.aid = t.s_aid AND sh.request = CASE WHEN t.s_page IS NULL THEN t.request END
     LEFT JOIN ah th ON th.aid = t.d_aid AND th.request = CASE WHEN t.d_page IS NULL THEN t.request END
     WHERE ($lo IS NULL OR t.xfer >= $lo) AND ($hi IS NULL OR t.xfer < $hi)
