@@ -628,8 +628,10 @@ static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObj
                 Py_DECREF(key);
                 goto out;
             }
+            /* linked to one member (they are all linked already): the groups are the
+             * same as linking every pair, at one link per member, not one per pair */
             int bad = 0;
-            while (!bad && (m = PyIter_Next(it)) != NULL) {
+            if ((m = PyIter_Next(it)) != NULL) {
                 bad = partner(partners, m, owner) < 0 || partner(partners, owner, m) < 0;
                 Py_DECREF(m);
             }
