@@ -492,9 +492,10 @@ class RingStore:
         as before), kept together here as well."""
         if groups is not None:
             links: dict = {}
-            for g in groups:
-                for m in g:
-                    links.setdefault(m, set()).update(x for x in g if x != m)
+            for g in groups:   # each member linked to the first: one group, n links (not n^2)
+                for m in g[1:]:
+                    links.setdefault(m, set()).add(g[0])
+                    links.setdefault(g[0], set()).add(m)
             self._remote_groups = links
         new = frozenset(requests)
         for o in self._remote - new:
