@@ -1,7 +1,7 @@
 """What the NIXL tap adds to each posting: the same traced agent pair with its tap in place and
 taken out (NIXL's binding called directly), in one process, interleaved, on UCX loopback.
 
-    .venv/bin/python bench/tap_calls.py [--postings 200] [--reps 5] [--descs 48]
+    .venv/bin/python bench/tap_calls.py [--postings 200] [--reps 5] [--descs 48] [--path prepped|initialize]
 
 One agent pair (TracedAgent into a --ring 30s recorder), DRAM regions of --descs 4 KiB pages,
 prepped lists on both sides; each posting does what the reference engine's prefill does:
@@ -9,7 +9,9 @@ make_prepped_xfer (int32 index arrays), transfer, poll check_xfer_state to DONE 
 get_new_notifs as its progress), release, then the target takes its notifications. The arms
 differ only in ``agent.agent``: the tap, or the binding it wraps (so the same NIXL objects and
 buffers: two different agent pairs differ by up to ~90 us a posting in UCX's own copy, traced
-or not). Prints thread CPU per posting, best of --reps, per phase.
+or not). Prints thread CPU per posting, best of --reps, per phase. ``--path initialize``: each posting
+builds its descriptor lists (get_xfer_descs of an Nx3 array) and calls initialize_xfer instead, as
+SGLang's connector does (its "make" phase is then those two calls).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ def main(argv=None) -> int:
     p.add_argument("--postings", type=int, default=200)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--descs", type=int, default=48)
+    p.add_argument("--path", choices=("prepped", "initialize"), default="prepped",
+                   help="prepped lists (make_prepped_xfer) or per-posting lists (initialize_xfer)")
     a = p.parse_args(argv)
     import numpy as np
     from kvtrace.tracer.engine.nixlio import make_agent
@@ -51,6 +55,8 @@ def main(argv=None) -> int:
         def rows(buf):
             return np.stack([buf.ctypes.data + np.arange(K, dtype=np.int64) * 4096, np.full(K, 4096),
                              np.zeros(K, np.int64)], 1)
+        if a.path == "initialize":   # the rows themselves: each posting makes its lists
+            return src, dst, rows(bufs[0]), rows(bufs[1])
         return (src, dst, src.prep_xfer_dlist("NIXL_INIT_AGENT", rows(bufs[0]), "DRAM"),
                 src.prep_xfer_dlist(dst.name, rows(bufs[1]), "DRAM"))
 
@@ -63,7 +69,11 @@ def main(argv=None) -> int:
         for i in range(n):
             with rec.request(f"r{i}"):
                 t0 = T()
-                h = src.make_prepped_xfer("WRITE", ldl, idx, rdl, idx, b"room=%d" % i)
+                if a.path == "initialize":
+                    h = src.initialize_xfer("WRITE", src.get_xfer_descs(ldl, "DRAM"),
+                                            src.get_xfer_descs(rdl, "DRAM"), dst.name, b"room=%d" % i)
+                else:
+                    h = src.make_prepped_xfer("WRITE", ldl, idx, rdl, idx, b"room=%d" % i)
                 t1 = T()
                 src.transfer(h)
                 t2 = T()
@@ -95,9 +105,9 @@ def main(argv=None) -> int:
         for r in range(a.reps):
             for name in (("untapped", "tapped") if r % 2 == 0 else ("tapped", "untapped")):
                 got[name].append(arm(name, a.postings))
-        names = ("make_prepped_xfer", "transfer", "poll to DONE", "release", "notifications")
+        names = ("make_prepped_xfer" if a.path == "prepped" else "descs + initialize_xfer", "transfer", "poll to DONE", "release", "notifications")
         best = {k: min(v, key=sum) for k, v in got.items()}
-        print(f"per posting ({K} descriptors), thread CPU, best of {a.reps} x {a.postings} (by total):")
+        print(f"per posting ({K} descriptors, {a.path} lists), thread CPU, best of {a.reps} x {a.postings} (by total):")
         for k, v in best.items():
             print(f"  {k:8s} total {sum(v):6.1f} us: " + ", ".join(f"{n} {x:.1f}" for n, x in zip(names, v)))
         print(f"  the tap adds {sum(best['tapped']) - sum(best['untapped']):.1f} us a posting "

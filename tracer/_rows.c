@@ -567,16 +567,16 @@ static int own_set(PyObject *pos, PyObject *uniq, int32_t *codes, Py_ssize_t nco
     return 0;
 }
 
-/* partners.setdefault(a, set()).add(b) */
-static int partner(PyObject *partners, PyObject *a, PyObject *b) {
-    PyObject *s = PyDict_GetItemWithError(partners, a);
+/* deps.setdefault(a, set()).add(b) */
+static int depend(PyObject *deps, PyObject *a, PyObject *b) {
+    PyObject *s = PyDict_GetItemWithError(deps, a);
     if (s == NULL) {
         if (PyErr_Occurred())
             return -1;
         s = PySet_New(NULL);
         if (s == NULL)
             return -1;
-        int rc = PyDict_SetItem(partners, a, s);
+        int rc = PyDict_SetItem(deps, a, s);
         Py_DECREF(s);
         if (rc < 0)
             return -1;
@@ -585,7 +585,7 @@ static int partner(PyObject *partners, PyObject *a, PyObject *b) {
 }
 
 static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObject *pool, PyObject *sl) {
-    PyObject *refs = st[0], *holders = st[5], *gens = st[6], *partners = st[7];
+    PyObject *refs = st[0], *holders = st[5], *gens = st[6], *deps = st[7];
     PyObject *seq = PySequence_Fast(sl, "book: slots must be a sequence");
     if (seq == NULL)
         return -1;
@@ -615,12 +615,22 @@ static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObj
             n++;
             continue;
         }
-        int in = PySet_Contains(gen, owner);
-        if (in < 0) {
+        PyObject *held = PyDict_GetItemWithError(holders, key);
+        if (held == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, key);
             Py_DECREF(key);
             goto out;
         }
-        if (!in) {
+        int in = PySet_Contains(gen, owner);
+        int holds = in ? 0 : PyDict_Contains(held, owner);
+        if (in < 0 || holds < 0) {
+            Py_DECREF(key);
+            goto out;
+        }
+        if (!in && !holds) {
+            /* joins a running generation: it depends on the generation's founder (whose
+             * writes it reads), referenced while it holds the slot */
             Py_INCREF(gen);
             PyObject *it = PyObject_GetIter(gen), *m;
             if (it == NULL) {
@@ -630,24 +640,16 @@ static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObj
             }
             int bad = 0;
             while (!bad && (m = PyIter_Next(it)) != NULL) {
-                bad = partner(partners, m, owner) < 0 || partner(partners, owner, m) < 0;
+                bad = depend(deps, owner, m) < 0;
                 Py_DECREF(m);
             }
             Py_DECREF(it);
-            if (bad || PyErr_Occurred() || PySet_Add(gen, owner) < 0) {
-                Py_DECREF(gen);
+            Py_DECREF(gen);
+            if (bad || PyErr_Occurred()) {
                 Py_DECREF(key);
                 goto out;
             }
-            Py_DECREF(gen);
             n++;
-        }
-        PyObject *held = PyDict_GetItemWithError(holders, key);
-        if (held == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, key);
-            Py_DECREF(key);
-            goto out;
         }
         Py_DECREF(key);
         if (add_count(held, owner, 1, 0) < 0)
@@ -697,6 +699,14 @@ static int do_free(PyObject *const *st, PyObject *owner, PyObject *agent, PyObje
                 goto bad;
             if (le1 ? PyDict_DelItem(held, owner) < 0 : add_count(held, owner, -1, 0) < 0)
                 goto bad;
+            if (le1) {  /* its last hold of the slot: a joiner (not the founder) lets go */
+                PyObject *g = PyDict_GetItemWithError(gens, key);
+                int founder = g == NULL ? 0 : PySet_Contains(g, owner);
+                if ((g == NULL && PyErr_Occurred()) || founder < 0)
+                    goto bad;
+                if (!founder && add_count(ended, owner, 1, 0) < 0)
+                    goto bad;
+            }
             if (PyDict_GET_SIZE(held) == 0) {
                 if (PyDict_DelItem(holders, key) < 0)
                     goto bad;
@@ -752,7 +762,7 @@ out:
  *      xfer_tag, region_tag) -> [j of each xfer_error row]
  * RingStore._ingest_events' loop over the rows that change liveness (see there), on its lists
  * (row j of the lists is row idx[j] of the batch); state: (refs, last_t, open, inflight,
- * xfer_owner, holders, gen, partners); kind_codes: kind -> K_* below; pos, uniq, codes: the
+ * xfer_owner, holders, gen, deps); kind_codes: kind -> K_* below; pos, uniq, codes: the
  * batch's Owners (codes: its int32 array), for the rows whose owner is a transfer or region. */
 static PyObject *book(PyObject *self, PyObject *args) {
     PyObject *state, *kcodes, *pos, *uniq, *codes_obj, *L[9], *xtag, *rtag;

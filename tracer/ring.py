@@ -254,10 +254,10 @@ class RingRecorder(Recorder):
             unix = time.time()
             live, last = self.store.live_requests()
             to_unix = {o: unix - (now - t) / 1e9 for o, t in last.items()}
-            ring_dump.publish_live(self.session_dir, self.shard, live, to_unix, self.from_unix, self.store.groups())
-            remote, r_last, self.remote_from_unix, r_groups = ring_dump.read_live(
+            ring_dump.publish_live(self.session_dir, self.shard, live, to_unix, self.from_unix, self.store.depends())
+            remote, r_last, self.remote_from_unix, r_depends = ring_dump.read_live(
                 self.session_dir, self.shard, self._live_cache)
-            self.store.set_remote(remote, {o: now - int((unix - t) * 1e9) for o, t in r_last.items()}, now, r_groups)
+            self.store.set_remote(remote, {o: now - int((unix - t) * 1e9) for o, t in r_last.items()}, now, r_depends)
         except OSError:  # a full disk or a removed session: the local rules still hold
             pass
 

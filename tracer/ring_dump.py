@@ -74,15 +74,15 @@ LIVE = "live.json"
 
 
 def publish_live(session_dir: str, shard: str, requests: list[str], last_unix: dict[str, float],
-                 from_unix: float | None, groups: list[list[str]] | None = None) -> None:
+                 from_unix: float | None, depends: list[list[str]] | None = None) -> None:
     """Write ``S/_ring/<shard>/live.json``: the requests this shard keeps live, when the
     others stopped being live, when its ring's oldest chunk starts (wall clock, comparable
-    across hosts), and the requests it saw share slot generations (RingStore.groups)."""
+    across hosts), and the [request, request it depends on] pairs it saw (RingStore.depends)."""
     d = os.path.join(staging_dir(session_dir), shard)
     tmp = os.path.join(d, LIVE + ".tmp")
     # json.dumps, not json.dump: the same text from the C encoder in one write (json.dump
     # encodes in Python, one write per token: most of this call's CPU for ~400 requests)
-    text = json.dumps({"live": requests, "last_unix": last_unix, "from_unix": from_unix, "groups": groups or []})
+    text = json.dumps({"live": requests, "last_unix": last_unix, "from_unix": from_unix, "depends": depends or []})
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, os.path.join(d, LIVE))
@@ -92,12 +92,12 @@ def read_live(session_dir: str, shard: str, cache: dict) -> tuple[set[str], dict
                                                                 list[list[str]]]:
     """The union of the other shards' live requests (re-read only when a file changed),
     the latest time each other request stopped being live there, the latest start of
-    their rings (wall clock), and the groups of requests they saw share slot generations."""
+    their rings (wall clock), and the [request, request it depends on] pairs they saw."""
     d = staging_dir(session_dir)
     out: set[str] = set()
     last: dict[str, float] = {}
     latest = None
-    groups: list[list[str]] = []
+    depends: list[list[str]] = []
     for name in os.listdir(d):
         if name == shard or name.startswith(("_", ".")):
             continue
@@ -119,8 +119,9 @@ def read_live(session_dir: str, shard: str, cache: dict) -> tuple[set[str], dict
                 last[o] = t
         if info.get("from_unix") is not None:
             latest = max(latest or 0.0, float(info["from_unix"]))
-        groups += [g for g in (info.get("groups") or ()) if isinstance(g, list)]
-    return out, last, latest, groups
+        depends += [d for d in (info.get("depends") or ())
+                    if isinstance(d, list) and len(d) == 2 and all(isinstance(x, str) for x in d)]
+    return out, last, latest, depends
 
 
 class TriggerLog:

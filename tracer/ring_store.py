@@ -14,11 +14,11 @@ Eviction must not leave a dumped window whose events point at facts that are gon
   facts recorded without one, the transfer (its post, descriptors and completion) or the
   registered region (register/deregister). An owner is live while
     - it is between ``req_start`` and ``req_done``/``req_abort`` on this shard;
-    - it belongs to a generation of a slot this shard manages that is still held (it
-      allocated or shared the slot since the slot last came from free): its alloc, writes
-      and transfers say what the slot holds -- a prefix page shared by later turns keeps
-      the turn that filled it. A generation's members are released together when its
-      last holder frees the slot;
+    - it holds a slot this shard manages (allocated and not yet freed);
+    - it started a generation of a slot that is still held (allocated the slot when it
+      came from free): its alloc, writes and transfers say what the slot holds -- a prefix
+      page shared by later turns keeps the turn that filled it until its last holder frees
+      the slot;
     - it posted a transfer not yet completed;
     - it is registered memory not yet deregistered;
 * and an owner stays ``slack_ns`` past the moment it stopped being live, so that two
@@ -28,8 +28,12 @@ Eviction must not leave a dumped window whose events point at facts that are gon
   or with neither.
 
 Owners are kept whole: every event of a request or none of them, never half a request; and
-owners that shared a slot generation (the turns of one session whose prefix pages the cache
-passed on) are kept or dropped together.
+an owner that joined a slot generation another one started (a turn reading a prefix page
+the cache passed on) *depends* on that owner: whatever keeps it keeps the owner it depends
+on, and that one's own dependencies, for as long (not the other way round: a page shared by
+every request, a system prompt's, keeps the request that filled it and the requests kept
+for themselves, not every request that ever read it -- with "kept together" both ways, one
+such page kept every request of the run).
 What pinning cannot keep (pinned facts over half the ring's size) is dropped and the
 loss is reported by :meth:`RingStore.window` (``state_complete: false``).
 
@@ -147,8 +151,8 @@ class RingStore:
         self._inflight: dict = {}           # xfer -> owner
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
-        self._partners: dict = {}           # owner -> owners it shared a slot generation with
-        self._remote_groups: dict = {}      # request -> requests another shard saw it share one with
+        self._deps: dict = {}               # owner -> owners whose slot generations it joined
+        self._remote_deps: dict = {}        # request -> requests another shard saw it depend on
         if budget is not None:
             budget.join(self)
 
@@ -163,7 +167,7 @@ class RingStore:
         """The liveness bookkeeping's memory, estimated per entry (it is kept after the rows
         of its owners left: the requests, transfers and slots of the last slack seconds)."""
         return (_BOOK["last_t"] * len(self._last_t) + _BOOK["xfer"] * len(self._xfer_owner)
-                + _BOOK["partners"] * len(self._partners)
+                + _BOOK["deps"] * len(self._deps)
                 + _BOOK["slot"] * (len(self._holders) + len(self._gen))
                 + _BOOK["small"] * (len(self._open) + len(self._refs) + len(self._inflight) + len(self._remote)))
 
@@ -306,7 +310,7 @@ class RingStore:
             # the loop below in C (tracer/_rows.c: book), on the same lists and state
             own._pos = {o: j for j, o in enumerate(own.uniq)}
             errors = _BOOK_LOOP((self._refs, self._last_t, self._open, self._inflight, self._xfer_owner,
-                                 self._holders, self._gen, self._partners), _KIND_CODE, own._pos, own.uniq,
+                                 self._holders, self._gen, self._deps), _KIND_CODE, own._pos, own.uniq,
                                 own.codes, ts, agents, kinds_, reqs, pools, xfers, addrs, slot_lists, idx,
                                 "xfer", "region")
             for j in errors:
@@ -315,7 +319,7 @@ class RingStore:
                                    "request": reqs[j], "xfer": xfers[j]})
         elif len(idx):
             refs, last, open_, inflight, xown = self._refs, self._last_t, self._open, self._inflight, self._xfer_owner
-            holders, gens, partners = self._holders, self._gen, self._partners
+            holders, gens, deps = self._holders, self._gen, self._deps
             for j, i in enumerate(idx):
                 kind, req = kinds_[j], reqs[j]
                 if req is not None:
@@ -339,17 +343,16 @@ class RingStore:
                             key = (agent, pool, s)
                             gen = gens.get(key)
                             if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
-                                gens[key] = {owner}
+                                gens[key] = {owner}     # its founder: referenced until the generation ends
                                 holders[key] = {owner: 1}
                                 n += 1
                                 continue
-                            if owner not in gen:
-                                for m in gen:    # shared a generation: kept and dropped together
-                                    partners.setdefault(m, set()).add(owner)
-                                    partners.setdefault(owner, set()).add(m)
-                                gen.add(owner)
-                                n += 1
                             held = holders[key]
+                            if owner not in gen and owner not in held:
+                                # joins a running generation: it reads what its founder wrote
+                                # (referenced while it holds the slot)
+                                deps.setdefault(owner, set()).update(gen)
+                                n += 1
                             held[owner] = held.get(owner, 0) + 1
                         if n:
                             refs[owner] = refs.get(owner, 0) + n
@@ -364,9 +367,11 @@ class RingStore:
                                 if c:
                                     if c <= 1:
                                         del held[owner]
+                                        if owner not in gens.get(key, ()):   # a joiner lets go
+                                            ended[owner] = ended.get(owner, 0) + 1
                                     else:
                                         held[owner] = c - 1
-                                    if not held:       # the generation ends: its members go together
+                                    if not held:       # the generation ends: its founder lets go
                                         del holders[key]
                                         for m in gens.pop(key, ()):
                                             ended[m] = ended.get(m, 0) + 1
@@ -413,85 +418,62 @@ class RingStore:
         return own
 
     # ------------------------------------------------------------ eviction
-    def _component(self, owner, local: bool = False) -> list:
-        """``owner`` and every owner linked to it through shared slot generations (a prefix
-        page's turns share one): a request is kept only with the turns whose pages it read.
-        The links are this shard's and, unless ``local``, the groups the other shards of the
-        session saw (set_remote): decode may group two requests that prefill never saw share
-        a page, and prefill must keep them together too."""
-        links = (self._partners,) if local or not self._remote_groups else (self._partners, self._remote_groups)
-        seen, todo = {owner}, [owner]
-        while todo:
-            o = todo.pop()
-            for table in links:
-                for m in table.get(o, ()):
-                    if m not in seen:
-                        seen.add(m)
-                        todo.append(m)
-        return list(seen)
-
-    def groups(self) -> list[list[str]]:
-        """The requests this shard saw share slot generations, in groups of two or more (its
-        own links only: what the other shards need, to keep them together too)."""
-        seen, out = set(), []
-        for o in list(self._partners):
-            if o in seen or not isinstance(o, str):
-                continue
-            comp = self._component(o, local=True)
-            seen.update(comp)
-            reqs = sorted(m for m in comp if isinstance(m, str))
-            if len(reqs) > 1:
-                out.append(reqs)
-        return out
-
-    def _group_state(self, comp: list, local: bool = False) -> tuple[bool, int]:
-        """(some member is live now, the latest time a member stopped being live).
+    def _effective(self, local: bool = False) -> dict:
+        """owner -> until when it must be kept: ``_LIVE`` while it or an owner depending on
+        it is live, else the latest time it or such an owner stopped being live. The
+        dependencies are this shard's and the ones the session's other shards saw
+        (set_remote): decode sees its prefix cache pass a page from one request to the
+        next, and prefill must keep the request that filled it as long as decode does.
         ``local``: live by this shard's own state only, not because another shard says so."""
-        live = any(o in self._refs or o in self._open or (not local and o in self._remote) for o in comp)
-        return live, max(self._last_t.get(o, -1) for o in comp)
+        refs, open_, remote = self._refs, self._open, (frozenset() if local else self._remote)
+        eff = {o: _LIVE if (o in refs or o in open_ or o in remote) else t for o, t in self._last_t.items()}
+        deps, rdeps = self._deps, self._remote_deps
+        # latest first: an owner is raised once, by the latest owner depending on it, and a
+        # later push stops there (a chain of n dependencies: n steps, not n^2)
+        for o in sorted((o for o in (*deps, *rdeps) if o in eff), key=eff.__getitem__, reverse=True):
+            v = eff[o]
+            todo = [*deps.get(o, ()), *rdeps.get(o, ())]
+            while todo:     # push o's time to what it depends on, and theirs (each only if later)
+                f = todo.pop()
+                if eff.get(f, v) < v:
+                    eff[f] = v
+                    todo += deps.get(f, ())
+                    todo += rdeps.get(f, ())
+        return eff
+
+    def depends(self) -> list[list[str]]:
+        """[request, request it depends on] pairs this shard saw (its own only): what the
+        other shards need, to keep the second as long as they keep the first."""
+        return [[o, f] for o, fs in self._deps.items() if isinstance(o, str)
+                for f in sorted(fs, key=str) if isinstance(f, str)]
 
     def live_requests(self) -> tuple[list[str], dict[str, int]]:
         """What this shard publishes to the session's other shards: the requests it keeps
         live now, and for the other requests it still holds, when they stopped being live
-        (both per group of requests that shared slot generations)."""
-        live, last, done = [], {}, set()
-        partners, refs, open_, last_t = self._partners, self._refs, self._open, self._last_t
-        for o in list(last_t):
-            if o in done or not isinstance(o, str):
-                continue
-            if o not in partners and o not in self._remote_groups:   # shared no slot generation: a group of one
-                done.add(o)         # (most of them; _component and _group_state inlined)
-                if o in refs or o in open_:
+        (a request someone depends on: when that one did, if later). By this shard's own
+        state: a request published because the other shard published it would keep both
+        shards publishing it forever (measured: the set grew with the run's length, 1600
+        requests after 3000)."""
+        live, last = [], {}
+        for o, v in self._effective(local=True).items():
+            if isinstance(o, str):
+                if v == _LIVE:
                     live.append(o)
                 else:
-                    last[o] = last_t[o]
-                continue
-            comp = self._component(o)
-            done.update(comp)
-            # by this shard's own state: a request published because the other shard
-            # published it would keep both shards publishing it forever (measured: the
-            # set grew with the run's length, 1600 requests after 3000)
-            alive, t = self._group_state(comp, local=True)
-            for m in comp:
-                if isinstance(m, str):
-                    if alive:
-                        live.append(m)
-                    else:
-                        last[m] = t
+                    last[o] = v
         return sorted(live), last
 
-    def set_remote(self, requests, last: dict[str, int], now_ns: int, groups=None) -> None:
+    def set_remote(self, requests, last: dict[str, int], now_ns: int, depends=None) -> None:
         """The other shards' view (times in this shard's clock): a request live elsewhere
         is kept here too, and one that stopped being live elsewhere is kept as long as the
         latest shard to let it go keeps it, so a request is dumped with both its ends.
-        ``groups``: the requests they saw share slot generations (their groups(); None:
-        as before), kept together here as well."""
-        if groups is not None:
+        ``depends``: the [request, request it depends on] pairs they saw (their depends();
+        None: as before), kept here as well."""
+        if depends is not None:
             links: dict = {}
-            for g in groups:
-                for m in g:
-                    links.setdefault(m, set()).update(x for x in g if x != m)
-            self._remote_groups = links
+            for o, f in depends:
+                links.setdefault(o, set()).add(f)
+            self._remote_deps = links
         new = frozenset(requests)
         for o in self._remote - new:
             if o in self._last_t and now_ns > self._last_t[o]:
@@ -583,11 +565,8 @@ class RingStore:
             store[:] = out
         gone = {o for o in self._last_t if not live(o)}
         for o in gone:                   # no row of theirs is left in the ring: forget them
-            del self._last_t[o]
-            for m in self._partners.pop(o, ()):
-                p = self._partners.get(m)
-                if p is not None:
-                    p.discard(o)
+            del self._last_t[o]          # (what depends on them is gone too)
+            self._deps.pop(o, None)
         for x in [x for x, o in self._xfer_owner.items() if o in gone]:
             del self._xfer_owner[x]
 
@@ -685,23 +664,20 @@ def _until(events: list, descs: list, end_ns: int) -> tuple[_Unpacked, _Unpacked
 
 
 class _Liveness:
-    """``live(owner)`` at one cut, computed once per group of owners that shared slot
-    generations (all kept or all dropped)."""
+    """``live(owner)`` at one cut: kept while it, or an owner depending on it, is live or
+    stopped being live at or after the cut (RingStore._effective, computed once)."""
 
     def __init__(self, store: RingStore, cut: int):
-        self._store, self._cut, self._memo = store, cut, {}
+        self._store, self._cut, self._eff = store, cut, store._effective()
 
     def __call__(self, owner) -> bool:
-        v = self._memo.get(owner)
-        if v is None:
-            if owner is None:
-                return False
-            comp = self._store._component(owner)
-            alive, t = self._store._group_state(comp)
-            v = alive or t >= self._cut
-            for m in comp:
-                self._memo[m] = v
-        return v
+        if owner is None:
+            return False
+        v = self._eff.get(owner)
+        if v is None:   # no row of it recorded here: live only by its references
+            st = self._store
+            return owner in st._refs or owner in st._open or owner in st._remote
+        return v >= self._cut
 
 
 def _keep(batch: "Packed | pa.RecordBatch", owners: "Owners", live) -> tuple[list, int]:
@@ -777,7 +753,9 @@ def _unpack(b) -> pa.RecordBatch:
 #: measured (sys.getsizeof, deeply) over 1500 reference-engine requests recorded into a 2 MB
 #: ring: last-seen times ~115-135 B per owner, transfer owners ~96 B, partner sets ~260 B,
 #: slot holders/generations 300-570 B; counted with room to spare.
-_BOOK = {"last_t": 160, "xfer": 128, "partners": 320, "slot": 640, "small": 256}
+_BOOK = {"last_t": 160, "xfer": 128, "deps": 320, "slot": 640, "small": 256}
+#: "live now" in RingStore._effective (later than any time)
+_LIVE = float("inf")
 
 #: Python memory a batch's distinct owner costs while the batch is in the ring: its entry in
 #: the batch's owner list (the key object and the pointer) and its share of the liveness

@@ -198,27 +198,27 @@ class LiveWindow:
     def _exchange_live(self, now_ns: int) -> None:
         """Every store keeps a request exactly when the others do: each learns, as the ring's
         shards do through the session directory, the requests the others keep live, when
-        they let the rest go, and which requests they saw share slot generations (decode
-        may group a request with a prefix-cache entry prefill never saw). Repeated until no
-        store's view changes: a time learnt from one shard can lengthen a group on another
+        they let the rest go, and which requests they saw depend on which (decode sees a
+        request read a prefix-cache page another filled; prefill never does). Repeated until
+        no store's view changes: a time learnt from one shard can lengthen a dependency on another
         (measured: a single round kept a request on decode that prefill had let go)."""
         before = None
         for _ in range(16):
-            views = {name: (st.live_requests(), st.groups()) for name, st in self.stores.items()}
+            views = {name: (st.live_requests(), st.depends()) for name, st in self.stores.items()}
             if views == before:
                 return
             before = views
             for name, st in self.stores.items():
-                live, last, groups = set(), {}, []
-                for other, ((o_live, o_last), o_groups) in views.items():
+                live, last, depends = set(), {}, []
+                for other, ((o_live, o_last), o_depends) in views.items():
                     if other == name:
                         continue
                     live.update(o_live)
-                    groups += o_groups
+                    depends += o_depends
                     for req, t in o_last.items():
                         if t > last.get(req, -1):
                             last[req] = t
-                st.set_remote(live, last, now_ns, groups)
+                st.set_remote(live, last, now_ns, depends)
 
     def close(self) -> None:
         for st in self.stores.values():

@@ -90,18 +90,16 @@ EXPECT = {
     "sglang-hetero-tp-heads-p2d1-aux-vram": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
 }
 # SGLang's own NIXL connector on CPU (tests/replay/data; bf16 index-K sized by bytes, see
-# test_whatif.py): 0.5.21 misaddresses index-K under every schedule. 0.5.23 is clean for
-# real, yet lazy, pct 7 and every conflicts seed read poison on decode (KNOWN FALSE ALARM,
-# pinned): decode learns of the data by a status message on its bootstrap thread (msg_recv,
-# thread 1) and reads on the forward thread (thread 0), and nothing in the trace orders the
-# read after the receive. The prefill side (the post ahead of its write) no longer happens
-# there either. These traces predate the hooks' status hand-off (update_status -> the poll
-# that sees it, a msg_send/msg_recv pair within one agent), so they keep their pins; traces
-# recorded with it replay clean under lazy, pct and conflicts (tests/engines/test_sglang_handoff.py).
+# test_whatif.py), recorded with the hooks' status hand-off (update_status -> the poll that
+# sees it, a msg_send/msg_recv pair within one agent: docs/hooks.md): 0.5.21 misaddresses
+# index-K under every schedule; 0.5.23 is clean under every schedule. (The traces recorded
+# before the hand-off read poison on 0.5.23 under lazy, pct 7 and every conflicts seed:
+# decode's read on the forward thread was not ordered after the status its bootstrap
+# thread received; see tests/engines/test_sglang_handoff.py.)
 DATA = os.path.join(os.path.dirname(__file__), "data")
 DATA_EXPECT = {
     "sglang-0.5.21-bf16-index-k": dict(recorded=True, eager=True, lazy=True, conflicts_fails=0, pct7_fails=True),
-    "sglang-0.5.23-bf16-index-k": dict(recorded=False, eager=False, lazy=True, conflicts_fails=0, pct7_fails=True),
+    "sglang-0.5.23-bf16-index-k": dict(recorded=False, eager=False, lazy=False, conflicts_fails=None),
 }
 CONFLICT_SEEDS = range(30)
 

@@ -45,12 +45,12 @@ class _Reference(RingStore):
         if kind == "alloc" and slots:
             for s in slots:
                 key = (r["agent"], r["pool"], s)
-                gen = self._gen.setdefault(key, set())
-                if owner not in gen:
-                    for m in gen:
-                        self._partners.setdefault(m, set()).add(owner)
-                        self._partners.setdefault(owner, set()).add(m)
-                    gen.add(owner)
+                if key not in self._gen:         # from free: the owner founds a generation
+                    self._gen[key] = {owner}
+                    self._ref(owner)
+                elif owner not in self._gen[key] and owner not in self._holders[key]:
+                    for f in self._gen[key]:     # joins one: depends on its founder
+                        self._deps.setdefault(owner, set()).add(f)
                     self._ref(owner)
                 held = self._holders.setdefault(key, {})
                 held[owner] = held.get(owner, 0) + 1
@@ -62,6 +62,8 @@ class _Reference(RingStore):
                     held[owner] -= 1
                     if held[owner] <= 0:
                         del held[owner]
+                        if owner not in self._gen[key]:
+                            self._unref(owner, t)
                     if not held:
                         del self._holders[key]
                         for m in self._gen.pop(key, ()):
@@ -130,7 +132,7 @@ class _FromRows(RingStore):
 
 def _state(store):
     return (store._open, store._refs, store._last_t, store._holders, store._gen, store._inflight,
-            store._xfer_owner, store._partners)
+            store._xfer_owner, store._deps)
 
 
 def _dump(store, start):
@@ -167,7 +169,8 @@ def test_inlined_bookkeeping_matches_reference(flushes, window_ns):
 
 
 def test_reference_sees_generations():
-    """The comparison is not vacuous: a shared slot links two requests in both versions."""
+    """The comparison is not vacuous: a shared slot makes one request depend on another in
+    every version."""
     rows = [{"kind": "alloc", "request": "r1", "agent": "a", "pool": "kv", "slots": [1, 2]},
             {"kind": "alloc", "request": "r2", "agent": "a", "pool": "kv", "slots": [2]},
             {"kind": "free", "request": "r1", "agent": "a", "pool": "kv", "slots": [1, 2]}]
@@ -175,14 +178,15 @@ def test_reference_sees_generations():
         s = cls(window_ns=10**15)
         b, tuples = _batches([rows], tuples=True)[0]
         s.add("events", b, tuples if cls is _FromRows else None)
-        assert s._partners == {"r1": {"r2"}, "r2": {"r1"}}
+        assert s._deps == {"r2": {"r1"}}     # r2 reads what r1 wrote to slot 2
+        # r1 is referenced by the generation it started (slot 2, still held), r2 by its hold
         assert s._refs == {"r1": 1, "r2": 1} and s._holders == {("a", "kv", 2): {"r2": 1}}
 
 
 def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
     """Decode's r1 and r2 shared slot 2 (a prefix page); prefill never saw them share it and
     has r2 open. Both rings, exchanging through the session directory as RingRecorder does
-    (live.json, with the groups each saw), keep r1 with r2: without decode's group prefill
+    (live.json, with the dependencies each saw), keep r1 with r2: without decode's r2 -> r1 prefill
     let r1 go while decode kept it, and a dump held r1's reads with no transfer behind them."""
     from kvtrace.tracer import ring_dump
     S = 1_000_000_000
@@ -208,10 +212,10 @@ def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
     for _ in range(2):          # each publishes, then reads the other's (two rounds: both have read both)
         for name, st in stores.items():
             live, last = st.live_requests()
-            ring_dump.publish_live(session, name, live, {o: t / 1e9 for o, t in last.items()}, None, st.groups())
+            ring_dump.publish_live(session, name, live, {o: t / 1e9 for o, t in last.items()}, None, st.depends())
         for name, st in stores.items():
-            remote, r_last, _, groups = ring_dump.read_live(session, name, caches[name])
-            st.set_remote(remote, {o: int(t * 1e9) for o, t in r_last.items()}, 21 * S, groups)
+            remote, r_last, _, depends = ring_dump.read_live(session, name, caches[name])
+            st.set_remote(remote, {o: int(t * 1e9) for o, t in r_last.items()}, 21 * S, depends)
     kept = {}
     for name, st in stores.items():
         st.evict(21 * S)
@@ -260,3 +264,36 @@ def test_a_quiet_shard_keeps_what_the_others_window_holds():
         batches, _ = st.snapshot(5 * S)
         kept[n] = {r for b in batches["events"] for r in b.column("request").to_pylist() if r is not None}
     assert kept["decode"] == {"r"} == kept["prefill"]
+
+
+def test_a_page_every_request_shares_keeps_its_filler_not_every_reader():
+    """A system prompt's page (slot 7), filled by r0 and shared by every later request while
+    earlier ones still hold it: its generation never ends. Each reader depends on r0 alone
+    (one link each, not one per pair: 20,000 holders of one slot took 6.5 GB before), and
+    once the readers are done and past the slack only r0 (the page's filler) and the
+    readers still live are kept -- not every request that ever read the page (before, one
+    such page kept all of them: the pinned rows grew with the run's length)."""
+    S = 1_000_000_000
+    n = 400
+    rows = [{"kind": "req_start", "request": "r0", "agent": "a"},
+            {"kind": "alloc", "request": "r0", "agent": "a", "pool": "kv", "slots": [7]},
+            {"kind": "write", "request": "r0", "agent": "a", "pool": "kv", "slots": [7]},
+            {"kind": "free", "request": "r0", "agent": "a", "pool": "kv", "slots": [7]}]
+    rows[3:3] = [{"kind": "alloc", "request": "r1", "agent": "a", "pool": "kv", "slots": [7]}]
+    for i in range(2, n):   # r(i) takes the page, then r(i-1) lets it go: always held
+        rows += [{"kind": "alloc", "request": f"r{i}", "agent": "a", "pool": "kv", "slots": [7]},
+                 {"kind": "read", "request": f"r{i}", "agent": "a", "pool": "kv", "slots": [7]},
+                 {"kind": "free", "request": f"r{i - 1}", "agent": "a", "pool": "kv", "slots": [7]}]
+    s = RingStore(window_ns=2 * S, slack_ns=S)
+    (b,) = _batches([rows])          # at 1 ms apart: all within 1.2 s
+    s.add("events", b)
+    assert sum(len(v) for v in s._deps.values()) == n - 1 and s._deps[f"r{n - 1}"] == {"r0"}
+    assert s._refs == {"r0": 1, f"r{n - 1}": 1}
+    t_end = 20 * S                   # a later event: everything before is past the window
+    s.add("events", pa.RecordBatch.from_pylist([{"seq": 10**6, "t_ns": t_end, "kind": "mark", "agent": "x"}],
+                                               schema=EVENTS))
+    s.evict(t_end)
+    batches, _ = s.snapshot(t_end - S)
+    kept = {r for bb in batches["events"] for r in bb.column("request").to_pylist() if r is not None}
+    assert kept == {"r0", f"r{n - 1}"}
+    assert s.depends() == [[f"r{n - 1}", "r0"]]

@@ -383,10 +383,15 @@ def status_recv(self, *a, bootstrap_room=None, status=None, prefill_rank=None, f
               detail={"id": _count(base), "what": "completion status", "status": _status_name(status)})
 
 
+_STATUS_NAMES: dict = {}
+
+
 def _status_name(status) -> str:
-    from sglang.srt.disaggregation.base.conn import KVPoll
-    names = {v: k for k, v in vars(KVPoll).items() if isinstance(v, int) and not k.startswith("_")}
-    return names.get(int(status), str(status))
+    """KVPoll's name of a status (its names read once: every status change asks)."""
+    if not _STATUS_NAMES:
+        from sglang.srt.disaggregation.base.conn import KVPoll
+        _STATUS_NAMES.update({v: k for k, v in vars(KVPoll).items() if isinstance(v, int) and not k.startswith("_")})
+    return _STATUS_NAMES.get(int(status), str(status))
 
 
 # ------------------------------------------------------------------ request of each posting
