@@ -133,9 +133,12 @@ def _compare(a: dict, b: dict, per: dict) -> dict | None:
     if not differs:
         return None
     shown = layers or common
+    # a differing field is shown on the layers where it differs (named when not all of them)
+    on = {k: [L for L in layers if k in by_layer[L]] for k in differs if k != "regions"}
     side = {}
     for name, g in (("src", a), ("dst", b)):
-        side[name] = {k: _per_layer_text(g["per_layer"], k, shown) if shown else _fmt(g[k]) for k in LAYER_FIELDS}
+        side[name] = {k: _per_layer_text(g["per_layer"], k, on.get(k) or shown) if shown else _fmt(g[k])
+                      for k in LAYER_FIELDS}
         side[name]["regions"] = _fmt(g["regions"])
     splits = {b["per_layer"][L]["bytes_per_token"] / a["per_layer"][L]["bytes_per_token"]
               for L in layers if "bytes_per_token" in by_layer[L]
@@ -148,7 +151,8 @@ def _compare(a: dict, b: dict, per: dict) -> dict | None:
     return {"differs": differs, "src": side["src"], "dst": side["dst"],
             "head_split": _fmt(next(iter(splits))) if len(splits) == 1 else None,
             "descs": descs, "uneven": sum(per.get(L, (0, 0))[1] for L in layers), "consistent": not bad,
-            "layers": _ranges(layers) if layers else None, "common_layers": len(common)}
+            "layers": _ranges(layers) if layers else None, "common_layers": len(common),
+            "field_layers": {k: _ranges(ls) for k, ls in on.items() if ls != layers}}
 
 
 def describe(d: dict) -> str:
@@ -156,7 +160,8 @@ def describe(d: dict) -> str:
     cls = d["pool"] + (f" part {d['part']}" if d["part"] else "")
     if d.get("layers"):
         cls += f", {d['layers']} (of the {d['common_layers']} both sides register)"
-    parts = [f"{k} {d['src'][k]} vs {d['dst'][k]}" for k in d["differs"]]
+    on = d.get("field_layers") or {}
+    parts = [f"{k} {d['src'][k]} vs {d['dst'][k]}" + (f" on {on[k]}" if k in on else "") for k in d["differs"]]
     if d["head_split"] and d["head_split"] != "1" and "dtype" not in d["differs"]:
         parts.append(f"{d['dst_agent']} holds {d['head_split']}× {d['src_agent']}'s bytes per token (a head split)")
     verdict = ("the descriptors fit both" if d["consistent"] else

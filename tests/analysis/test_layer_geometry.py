@@ -90,3 +90,26 @@ def test_diff_of_two_traces_shows_the_layer(tmp_path, capsys):
     (row,) = json.loads(capsys.readouterr().out)["layouts"]
     assert (row["agent"], row["pool"]) == ("decode", "kv")
     assert row["changed"] == {"dtype": ["bf16", "bf16 (layers 0-1, 3), fp8 (layer 2)"]}
+
+
+def test_layers_differing_in_two_ways_are_listed_each(tmp_path, capsys):
+    """Layers 0-1 fp8 on decode, layer 3 with twice the bytes per token on decode and
+    descriptors of decode's item length: one finding for the class, each group of layers
+    with its own geometry; the layout difference shows each field on its own layers."""
+    import cases_layer_geometry as c
+
+    path = str(tmp_path / "two-ways.kvtrace")
+    dst = {**c.VARIED, 0: (64, 16, "fp8"), 1: (64, 16, "fp8"), 3: (64, 16, "bf16")}
+    c._layerwise(*c._pair(path, c.VARIED, dst), item_len={3: 64})
+    with TraceSession(path) as s:
+        (f,) = s.findings()
+    assert f.check == "layout_mismatch" and f.layer == 0 and f.count == 6
+    assert f.extra["differs"] == ["dtype", "bytes_per_token"] and f.extra["uneven"] == 2
+    assert "differs on 3 of the 4 layers both sides register: layers 0-1: prefill stores it as bf16" in f.message
+    assert "; layer 3: prefill stores it as bf16 (32 B per slot" in f.message
+    assert "of transfers x0, x1, x3 copy those layers" in f.message
+    (d,) = _layout_diff(path, capsys)
+    assert d["layers"] == "layers 0-1, 3" and not d["consistent"]
+    assert d["field_layers"] == {"slot_bytes": "layer 3", "bytes_per_token": "layer 3", "dtype": "layers 0-1"}
+    assert (d["src"]["dtype"], d["dst"]["dtype"]) == ("bf16", "fp8")
+    assert (d["src"]["slot_bytes"], d["dst"]["slot_bytes"]) == ("32", "64")
