@@ -146,8 +146,9 @@ class RingStore:
         self._open: set = set()             # requests between start and done/abort
         self._refs: dict = {}               # owner -> references that keep it live
         self._last_t: dict = {}             # owner -> last event time, or when it stopped being live
-        self._holders: dict = {}            # (agent, pool, slot) -> {owner: references}
-        self._gen: dict = {}                # (agent, pool, slot) -> owners of its latest generation
+        # (agent, pool, slot) -> the owner that founded its generation when that owner alone
+        # holds it, once (most slots: no container per slot); else [founder, {holder: holds}]
+        self._slots: dict = {}
         self._inflight: dict = {}           # xfer -> owner
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
@@ -168,7 +169,7 @@ class RingStore:
         of its owners left: the requests, transfers and slots of the last slack seconds)."""
         return (_BOOK["last_t"] * len(self._last_t) + _BOOK["xfer"] * len(self._xfer_owner)
                 + _BOOK["deps"] * len(self._deps)
-                + _BOOK["slot"] * (len(self._holders) + len(self._gen))
+                + _BOOK["slot"] * len(self._slots)
                 + _BOOK["small"] * (len(self._open) + len(self._refs) + len(self._inflight) + len(self._remote)))
 
     @property
@@ -310,7 +311,7 @@ class RingStore:
             # the loop below in C (tracer/_rows.c: book), on the same lists and state
             own._pos = {o: j for j, o in enumerate(own.uniq)}
             errors = _BOOK_LOOP((self._refs, self._last_t, self._open, self._inflight, self._xfer_owner,
-                                 self._holders, self._gen, self._deps), _KIND_CODE, own._pos, own.uniq,
+                                 self._slots, self._deps), _KIND_CODE, own._pos, own.uniq,
                                 own.codes, ts, agents, kinds_, reqs, pools, xfers, addrs, slot_lists, idx,
                                 "xfer", "region")
             for j in errors:
@@ -319,7 +320,7 @@ class RingStore:
                                    "request": reqs[j], "xfer": xfers[j]})
         elif len(idx):
             refs, last, open_, inflight, xown = self._refs, self._last_t, self._open, self._inflight, self._xfer_owner
-            holders, gens, deps = self._holders, self._gen, self._deps
+            slots, deps = self._slots, self._deps
             for j, i in enumerate(idx):
                 kind, req = kinds_[j], reqs[j]
                 if req is not None:
@@ -341,19 +342,23 @@ class RingStore:
                         n = 0
                         for s in sl:
                             key = (agent, pool, s)
-                            gen = gens.get(key)
-                            if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
-                                gens[key] = {owner}     # its founder: referenced until the generation ends
-                                holders[key] = {owner: 1}
+                            v = slots.get(key)
+                            if v is None:       # taken from free (a shared alloc of an unheld slot starts one too):
+                                slots[key] = owner      # its founder, referenced until the generation ends
                                 n += 1
-                                continue
-                            held = holders[key]
-                            if owner not in gen and owner not in held:
-                                # joins a running generation: it reads what its founder wrote
-                                # (referenced while it holds the slot)
-                                deps.setdefault(owner, set()).update(gen)
-                                n += 1
-                            held[owner] = held.get(owner, 0) + 1
+                            elif type(v) is not list:   # held once by its founder
+                                if v == owner:
+                                    slots[key] = [v, {v: 2}]
+                                else:           # joins: it reads what the founder wrote (referenced while it holds)
+                                    deps.setdefault(owner, set()).add(v)
+                                    slots[key] = [v, {v: 1, owner: 1}]
+                                    n += 1
+                            else:
+                                founder, held = v
+                                if founder != owner and owner not in held:
+                                    deps.setdefault(owner, set()).add(founder)
+                                    n += 1
+                                held[owner] = held.get(owner, 0) + 1
                         if n:
                             refs[owner] = refs.get(owner, 0) + n
                     else:
@@ -361,20 +366,26 @@ class RingStore:
                         ended: dict = {}
                         for s in sl:
                             key = (agent, pool, s)
-                            held = holders.get(key)
-                            if held:
-                                c = held.get(owner)
-                                if c:
-                                    if c <= 1:
-                                        del held[owner]
-                                        if owner not in gens.get(key, ()):   # a joiner lets go
-                                            ended[owner] = ended.get(owner, 0) + 1
-                                    else:
-                                        held[owner] = c - 1
-                                    if not held:       # the generation ends: its founder lets go
-                                        del holders[key]
-                                        for m in gens.pop(key, ()):
-                                            ended[m] = ended.get(m, 0) + 1
+                            v = slots.get(key)
+                            if v is None:
+                                continue
+                            if type(v) is not list:
+                                if v == owner:      # the generation ends: its founder lets go
+                                    del slots[key]
+                                    ended[owner] = ended.get(owner, 0) + 1
+                                continue
+                            founder, held = v
+                            c = held.get(owner)
+                            if c:
+                                if c <= 1:
+                                    del held[owner]
+                                    if owner != founder:    # a joiner lets go
+                                        ended[owner] = ended.get(owner, 0) + 1
+                                else:
+                                    held[owner] = c - 1
+                                if not held:       # the generation ends: its founder lets go
+                                    del slots[key]
+                                    ended[founder] = ended.get(founder, 0) + 1
                         for m, n in ended.items():      # _unref, inlined
                             left = refs.get(m, 0) - n
                             if left <= 0:
