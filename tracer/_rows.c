@@ -584,10 +584,40 @@ static int depend(PyObject *deps, PyObject *a, PyObject *b) {
     return PySet_Add(s, b);
 }
 
-/* slots[key]: the owner that founded the slot's generation when it alone holds it, once;
+/* slots[(agent, pool)]: that pool's held slots (created when ``make``; borrowed, NULL with no
+ * error when absent) */
+static PyObject *pool_slots(PyObject *slots, PyObject *agent, PyObject *pool, int make) {
+    PyObject *pk = PyTuple_Pack(2, agent, pool);
+    if (pk == NULL)
+        return NULL;
+    PyObject *d = PyDict_GetItemWithError(slots, pk);
+    if (d == NULL && !PyErr_Occurred() && make) {
+        d = PyDict_New();
+        if (d != NULL) {
+            int bad = PyDict_SetItem(slots, pk, d) < 0;
+            Py_DECREF(d);   /* slots holds it */
+            if (bad)
+                d = NULL;
+        }
+    }
+    Py_DECREF(pk);
+    return d;
+}
+
+/* del slots[(agent, pool)] (its last held slot was freed) */
+static int drop_pool(PyObject *slots, PyObject *agent, PyObject *pool) {
+    PyObject *pk = PyTuple_Pack(2, agent, pool);
+    if (pk == NULL)
+        return -1;
+    int rc = PyDict_DelItem(slots, pk);
+    Py_DECREF(pk);
+    return rc;
+}
+
+/* slots[(agent, pool)][slot]: the owner that founded the slot's generation when it alone holds it, once;
  * else [founder, {holder: holds}] (RingStore._ingest_events) */
 static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObject *pool, PyObject *sl) {
-    PyObject *refs = st[0], *slots = st[5], *deps = st[6];
+    PyObject *refs = st[0], *deps = st[6];
     PyObject *seq = PySequence_Fast(sl, "book: slots must be a sequence");
     if (seq == NULL)
         return -1;
@@ -595,10 +625,12 @@ static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObj
     PyObject **items = PySequence_Fast_ITEMS(seq);
     long long n = 0;
     int rc = -1;
+    PyObject *slots = pool_slots(st[5], agent, pool, 1);   /* borrowed */
+    if (slots == NULL)
+        goto out;
     for (Py_ssize_t k = 0; k < ns; k++) {
-        PyObject *key = PyTuple_Pack(3, agent, pool, items[k]);
-        if (key == NULL)
-            goto out;
+        PyObject *key = items[k];
+        Py_INCREF(key);
         PyObject *v = PyDict_GetItemWithError(slots, key);
         int bad = 0;
         if (v == NULL) {            /* from free: the owner founds a generation */
@@ -652,7 +684,7 @@ out:
 }
 
 static int do_free(PyObject *const *st, PyObject *owner, PyObject *agent, PyObject *pool, PyObject *sl, PyObject *t) {
-    PyObject *refs = st[0], *last = st[1], *slots = st[5];
+    PyObject *refs = st[0], *last = st[1];
     PyObject *seq = PySequence_Fast(sl, "book: slots must be a sequence");
     if (seq == NULL)
         return -1;
@@ -662,10 +694,12 @@ static int do_free(PyObject *const *st, PyObject *owner, PyObject *agent, PyObje
         goto out;
     Py_ssize_t ns = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t k = 0; k < ns; k++) {
-        PyObject *key = PyTuple_Pack(3, agent, pool, items[k]);
-        if (key == NULL)
-            goto out;
+    PyObject *slots = pool_slots(st[5], agent, pool, 0);   /* borrowed; NULL: none held */
+    if (slots == NULL && PyErr_Occurred())
+        goto out;
+    for (Py_ssize_t k = 0; slots != NULL && k < ns; k++) {
+        PyObject *key = items[k];
+        Py_INCREF(key);
         PyObject *v = PyDict_GetItemWithError(slots, key);
         int bad = v == NULL && PyErr_Occurred();
         if (v != NULL && !PyList_CheckExact(v)) {     /* held once by its founder */
@@ -697,6 +731,8 @@ static int do_free(PyObject *const *st, PyObject *owner, PyObject *agent, PyObje
         if (bad)
             goto out;
     }
+    if (slots != NULL && PyDict_GET_SIZE(slots) == 0 && drop_pool(st[5], agent, pool) < 0)
+        goto out;
     Py_ssize_t p = 0;
     PyObject *m, *cnt;
     while (PyDict_Next(ended, &p, &m, &cnt)) {

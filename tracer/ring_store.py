@@ -146,8 +146,8 @@ class RingStore:
         self._open: set = set()             # requests between start and done/abort
         self._refs: dict = {}               # owner -> references that keep it live
         self._last_t: dict = {}             # owner -> last event time, or when it stopped being live
-        # (agent, pool, slot) -> the owner that founded its generation when that owner alone
-        # holds it, once (most slots: no container per slot); else [founder, {holder: holds}]
+        # (agent, pool) -> {slot: the owner that founded its generation when that owner alone
+        # holds it, once (most slots: no container per slot); else [founder, {holder: holds}]}
         self._slots: dict = {}
         self._inflight: dict = {}           # xfer -> owner
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
@@ -169,7 +169,7 @@ class RingStore:
         of its owners left: the requests, transfers and slots of the last slack seconds)."""
         return (_BOOK["last_t"] * len(self._last_t) + _BOOK["xfer"] * len(self._xfer_owner)
                 + _BOOK["deps"] * len(self._deps)
-                + _BOOK["slot"] * len(self._slots)
+                + _BOOK["slot"] * sum(map(len, self._slots.values()))
                 + _BOOK["small"] * (len(self._open) + len(self._refs) + len(self._inflight) + len(self._remote)))
 
     @property
@@ -340,18 +340,18 @@ class RingStore:
                     agent, pool = agents[j], pools[j]
                     if kind == "alloc":
                         n = 0
-                        for s in sl:
-                            key = (agent, pool, s)
-                            v = slots.get(key)
+                        held_here = slots.setdefault((agent, pool), {})
+                        for key in sl:
+                            v = held_here.get(key)
                             if v is None:       # taken from free (a shared alloc of an unheld slot starts one too):
-                                slots[key] = owner      # its founder, referenced until the generation ends
+                                held_here[key] = owner      # its founder, referenced until the generation ends
                                 n += 1
                             elif type(v) is not list:   # held once by its founder
                                 if v == owner:
-                                    slots[key] = [v, {v: 2}]
+                                    held_here[key] = [v, {v: 2}]
                                 else:           # joins: it reads what the founder wrote (referenced while it holds)
                                     deps.setdefault(owner, set()).add(v)
-                                    slots[key] = [v, {v: 1, owner: 1}]
+                                    held_here[key] = [v, {v: 1, owner: 1}]
                                     n += 1
                             else:
                                 founder, held = v
@@ -364,14 +364,14 @@ class RingStore:
                     else:
                         t = ts[j]
                         ended: dict = {}
-                        for s in sl:
-                            key = (agent, pool, s)
-                            v = slots.get(key)
+                        held_here = slots.get((agent, pool), {})
+                        for key in sl:
+                            v = held_here.get(key)
                             if v is None:
                                 continue
                             if type(v) is not list:
                                 if v == owner:      # the generation ends: its founder lets go
-                                    del slots[key]
+                                    del held_here[key]
                                     ended[owner] = ended.get(owner, 0) + 1
                                 continue
                             founder, held = v
@@ -384,8 +384,10 @@ class RingStore:
                                 else:
                                     held[owner] = c - 1
                                 if not held:       # the generation ends: its founder lets go
-                                    del slots[key]
+                                    del held_here[key]
                                     ended[founder] = ended.get(founder, 0) + 1
+                        if not held_here:
+                            slots.pop((agent, pool), None)
                         for m, n in ended.items():      # _unref, inlined
                             left = refs.get(m, 0) - n
                             if left <= 0:

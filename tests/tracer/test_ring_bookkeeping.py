@@ -42,7 +42,7 @@ class _Reference(RingStore):
 
     def _slot(self, key):
         """(founder, {holder: holds}) of a slot's generation, (None, {}) when free."""
-        v = self._slots.get(key)
+        v = self._slots.get(key[:2], {}).get(key[2])
         if v is None:
             return None, {}
         return (v[0], dict(v[1])) if isinstance(v, list) else (v, {v: 1})
@@ -50,9 +50,9 @@ class _Reference(RingStore):
     def _store_slot(self, key, founder, held):
         """As RingStore keeps it: the founder alone while it alone holds it once (and the
         slot never had another holder or hold since), else [founder, holders]."""
-        v = self._slots.get(key)
+        v = self._slots.get(key[:2], {}).get(key[2])
         single = held == {founder: 1} and (v is None or not isinstance(v, list))
-        self._slots[key] = founder if single else [founder, held]
+        self._slots.setdefault(key[:2], {})[key[2]] = founder if single else [founder, held]
 
     def _row(self, r, owner):
         kind, t, xfer, slots = r["kind"], r["t_ns"], r["xfer"], r["slots"]
@@ -79,7 +79,9 @@ class _Reference(RingStore):
                         if owner != founder:
                             self._unref(owner, t)
                     if not held:
-                        del self._slots[key]
+                        del self._slots[key[:2]][key[2]]
+                        if not self._slots[key[:2]]:
+                            del self._slots[key[:2]]
                         self._unref(founder, t)
                     else:
                         self._store_slot(key, founder, held)
@@ -195,7 +197,7 @@ def test_reference_sees_generations():
         s.add("events", b, tuples if cls is _FromRows else None)
         assert s._deps == {"r2": {"r1"}}     # r2 reads what r1 wrote to slot 2
         # r1 is referenced by the generation it started (slot 2, still held), r2 by its hold
-        assert s._refs == {"r1": 1, "r2": 1} and s._slots == {("a", "kv", 2): ["r1", {"r2": 1}]}
+        assert s._refs == {"r1": 1, "r2": 1} and s._slots == {("a", "kv"): {2: ["r1", {"r2": 1}]}}
 
 
 def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
