@@ -77,6 +77,8 @@ _PICK_COLS = (_T, _AGENT, _KIND, _REQUEST, _POOL_C, _XFER, _ADDR, _SLOTS)
 #: converted in Python (no extension, or KVTRACE_ROWS=python): both give the same lists
 _PICK = None if NATIVE_ROWS is None else NATIVE_ROWS.pick
 _BOOK_LOOP = None if NATIVE_ROWS is None else NATIVE_ROWS.book
+#: rows per call of that loop (~0.2-0.5 ms each)
+_BOOK_SLICE = 128
 #: the kinds the bookkeeping reads, as numbered in tracer/_rows.c (K_ALLOC...)
 _KIND_CODE = {k: i + 1 for i, k in enumerate(
     ("alloc", "free", "xfer_post", "xfer_done", "xfer_error", "xfer_release", "register", "deregister",
@@ -310,10 +312,15 @@ class RingStore:
         if len(idx) and _BOOK_LOOP is not None and type(idx) is list:
             # the loop below in C (tracer/_rows.c: book), on the same lists and state
             own._pos = {o: j for j, o in enumerate(own.uniq)}
-            errors = _BOOK_LOOP((self._refs, self._last_t, self._open, self._inflight, self._xfer_owner,
-                                 self._slots, self._deps), _KIND_CODE, own._pos, own.uniq,
-                                own.codes, ts, agents, kinds_, reqs, pools, xfers, addrs, slot_lists, idx,
-                                "xfer", "region")
+            state = (self._refs, self._last_t, self._open, self._inflight, self._xfer_owner, self._slots, self._deps)
+            lists = (ts, agents, kinds_, reqs, pools, xfers, addrs, slot_lists, idx)
+            errors = []
+            # in slices: the engine's threads can take the GIL between them (one call over a
+            # 0.5 s flush held it for up to ~7 ms: bench/ring_gil_stall.py)
+            for a in range(0, len(idx), _BOOK_SLICE):
+                part = lists if len(idx) <= _BOOK_SLICE else [x[a:a + _BOOK_SLICE] for x in lists]
+                errors += [a + j for j in _BOOK_LOOP(state, _KIND_CODE, own._pos, own.uniq, own.codes,
+                                                     *part, "xfer", "region")]
             for j in errors:
                 if self.on_error is not None:
                     self.on_error({"seq": batch.column("seq")[int(idx[j])].as_py(), "agent": agents[j],

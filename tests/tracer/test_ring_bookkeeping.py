@@ -166,6 +166,25 @@ _A = {"agent": "prefill", "pool": "kv", "xfer": None, "addr": None}
 @given(st.lists(st.lists(_row, min_size=1, max_size=25), min_size=1, max_size=12),
        st.sampled_from([None, 6_000_000, 20_000_000]))
 def test_inlined_bookkeeping_matches_reference(flushes, window_ns):
+    _compare(flushes, window_ns)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(_row, min_size=1, max_size=25), min_size=1, max_size=6),
+       st.sampled_from([None, 6_000_000]))
+def test_bookkeeping_in_slices_matches_reference(flushes, window_ns):
+    """The C loop called on slices of a flush's rows (so other threads can take the GIL
+    between them) gives the same state, errors and dumps as one call."""
+    from kvtrace.tracer import ring_store
+    before = ring_store._BOOK_SLICE
+    ring_store._BOOK_SLICE = 3
+    try:
+        _compare(flushes, window_ns)
+    finally:
+        ring_store._BOOK_SLICE = before
+
+
+def _compare(flushes, window_ns):
     errors = ([], [], [])
     stores = []
     for cls, err in zip((RingStore, _Reference, _FromRows), errors):
