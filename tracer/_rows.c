@@ -584,8 +584,40 @@ static int depend(PyObject *deps, PyObject *a, PyObject *b) {
     return PySet_Add(s, b);
 }
 
+/* slots[(agent, pool)]: that pool's held slots (created when ``make``; borrowed, NULL with no
+ * error when absent) */
+static PyObject *pool_slots(PyObject *slots, PyObject *agent, PyObject *pool, int make) {
+    PyObject *pk = PyTuple_Pack(2, agent, pool);
+    if (pk == NULL)
+        return NULL;
+    PyObject *d = PyDict_GetItemWithError(slots, pk);
+    if (d == NULL && !PyErr_Occurred() && make) {
+        d = PyDict_New();
+        if (d != NULL) {
+            int bad = PyDict_SetItem(slots, pk, d) < 0;
+            Py_DECREF(d);   /* slots holds it */
+            if (bad)
+                d = NULL;
+        }
+    }
+    Py_DECREF(pk);
+    return d;
+}
+
+/* del slots[(agent, pool)] (its last held slot was freed) */
+static int drop_pool(PyObject *slots, PyObject *agent, PyObject *pool) {
+    PyObject *pk = PyTuple_Pack(2, agent, pool);
+    if (pk == NULL)
+        return -1;
+    int rc = PyDict_DelItem(slots, pk);
+    Py_DECREF(pk);
+    return rc;
+}
+
+/* slots[(agent, pool)][slot]: the owner that founded the slot's generation when it alone holds it, once;
+ * else [founder, {holder: holds}] (RingStore._ingest_events) */
 static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObject *pool, PyObject *sl) {
-    PyObject *refs = st[0], *holders = st[5], *gens = st[6], *deps = st[7];
+    PyObject *refs = st[0], *deps = st[6];
     PyObject *seq = PySequence_Fast(sl, "book: slots must be a sequence");
     if (seq == NULL)
         return -1;
@@ -593,66 +625,54 @@ static int do_alloc(PyObject *const *st, PyObject *owner, PyObject *agent, PyObj
     PyObject **items = PySequence_Fast_ITEMS(seq);
     long long n = 0;
     int rc = -1;
+    PyObject *slots = pool_slots(st[5], agent, pool, 1);   /* borrowed */
+    if (slots == NULL)
+        goto out;
     for (Py_ssize_t k = 0; k < ns; k++) {
-        PyObject *key = PyTuple_Pack(3, agent, pool, items[k]);
-        if (key == NULL)
-            goto out;
-        PyObject *gen = PyDict_GetItemWithError(gens, key);
-        if (gen == NULL) {
-            if (PyErr_Occurred()) {
-                Py_DECREF(key);
-                goto out;
+        PyObject *key = items[k];
+        Py_INCREF(key);
+        PyObject *v = PyDict_GetItemWithError(slots, key);
+        int bad = 0;
+        if (v == NULL) {            /* from free: the owner founds a generation */
+            bad = PyErr_Occurred() != NULL || PyDict_SetItem(slots, key, owner) < 0;
+            n++;
+        } else if (!PyList_CheckExact(v)) {     /* held once by its founder */
+            int same = PyObject_RichCompareBool(v, owner, Py_EQ);
+            PyObject *held = same < 0 ? NULL : PyDict_New(), *pair = NULL;
+            bad = held == NULL;
+            if (!bad && same)
+                bad = add_count(held, owner, 2, 0) < 0;
+            else if (!bad) {        /* joins: depends on the founder, referenced while it holds */
+                bad = add_count(held, v, 1, 0) < 0 || add_count(held, owner, 1, 0) < 0 || depend(deps, owner, v) < 0;
+                n++;
             }
-            PyObject *g = PySet_New(NULL), *h = PyDict_New();
-            int bad = g == NULL || h == NULL || PySet_Add(g, owner) < 0 || PyDict_SetItem(h, owner, ONE) < 0;
+            if (!bad) {
+                pair = PyList_New(2);
+                bad = pair == NULL;
+            }
+            if (!bad) {
+                Py_INCREF(v);
+                PyList_SET_ITEM(pair, 0, v);
+                Py_INCREF(held);
+                PyList_SET_ITEM(pair, 1, held);
+                bad = PyDict_SetItem(slots, key, pair) < 0;   /* releases v's reference from slots */
+            }
+            Py_XDECREF(pair);
+            Py_XDECREF(held);
+        } else {                    /* [founder, holders] */
+            PyObject *founder = PyList_GET_ITEM(v, 0), *held = PyList_GET_ITEM(v, 1);
+            int is_f = PyObject_RichCompareBool(founder, owner, Py_EQ);
+            int holds = is_f ? 1 : PyDict_Contains(held, owner);
+            bad = is_f < 0 || holds < 0;
+            if (!bad && !holds) {
+                bad = depend(deps, owner, founder) < 0;
+                n++;
+            }
             if (!bad)
-                bad = PyDict_SetItem(gens, key, g) < 0 || PyDict_SetItem(holders, key, h) < 0;
-            Py_XDECREF(g);
-            Py_XDECREF(h);
-            Py_DECREF(key);
-            if (bad)
-                goto out;
-            n++;
-            continue;
-        }
-        PyObject *held = PyDict_GetItemWithError(holders, key);
-        if (held == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, key);
-            Py_DECREF(key);
-            goto out;
-        }
-        int in = PySet_Contains(gen, owner);
-        int holds = in ? 0 : PyDict_Contains(held, owner);
-        if (in < 0 || holds < 0) {
-            Py_DECREF(key);
-            goto out;
-        }
-        if (!in && !holds) {
-            /* joins a running generation: it depends on the generation's founder (whose
-             * writes it reads), referenced while it holds the slot */
-            Py_INCREF(gen);
-            PyObject *it = PyObject_GetIter(gen), *m;
-            if (it == NULL) {
-                Py_DECREF(gen);
-                Py_DECREF(key);
-                goto out;
-            }
-            int bad = 0;
-            while (!bad && (m = PyIter_Next(it)) != NULL) {
-                bad = depend(deps, owner, m) < 0;
-                Py_DECREF(m);
-            }
-            Py_DECREF(it);
-            Py_DECREF(gen);
-            if (bad || PyErr_Occurred()) {
-                Py_DECREF(key);
-                goto out;
-            }
-            n++;
+                bad = add_count(held, owner, 1, 0) < 0;
         }
         Py_DECREF(key);
-        if (add_count(held, owner, 1, 0) < 0)
+        if (bad)
             goto out;
     }
     if (n && add_count(refs, owner, n, 0) < 0)
@@ -664,7 +684,7 @@ out:
 }
 
 static int do_free(PyObject *const *st, PyObject *owner, PyObject *agent, PyObject *pool, PyObject *sl, PyObject *t) {
-    PyObject *refs = st[0], *last = st[1], *holders = st[5], *gens = st[6];
+    PyObject *refs = st[0], *last = st[1];
     PyObject *seq = PySequence_Fast(sl, "book: slots must be a sequence");
     if (seq == NULL)
         return -1;
@@ -674,74 +694,45 @@ static int do_free(PyObject *const *st, PyObject *owner, PyObject *agent, PyObje
         goto out;
     Py_ssize_t ns = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t k = 0; k < ns; k++) {
-        PyObject *key = PyTuple_Pack(3, agent, pool, items[k]);
-        if (key == NULL)
-            goto out;
-        PyObject *held = PyDict_GetItemWithError(holders, key);
-        int truth = held == NULL ? 0 : PyObject_IsTrue(held);
-        if ((held == NULL && PyErr_Occurred()) || truth < 0) {
-            Py_DECREF(key);
-            goto out;
-        }
-        if (!truth) {
-            Py_DECREF(key);
-            continue;
-        }
-        Py_INCREF(held);
-        PyObject *c = PyDict_GetItemWithError(held, owner);
-        int ct = c == NULL ? 0 : PyObject_IsTrue(c);
-        if ((c == NULL && PyErr_Occurred()) || ct < 0)
-            goto bad;
-        if (ct) {
-            int le1 = PyObject_RichCompareBool(c, ONE, Py_LE);
-            if (le1 < 0)
-                goto bad;
-            if (le1 ? PyDict_DelItem(held, owner) < 0 : add_count(held, owner, -1, 0) < 0)
-                goto bad;
-            if (le1) {  /* its last hold of the slot: a joiner (not the founder) lets go */
-                PyObject *g = PyDict_GetItemWithError(gens, key);
-                int founder = g == NULL ? 0 : PySet_Contains(g, owner);
-                if ((g == NULL && PyErr_Occurred()) || founder < 0)
-                    goto bad;
-                if (!founder && add_count(ended, owner, 1, 0) < 0)
-                    goto bad;
-            }
-            if (PyDict_GET_SIZE(held) == 0) {
-                if (PyDict_DelItem(holders, key) < 0)
-                    goto bad;
-                PyObject *gen = PyDict_GetItemWithError(gens, key);
-                if (gen == NULL && PyErr_Occurred())
-                    goto bad;
-                if (gen != NULL) {
-                    Py_INCREF(gen);
-                    if (PyDict_DelItem(gens, key) < 0) {
-                        Py_DECREF(gen);
-                        goto bad;
-                    }
-                    PyObject *it = PyObject_GetIter(gen), *m;
-                    Py_DECREF(gen);
-                    if (it == NULL)
-                        goto bad;
-                    int err = 0;
-                    while (!err && (m = PyIter_Next(it)) != NULL) {
-                        err = add_count(ended, m, 1, 0) < 0;
-                        Py_DECREF(m);
-                    }
-                    Py_DECREF(it);
-                    if (err || PyErr_Occurred())
-                        goto bad;
-                }
-            }
-        }
-        Py_DECREF(held);
-        Py_DECREF(key);
-        continue;
-    bad:
-        Py_DECREF(held);
-        Py_DECREF(key);
+    PyObject *slots = pool_slots(st[5], agent, pool, 0);   /* borrowed; NULL: none held */
+    if (slots == NULL && PyErr_Occurred())
         goto out;
+    for (Py_ssize_t k = 0; slots != NULL && k < ns; k++) {
+        PyObject *key = items[k];
+        Py_INCREF(key);
+        PyObject *v = PyDict_GetItemWithError(slots, key);
+        int bad = v == NULL && PyErr_Occurred();
+        if (v != NULL && !PyList_CheckExact(v)) {     /* held once by its founder */
+            int same = PyObject_RichCompareBool(v, owner, Py_EQ);
+            bad = same < 0;
+            if (!bad && same)       /* the generation ends: its founder lets go */
+                bad = add_count(ended, owner, 1, 0) < 0 || PyDict_DelItem(slots, key) < 0;
+        } else if (v != NULL) {
+            Py_INCREF(v);
+            PyObject *founder = PyList_GET_ITEM(v, 0), *held = PyList_GET_ITEM(v, 1);
+            PyObject *c = PyDict_GetItemWithError(held, owner);
+            int ct = c == NULL ? 0 : PyObject_IsTrue(c);
+            bad = (c == NULL && PyErr_Occurred()) || ct < 0;
+            if (!bad && ct) {
+                int le1 = PyObject_RichCompareBool(c, ONE, Py_LE);
+                bad = le1 < 0;
+                if (!bad)
+                    bad = le1 ? PyDict_DelItem(held, owner) < 0 : add_count(held, owner, -1, 0) < 0;
+                if (!bad && le1) {  /* its last hold of the slot: a joiner (not the founder) lets go */
+                    int is_f = PyObject_RichCompareBool(founder, owner, Py_EQ);
+                    bad = is_f < 0 || (!is_f && add_count(ended, owner, 1, 0) < 0);
+                }
+                if (!bad && PyDict_GET_SIZE(held) == 0)   /* the generation ends: its founder lets go */
+                    bad = add_count(ended, founder, 1, 0) < 0 || PyDict_DelItem(slots, key) < 0;
+            }
+            Py_DECREF(v);
+        }
+        Py_DECREF(key);
+        if (bad)
+            goto out;
     }
+    if (slots != NULL && PyDict_GET_SIZE(slots) == 0 && drop_pool(st[5], agent, pool) < 0)
+        goto out;
     Py_ssize_t p = 0;
     PyObject *m, *cnt;
     while (PyDict_Next(ended, &p, &m, &cnt)) {
@@ -762,7 +753,7 @@ out:
  *      xfer_tag, region_tag) -> [j of each xfer_error row]
  * RingStore._ingest_events' loop over the rows that change liveness (see there), on its lists
  * (row j of the lists is row idx[j] of the batch); state: (refs, last_t, open, inflight,
- * xfer_owner, holders, gen, deps); kind_codes: kind -> K_* below; pos, uniq, codes: the
+ * xfer_owner, slots, deps); kind_codes: kind -> K_* below; pos, uniq, codes: the
  * batch's Owners (codes: its int32 array), for the rows whose owner is a transfer or region. */
 static PyObject *book(PyObject *self, PyObject *args) {
     PyObject *state, *kcodes, *pos, *uniq, *codes_obj, *L[9], *xtag, *rtag;
@@ -771,12 +762,12 @@ static PyObject *book(PyObject *self, PyObject *args) {
                           &L[1], &PyList_Type, &L[2], &PyList_Type, &L[3], &PyList_Type, &L[4], &PyList_Type, &L[5],
                           &PyList_Type, &L[6], &PyList_Type, &L[7], &PyList_Type, &L[8], &xtag, &rtag))
         return NULL;
-    if (PyTuple_GET_SIZE(state) != 8) {
-        PyErr_SetString(PyExc_ValueError, "book: state is 8 containers");
+    if (PyTuple_GET_SIZE(state) != 7) {
+        PyErr_SetString(PyExc_ValueError, "book: state is 7 containers");
         return NULL;
     }
     PyObject *const *st = &PyTuple_GET_ITEM(state, 0);
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 7; k++) {
         int ok = k == 2 ? PySet_Check(st[k]) : PyDict_Check(st[k]);
         if (!ok) {
             PyErr_SetString(PyExc_TypeError, "book: state containers of the wrong type");

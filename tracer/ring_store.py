@@ -77,6 +77,8 @@ _PICK_COLS = (_T, _AGENT, _KIND, _REQUEST, _POOL_C, _XFER, _ADDR, _SLOTS)
 #: converted in Python (no extension, or KVTRACE_ROWS=python): both give the same lists
 _PICK = None if NATIVE_ROWS is None else NATIVE_ROWS.pick
 _BOOK_LOOP = None if NATIVE_ROWS is None else NATIVE_ROWS.book
+#: rows per call of that loop (~0.2-0.5 ms each)
+_BOOK_SLICE = 128
 #: the kinds the bookkeeping reads, as numbered in tracer/_rows.c (K_ALLOC...)
 _KIND_CODE = {k: i + 1 for i, k in enumerate(
     ("alloc", "free", "xfer_post", "xfer_done", "xfer_error", "xfer_release", "register", "deregister",
@@ -146,8 +148,9 @@ class RingStore:
         self._open: set = set()             # requests between start and done/abort
         self._refs: dict = {}               # owner -> references that keep it live
         self._last_t: dict = {}             # owner -> last event time, or when it stopped being live
-        self._holders: dict = {}            # (agent, pool, slot) -> {owner: references}
-        self._gen: dict = {}                # (agent, pool, slot) -> owners of its latest generation
+        # (agent, pool) -> {slot: the owner that founded its generation when that owner alone
+        # holds it, once (most slots: no container per slot); else [founder, {holder: holds}]}
+        self._slots: dict = {}
         self._inflight: dict = {}           # xfer -> owner
         self._xfer_owner: dict = {}         # xfer -> owner, for its descriptor rows
         self._remote: frozenset = frozenset()  # requests other shards of the session hold live
@@ -168,7 +171,7 @@ class RingStore:
         of its owners left: the requests, transfers and slots of the last slack seconds)."""
         return (_BOOK["last_t"] * len(self._last_t) + _BOOK["xfer"] * len(self._xfer_owner)
                 + _BOOK["deps"] * len(self._deps)
-                + _BOOK["slot"] * (len(self._holders) + len(self._gen))
+                + _BOOK["slot"] * sum(map(len, self._slots.values()))
                 + _BOOK["small"] * (len(self._open) + len(self._refs) + len(self._inflight) + len(self._remote)))
 
     @property
@@ -309,17 +312,22 @@ class RingStore:
         if len(idx) and _BOOK_LOOP is not None and type(idx) is list:
             # the loop below in C (tracer/_rows.c: book), on the same lists and state
             own._pos = {o: j for j, o in enumerate(own.uniq)}
-            errors = _BOOK_LOOP((self._refs, self._last_t, self._open, self._inflight, self._xfer_owner,
-                                 self._holders, self._gen, self._deps), _KIND_CODE, own._pos, own.uniq,
-                                own.codes, ts, agents, kinds_, reqs, pools, xfers, addrs, slot_lists, idx,
-                                "xfer", "region")
+            state = (self._refs, self._last_t, self._open, self._inflight, self._xfer_owner, self._slots, self._deps)
+            lists = (ts, agents, kinds_, reqs, pools, xfers, addrs, slot_lists, idx)
+            errors = []
+            # in slices: the engine's threads can take the GIL between them (one call over a
+            # 0.5 s flush held it for up to ~7 ms: bench/ring_gil_stall.py)
+            for a in range(0, len(idx), _BOOK_SLICE):
+                part = lists if len(idx) <= _BOOK_SLICE else [x[a:a + _BOOK_SLICE] for x in lists]
+                errors += [a + j for j in _BOOK_LOOP(state, _KIND_CODE, own._pos, own.uniq, own.codes,
+                                                     *part, "xfer", "region")]
             for j in errors:
                 if self.on_error is not None:
                     self.on_error({"seq": batch.column("seq")[int(idx[j])].as_py(), "agent": agents[j],
                                    "request": reqs[j], "xfer": xfers[j]})
         elif len(idx):
             refs, last, open_, inflight, xown = self._refs, self._last_t, self._open, self._inflight, self._xfer_owner
-            holders, gens, deps = self._holders, self._gen, self._deps
+            slots, deps = self._slots, self._deps
             for j, i in enumerate(idx):
                 kind, req = kinds_[j], reqs[j]
                 if req is not None:
@@ -339,42 +347,54 @@ class RingStore:
                     agent, pool = agents[j], pools[j]
                     if kind == "alloc":
                         n = 0
-                        for s in sl:
-                            key = (agent, pool, s)
-                            gen = gens.get(key)
-                            if gen is None:     # taken from free (a shared alloc of an unheld slot starts one too)
-                                gens[key] = {owner}     # its founder: referenced until the generation ends
-                                holders[key] = {owner: 1}
+                        held_here = slots.setdefault((agent, pool), {})
+                        for key in sl:
+                            v = held_here.get(key)
+                            if v is None:       # taken from free (a shared alloc of an unheld slot starts one too):
+                                held_here[key] = owner      # its founder, referenced until the generation ends
                                 n += 1
-                                continue
-                            held = holders[key]
-                            if owner not in gen and owner not in held:
-                                # joins a running generation: it reads what its founder wrote
-                                # (referenced while it holds the slot)
-                                deps.setdefault(owner, set()).update(gen)
-                                n += 1
-                            held[owner] = held.get(owner, 0) + 1
+                            elif type(v) is not list:   # held once by its founder
+                                if v == owner:
+                                    held_here[key] = [v, {v: 2}]
+                                else:           # joins: it reads what the founder wrote (referenced while it holds)
+                                    deps.setdefault(owner, set()).add(v)
+                                    held_here[key] = [v, {v: 1, owner: 1}]
+                                    n += 1
+                            else:
+                                founder, held = v
+                                if founder != owner and owner not in held:
+                                    deps.setdefault(owner, set()).add(founder)
+                                    n += 1
+                                held[owner] = held.get(owner, 0) + 1
                         if n:
                             refs[owner] = refs.get(owner, 0) + n
                     else:
                         t = ts[j]
                         ended: dict = {}
-                        for s in sl:
-                            key = (agent, pool, s)
-                            held = holders.get(key)
-                            if held:
-                                c = held.get(owner)
-                                if c:
-                                    if c <= 1:
-                                        del held[owner]
-                                        if owner not in gens.get(key, ()):   # a joiner lets go
-                                            ended[owner] = ended.get(owner, 0) + 1
-                                    else:
-                                        held[owner] = c - 1
-                                    if not held:       # the generation ends: its founder lets go
-                                        del holders[key]
-                                        for m in gens.pop(key, ()):
-                                            ended[m] = ended.get(m, 0) + 1
+                        held_here = slots.get((agent, pool), {})
+                        for key in sl:
+                            v = held_here.get(key)
+                            if v is None:
+                                continue
+                            if type(v) is not list:
+                                if v == owner:      # the generation ends: its founder lets go
+                                    del held_here[key]
+                                    ended[owner] = ended.get(owner, 0) + 1
+                                continue
+                            founder, held = v
+                            c = held.get(owner)
+                            if c:
+                                if c <= 1:
+                                    del held[owner]
+                                    if owner != founder:    # a joiner lets go
+                                        ended[owner] = ended.get(owner, 0) + 1
+                                else:
+                                    held[owner] = c - 1
+                                if not held:       # the generation ends: its founder lets go
+                                    del held_here[key]
+                                    ended[founder] = ended.get(founder, 0) + 1
+                        if not held_here:
+                            slots.pop((agent, pool), None)
                         for m, n in ended.items():      # _unref, inlined
                             left = refs.get(m, 0) - n
                             if left <= 0:

@@ -20,9 +20,10 @@ The workload (``--scenario legal``) holds patterns that are legal but look suspi
   paired with the END of prefill's list).
 - ``abort-inflight``: decode aborts a request after its READ was posted and before the
   worker reported it: vLLM keeps the blocks until the READ is reported, then frees them.
-  Prefill's process is stopped from just before that READ is posted to just after the
-  abort (a stalled peer), so over TCP (``UCX_TLS=tcp``) the READ is in progress at the
-  abort on any machine; over shared memory it may finish inside the post.
+  Prefill's process is stopped (every thread of it, before the post) from just before
+  that READ is posted to just after the abort (a stalled peer), so over TCP
+  (``UCX_TLS=tcp``) the READ is in progress at the abort on any machine; over shared
+  memory it may finish inside the post.
 - ``abort-early``: decode aborts a request before it was scheduled: no READ, vLLM only
   notifies prefill so that it frees its blocks.
 - a tight decode pool: blocks freed by finished requests are handed to the next ones.
@@ -382,6 +383,8 @@ def run_decode(a):
                        and rid in eng.sched.requests]
             if not waiting:
                 return
+            # every step while it waits posts its READs here, inside the stall: vLLM posts in
+            # start_load_kv only (a READ deferred by a NIXL handshake too, at the next one)
             with stalled(a.peer_pid if eng.kv._pending_load_kwargs is not None else None):
                 if eng.kv._pending_load_kwargs is not None:
                     eng.kv._start_load_kv()  # vLLM's own call: post this step's READs now
@@ -404,6 +407,7 @@ def run_decode(a):
         time.sleep(0.01)
     report["misaddressed"] = eng.bad
     report["steps"] = eng.steps
+    report["stall_waits_us"] = [round(w * 1e6) for w in STALL_WAITS]
     print(f"decode: {len(done)} requests done, {len(eng.bad)} misaddressed block(s)", flush=True)
     for m in eng.bad[:8]:
         print(f"  {m}")
@@ -419,15 +423,44 @@ def stalled(pid):
     """Prefill's process stopped (SIGSTOP) for the block, then resumed: a stalled peer. Over
     TCP (UCX_TLS=tcp) a READ needs prefill's reply, so a READ posted inside the block is
     still in progress when the block ends, whatever the load; over shared memory the READ
-    does not need prefill and may finish at once (then NIXL says DONE at the post)."""
+    does not need prefill and may finish at once (then NIXL says DONE at the post).
+    The block starts only once every thread of prefill is stopped (``wait_stopped``)."""
     if pid is None:
         yield
         return
     os.kill(pid, signal.SIGSTOP)
     try:
+        STALL_WAITS.append(wait_stopped(pid))
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+STALL_WAITS: list[float] = []  # seconds each stall waited for every prefill thread to stop
+
+
+def wait_stopped(pid: int, timeout: float = 30.0) -> float:
+    """Until every thread of ``pid`` is stopped; returns the seconds waited. ``kill(SIGSTOP)``
+    returns once the signal is queued: Linux wakes one thread of the process, which stops
+    the others when it runs, and they run on meanwhile (bench/sigstop_window.py: up to tens
+    of ms on a loaded box). A READ posted in that window can be served by prefill and end
+    inside the post (NIXL says DONE there), before the abort: a CI run at load ~8 recorded
+    post, done, free in a row for the aborted request, and the run held no bug."""
+    t0 = time.monotonic()
+    t_end = t0 + timeout
+    while True:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # the thread exited
+        if all(st in "tTZX" for st in states):  # stopped, traced, or gone
+            return time.monotonic() - t0
+        if time.monotonic() > t_end:
+            raise TimeoutError(f"prefill (pid {pid}) not stopped after {timeout:.0f} s: thread states {states}")
+        time.sleep(0.0002)
 
 
 def _aborted():

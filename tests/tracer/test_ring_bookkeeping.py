@@ -40,34 +40,51 @@ class _Reference(RingStore):
                 self._last_t[o] = t
         return own
 
+    def _slot(self, key):
+        """(founder, {holder: holds}) of a slot's generation, (None, {}) when free."""
+        v = self._slots.get(key[:2], {}).get(key[2])
+        if v is None:
+            return None, {}
+        return (v[0], dict(v[1])) if isinstance(v, list) else (v, {v: 1})
+
+    def _store_slot(self, key, founder, held):
+        """As RingStore keeps it: the founder alone while it alone holds it once (and the
+        slot never had another holder or hold since), else [founder, holders]."""
+        v = self._slots.get(key[:2], {}).get(key[2])
+        single = held == {founder: 1} and (v is None or not isinstance(v, list))
+        self._slots.setdefault(key[:2], {})[key[2]] = founder if single else [founder, held]
+
     def _row(self, r, owner):
         kind, t, xfer, slots = r["kind"], r["t_ns"], r["xfer"], r["slots"]
         if kind == "alloc" and slots:
             for s in slots:
                 key = (r["agent"], r["pool"], s)
-                if key not in self._gen:         # from free: the owner founds a generation
-                    self._gen[key] = {owner}
+                founder, held = self._slot(key)
+                if founder is None:              # from free: the owner founds a generation
+                    founder = owner
                     self._ref(owner)
-                elif owner not in self._gen[key] and owner not in self._holders[key]:
-                    for f in self._gen[key]:     # joins one: depends on its founder
-                        self._deps.setdefault(owner, set()).add(f)
+                elif owner != founder and owner not in held:
+                    self._deps.setdefault(owner, set()).add(founder)   # joins one: depends on its founder
                     self._ref(owner)
-                held = self._holders.setdefault(key, {})
                 held[owner] = held.get(owner, 0) + 1
+                self._store_slot(key, founder, held)
         elif kind == "free" and slots:
             for s in slots:
                 key = (r["agent"], r["pool"], s)
-                held = self._holders.get(key)
-                if held and held.get(owner):
+                founder, held = self._slot(key)
+                if held.get(owner):
                     held[owner] -= 1
                     if held[owner] <= 0:
                         del held[owner]
-                        if owner not in self._gen[key]:
+                        if owner != founder:
                             self._unref(owner, t)
                     if not held:
-                        del self._holders[key]
-                        for m in self._gen.pop(key, ()):
-                            self._unref(m, t)
+                        del self._slots[key[:2]][key[2]]
+                        if not self._slots[key[:2]]:
+                            del self._slots[key[:2]]
+                        self._unref(founder, t)
+                    else:
+                        self._store_slot(key, founder, held)
         elif kind == "xfer_post":
             if xfer in self._inflight:
                 self._unref(self._inflight.pop(xfer), t)
@@ -131,7 +148,7 @@ class _FromRows(RingStore):
 
 
 def _state(store):
-    return (store._open, store._refs, store._last_t, store._holders, store._gen, store._inflight,
+    return (store._open, store._refs, store._last_t, store._slots, store._inflight,
             store._xfer_owner, store._deps)
 
 
@@ -149,6 +166,25 @@ _A = {"agent": "prefill", "pool": "kv", "xfer": None, "addr": None}
 @given(st.lists(st.lists(_row, min_size=1, max_size=25), min_size=1, max_size=12),
        st.sampled_from([None, 6_000_000, 20_000_000]))
 def test_inlined_bookkeeping_matches_reference(flushes, window_ns):
+    _compare(flushes, window_ns)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(_row, min_size=1, max_size=25), min_size=1, max_size=6),
+       st.sampled_from([None, 6_000_000]))
+def test_bookkeeping_in_slices_matches_reference(flushes, window_ns):
+    """The C loop called on slices of a flush's rows (so other threads can take the GIL
+    between them) gives the same state, errors and dumps as one call."""
+    from kvtrace.tracer import ring_store
+    before = ring_store._BOOK_SLICE
+    ring_store._BOOK_SLICE = 3
+    try:
+        _compare(flushes, window_ns)
+    finally:
+        ring_store._BOOK_SLICE = before
+
+
+def _compare(flushes, window_ns):
     errors = ([], [], [])
     stores = []
     for cls, err in zip((RingStore, _Reference, _FromRows), errors):
@@ -180,7 +216,7 @@ def test_reference_sees_generations():
         s.add("events", b, tuples if cls is _FromRows else None)
         assert s._deps == {"r2": {"r1"}}     # r2 reads what r1 wrote to slot 2
         # r1 is referenced by the generation it started (slot 2, still held), r2 by its hold
-        assert s._refs == {"r1": 1, "r2": 1} and s._holders == {("a", "kv", 2): {"r2": 1}}
+        assert s._refs == {"r1": 1, "r2": 1} and s._slots == {("a", "kv"): {2: ["r1", {"r2": 1}]}}
 
 
 def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
