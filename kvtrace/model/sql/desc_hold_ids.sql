@@ -25,14 +25,18 @@
 -- psidx, t_ns) are stored once. The view end_hold_ids gives the ends one by one.
 -- Stored narrow: names are small integer ids here (the views end_hold_ids and end_hold give
 -- the ends back, end_hold with their names), because writing a text column per end cost
--- ~0.7 cpu-s per column at 10M events, an integer ~0.1.
+-- ~0.7 cpu-s per column at 10M events, an integer ~0.1. Not stored at all: what end_hold_ids
+-- computes from the stored columns where a reader asks for it (crosses from off, nbytes and
+-- slot_bytes; the slot's key sk from the names of the ids), since no object of the analysis
+-- reads them at scale (10M events: ~-1.2 of its ~14 cpu-s, the two hashes and four columns
+-- fewer; bench/results/checks.txt).
 -- Columns:
 --   xfer BIGINT, pos INTEGER, nbytes UBIGINT  -- the descriptor
 --   request VARCHAR, post_seq BIGINT, psidx INTEGER, t_ns BIGINT  -- its transfer's post (xfers;
 --                           psidx: the initiator shard, shards.sidx)
 --   s_aid INTEGER           -- the source end's agent (agent_ids)
 --   s_addr UBIGINT, s_pid, s_layer, s_part_id INTEGER, s_slot, s_off BIGINT, s_slot_bytes UBIGINT,
---   s_crosses BOOLEAN, s_dlist, s_idx BIGINT  -- the end as desc_ends resolves it (pid, part_id: lay's ids)
+--   s_dlist, s_idx BIGINT   -- the end as desc_ends resolves it (pid, part_id: lay's ids)
 --   s_bound BIGINT          -- largest seq of the home shard that happens-before the post
 --   s_h_sidx INTEGER        -- home shard of the end's agent (shards.sidx; null: agent never recorded)
 --   s_managed BOOLEAN       -- the pool has alloc events on that agent
@@ -41,19 +45,19 @@
 --   s_h_blind BOOLEAN       -- a remote end whose home shard is not ordered before the post's, or is cut
 --   s_h_unknown BOOLEAN     -- the holding cannot be decided (unordered, or past a cut)
 --   s_alloc_seq, s_free_seq, s_release_seq, s_gen_seq, s_page BIGINT  -- the holding (null: none)
---   s_sk, s_lk UBIGINT      -- join keys of the slot and slot layer on the home shard (see slot_ev)
+--   s_lk UBIGINT            -- join key of the slot layer on the home shard (see slot_ev)
 --   s_first BOOLEAN         -- desc_ends' (false only where the agent's layout regions overlap)
 --   d_aid ... d_first       -- the destination end, likewise
 CREATE OR REPLACE TABLE desc_hold_ids AS
 WITH e AS (
     SELECT d.xfer, d.pos, d.nbytes, x.request, x.post_seq, x.sidx AS psidx, x.t_ns,
            sa.aid AS s_aid, d.s_addr, d.s_pid, d.s_layer, d.s_part_id, d.s_slot, d.s_off, d.s_slot_bytes,
-           d.s_crosses, d.s_dlist, d.s_idx, x.know[sa.h_sidx + 1] AS s_bound, sa.h_sidx AS s_h_sidx,
+           d.s_dlist, d.s_idx, x.know[sa.h_sidx + 1] AS s_bound, sa.h_sidx AS s_h_sidx,
            sm.pool IS NOT NULL AS s_managed, ss.seen_seq AS s_seen_seq, ss.end_seq AS s_end_seq,
            sa.h_sidx IS DISTINCT FROM x.sidx AND (so.from_sidx IS NULL OR sc.cut IS NOT NULL) AS s_h_blind,
            d.s_first,
            ta.aid AS d_aid, d.d_addr, d.d_pid, d.d_layer, d.d_part_id, d.d_slot, d.d_off, d.d_slot_bytes,
-           d.d_crosses, d.d_dlist, d.d_idx, x.know[ta.h_sidx + 1] AS d_bound, ta.h_sidx AS d_h_sidx,
+           d.d_dlist, d.d_idx, x.know[ta.h_sidx + 1] AS d_bound, ta.h_sidx AS d_h_sidx,
            tm.pool IS NOT NULL AS d_managed, ts.seen_seq AS d_seen_seq, ts.end_seq AS d_end_seq,
            ta.h_sidx IS DISTINCT FROM x.sidx AND (tord.from_sidx IS NULL OR tc.cut IS NOT NULL) AS d_h_blind,
            d.d_first,
@@ -62,9 +66,9 @@ WITH e AS (
                      AND x.request IS NOT NULL THEN hash(sa.h_shard, d.s_agent, d.s_pool, d.s_slot, x.request) END AS s_hk,
            CASE WHEN ta.h_shard IS NOT NULL AND d.d_agent IS NOT NULL AND d.d_pool IS NOT NULL AND d.d_slot IS NOT NULL
                      AND x.request IS NOT NULL THEN hash(ta.h_shard, d.d_agent, d.d_pool, d.d_slot, x.request) END AS d_hk,
-           -- join keys of the slot and slot layer on the home shard (see slot_ev)
-           hash(sa.h_shard, d.s_agent, d.s_pool, d.s_slot) AS s_sk, hash(sa.h_shard, d.s_agent, d.s_pool, d.s_layer, d.s_slot) AS s_lk,
-           hash(ta.h_shard, d.d_agent, d.d_pool, d.d_slot) AS d_sk, hash(ta.h_shard, d.d_agent, d.d_pool, d.d_layer, d.d_slot) AS d_lk
+           -- join key of the slot layer on the home shard (see slot_ev)
+           hash(sa.h_shard, d.s_agent, d.s_pool, d.s_layer, d.s_slot) AS s_lk,
+           hash(ta.h_shard, d.d_agent, d.d_pool, d.d_layer, d.d_slot) AS d_lk
     FROM desc_ends d JOIN xfers x USING (shard, xfer)
     LEFT JOIN agent_ids sa ON sa.agent = d.s_agent
     LEFT JOIN agent_ids ta ON ta.agent = d.d_agent
@@ -102,14 +106,14 @@ WITH e AS (
     FROM e LEFT JOIN k sk ON sk.hk = e.s_hk LEFT JOIN k tk ON tk.hk = e.d_hk
 )
 SELECT xfer, pos, nbytes, request, post_seq, psidx, t_ns,
-       s_aid, s_addr, s_pid, s_layer, s_part_id, s_slot, s_off, s_slot_bytes, s_crosses, s_dlist, s_idx, s_bound,
+       s_aid, s_addr, s_pid, s_layer, s_part_id, s_slot, s_off, s_slot_bytes, s_dlist, s_idx, s_bound,
        s_h_sidx, s_managed, s_seen_seq, s_end_seq, s_h_blind,
        coalesce(s_managed AND s_h IS NULL AND (request IS NULL OR s_h_blind OR s_unordered), false) AS s_h_unknown,
        s_h.a AS s_alloc_seq, s_h.f AS s_free_seq, s_h.r AS s_release_seq, s_h.g AS s_gen_seq, s_h.p AS s_page,
-       s_sk, s_lk, s_first,
-       d_aid, d_addr, d_pid, d_layer, d_part_id, d_slot, d_off, d_slot_bytes, d_crosses, d_dlist, d_idx, d_bound,
+       s_lk, s_first,
+       d_aid, d_addr, d_pid, d_layer, d_part_id, d_slot, d_off, d_slot_bytes, d_dlist, d_idx, d_bound,
        d_h_sidx, d_managed, d_seen_seq, d_end_seq, d_h_blind,
        coalesce(d_managed AND d_h IS NULL AND (request IS NULL OR d_h_blind OR d_unordered), false) AS d_h_unknown,
        d_h.a AS d_alloc_seq, d_h.f AS d_free_seq, d_h.r AS d_release_seq, d_h.g AS d_gen_seq, d_h.p AS d_page,
-       d_sk, d_lk, d_first
+       d_lk, d_first
 FROM j;

@@ -28,7 +28,8 @@ WITH p AS (
     SELECT b_sidx, b_xfer, b_post, b_pos FROM p
 ), h AS (   -- each one once (its ends' first layout regions)
     SELECT h.psidx, h.xfer, h.post_seq, h.pos, h.s_aid, h.s_pid, h.d_addr, h.s_off, h.s_slot_bytes, h.s_lk,
-           h.s_bound, h.s_slot IS NOT NULL AND NOT h.s_crosses AS one_slot
+           h.s_bound,
+           h.s_slot IS NOT NULL AND NOT coalesce(h.s_off::UBIGINT + h.nbytes > h.s_slot_bytes, false) AS one_slot   -- (not s_crosses: end_hold_ids)
     FROM desc_hold_ids h JOIN k USING (psidx, xfer, post_seq, pos)
     WHERE h.s_first AND h.d_first
 ), d AS (   -- with its source slot layer's latest write that happens-before the post (the
