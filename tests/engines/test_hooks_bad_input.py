@@ -12,19 +12,13 @@ import textwrap
 import pytest
 
 from engine_runs import PY, SGL_DRIVER, env_for, need_engines
+from free_ports import free_port
 
 
 def kvtrace_record(tmp_path, hooks, prog, env=None, cwd=None):
     out = tmp_path / "t.kvtrace"
     cmd = [sys.executable, "-m", "kvtrace", "record", "--hooks", hooks, "-o", str(out), "--"] + prog
     return out, subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=cwd or str(tmp_path))
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def same_output(text: str) -> str:

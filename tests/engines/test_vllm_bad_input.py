@@ -11,7 +11,8 @@ import textwrap
 import pytest
 
 from engine_runs import PY, driver, env_for, need_engines
-from test_hooks_bad_input import free_port, kv_lines, kvtrace_record, same_output
+from free_ports import free_port, free_port_run
+from test_hooks_bad_input import kv_lines, kvtrace_record, same_output
 
 VN = "vllm/distributed/kv_transfer/kv_connector/v1/nixl"
 
@@ -71,9 +72,9 @@ def test_vllm_connector_raising_during_setup(tmp_path):
     the trace (the agent made before the failure)."""
     need_engines()
     args = [PY, driver("vllm_pd.py"), "--role", "prefill", "--nixl-backend", "NO_SUCH_BACKEND", "--timeout", "5",
-            "--side-port", str(free_port()), "--dist-port", str(free_port())]
+            "--side-port", str(free_port()), "--dist-port", str(free_port_run(12))]
     # the same program unrecorded, at the same time (ports of its own): ~20 s of imports each
-    mine = args[:-4] + ["--side-port", str(free_port()), "--dist-port", str(free_port()), "--xchg", str(tmp_path / "x1")]
+    mine = args[:-4] + ["--side-port", str(free_port()), "--dist-port", str(free_port_run(12)), "--xchg", str(tmp_path / "x1")]
     plain_run = subprocess.Popen(mine, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=env_for(), cwd=str(tmp_path))
     out, p = kvtrace_record(tmp_path, "vllm", args + ["--xchg", str(tmp_path / "x2")], env=env_for())

@@ -46,13 +46,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from free_ports import free_port, free_port_run
 
 
 def fits(a) -> None:
@@ -486,12 +487,6 @@ def done(eng) -> None:
     os._exit(0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--role", choices=("both", "prefill", "decode"), default="both")
@@ -524,7 +519,8 @@ def main(argv=None) -> int:
         done(run_prefill(a))
     if a.role == "decode":
         done(run_decode(a))
-    side, dist = a.side_port or free_port(), a.dist_port or free_port()
+    # the distributed stores take ports at offsets up to +11 from dist (see connector())
+    side, dist = a.side_port or free_port(), a.dist_port or free_port_run(12)
     xchg = a.xchg or tempfile.mkdtemp(prefix="vllm_engine_pd_")
     if not a.xchg:
         import atexit

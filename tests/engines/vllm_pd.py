@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ import threading
 import time
 
 import numpy as np
+
+from free_ports import free_port, free_port_run
 
 _SETUP = threading.Lock()
 STAMP = np.dtype([("magic", "<u4"), ("req", "<i4"), ("layer", "<i4"), ("block", "<i4")])
@@ -473,12 +474,6 @@ def done(*workers) -> None:
     os._exit(0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--role", choices=("both", "prefill", "decode", "one-process"), default="both",
@@ -546,7 +541,8 @@ def main(argv=None) -> int:
         done(run_prefill(a))
     if a.role == "decode":
         done(run_decode(a))
-    side, dist = a.side_port or free_port(), a.dist_port or free_port()
+    # the distributed stores take ports at offsets up to +11 from dist (see connector())
+    side, dist = a.side_port or free_port(), a.dist_port or free_port_run(12)
     xchg = a.xchg or tempfile.mkdtemp(prefix="vllm_pd_")
     if not a.xchg:  # ours: the hand-over files and the tiny model config are of no use after the run
         # atexit, not finally: the one-process run ends in os._exit after running the exit functions
