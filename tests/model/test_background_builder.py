@@ -70,3 +70,32 @@ def test_out_of_core_a_builder_runs_with_duckdb_under_the_rest_of_the_cap(tmp_pa
         assert rows(m, "inflight_pairs") == in_memory
     assert seen == ["476.8 MiB"]      # 500 MB: the cap less memory.BUILDER_SHARE
     assert after == "715.2 MiB"       # out of core DuckDB's share of the 1 GB cap again (memory.OUT_OF_CORE_DUCKDB_SHARE)
+
+
+def test_the_order_builds_a_background_builder_early_and_its_users_last():
+    """_background_early: what a background builder requires (transitively) comes first, the
+    builder right after the last of it, the objects that require it after every other one,
+    and every object still after what it requires (on the real registry, and on a small one
+    where name order would put a user of the builder before an unrelated object)."""
+    from kvtrace.model.derived import Derived
+    from kvtrace.model.registry import build_order, registry
+    from kvtrace.model.trace import _background_early
+
+    def check(objs, targets=None):
+        order = build_order(objs, targets)
+        out = _background_early(objs, order)
+        assert sorted(out) == sorted(order)
+        at = {n: i for i, n in enumerate(out)}
+        for n in out:
+            assert all(at[r] < at[n] for r in objs[n].requires if r in at), n
+        return out
+
+    out = check(registry())
+    users = [n for n in out if "inflight_pairs" in registry()[n].requires]
+    assert users and out[-len(users):] == users        # (none of them is required by another object)
+    assert out.index("inflight_pairs") < out.index("read_predict_ids") < out.index("inflight_writes")
+
+    objs = {"a": Derived("a", ()), "b": Derived("b", ("a",)), "bg": Derived("bg", ("b",), build=print, background=True),
+            "c_user": Derived("c_user", ("bg",)), "d": Derived("d", ("a",)), "e": Derived("e", ())}
+    assert check(objs) == ["a", "b", "bg", "d", "e", "c_user"]
+    assert check(objs, ["d", "e"]) == ["a", "d", "e"]     # no background builder asked for: the order as is
