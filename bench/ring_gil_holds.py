@@ -65,7 +65,7 @@ def _instrument() -> None:
     _wrap(ring.RingRecorder, "_exchange_live", "exchange_live")
     _wrap(ring_dump.TriggerLog, "poll", "trigger_poll")
     _wrap(ring.RingRecorder, "_note_memory", "note_memory")
-    _wrap(ring_store, "Packed", "pack")
+    _wrap(ring_store.Packed, "__init__", "pack")
 
 
 def _other(session: str, seconds: float, rate: float) -> None:

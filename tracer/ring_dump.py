@@ -73,20 +73,23 @@ def _alive(pid: int) -> bool:
 LIVE = "live.jsonl"
 #: the fixed-width first line of live.jsonl: ``{"gen": "<16 hex digits>"}``, new at every rewrite
 _GEN_LEN = len('{"gen": "0123456789abcdef"}\n')
-#: live.jsonl is rewritten whole (one full line) once the lines appended since the last
-#: rewrite exceed this many bytes and the full line's size
+#: stop times per line of live.jsonl, at most
+_LINE_TIMES = 1024
+#: live.jsonl is rewritten whole once the lines appended since the last rewrite exceed
+#: this many bytes and the full state's size
 COMPACT_BYTES = 64 << 10
 
 
 class LivePublisher:
     """One shard's side of the live-request exchange: ``S/_ring/<shard>/live.jsonl``.
 
-    The file is a log: a header line (a generation token, new at every rewrite), one full
-    line (every request this shard keeps live, when each other request it holds stopped
-    being live, its ring's start, the dependencies it saw), then one line per change: the
-    live set again, and only the stop times and dependencies new since the last line.
+    The file is a log: a header line (a generation token, new at every rewrite), the full
+    state (every request this shard keeps live, when each other request it holds stopped
+    being live, its ring's start, the dependencies it saw), then what each change brought:
+    the live set again, and only the stop times and dependencies new since the last write
+    (stop times at most ``_LINE_TIMES`` a line; the live set on the last line of a write).
     Nothing is written while nothing changed. Once the appended lines outgrow the full
-    line (and :data:`COMPACT_BYTES`), the file is rewritten with one full line.
+    state (and :data:`COMPACT_BYTES`), the file is rewritten with the full state.
 
     Why: the stop times cover every request of the window and its slacks (thousands), and
     publishing all of them every flush (JSON-encoding them, and each reader decoding them)
@@ -120,19 +123,27 @@ class LivePublisher:
             new_deps = deps - self._deps
             if not changed and not new_deps and live == self._live and from_ns == self._from_ns:
                 return False
-        line = json.dumps({"live": live, "last_unix": {o: unix_of(t) for o, t in changed.items()},
-                           "from_unix": None if from_ns is None else unix_of(from_ns),
-                           "depends": [list(d) for d in (sorted(new_deps) if full else new_deps)]}) + "\n"
+        # the stop times in lines of at most _LINE_TIMES (a rewrite's thousands are encoded,
+        # and decoded by the readers, in calls short enough for the engine's threads to get
+        # the GIL in between), the live set and the rest on the last line
+        items = list(changed.items())
+        lines = [json.dumps({"last_unix": {o: unix_of(t) for o, t in items[i:i + _LINE_TIMES]}}) + "\n"
+                 for i in range(0, len(items) - _LINE_TIMES, _LINE_TIMES)]
+        rest = items[len(lines) * _LINE_TIMES:]
+        lines.append(json.dumps({"live": live, "last_unix": {o: unix_of(t) for o, t in rest},
+                                 "from_unix": None if from_ns is None else unix_of(from_ns),
+                                 "depends": [list(d) for d in (sorted(new_deps) if full else new_deps)]}) + "\n")
+        text = "".join(lines)
         if full:
             tmp = self.path + ".tmp"
             with open(tmp, "w") as f:
-                f.write('{"gen": "%s"}\n' % os.urandom(8).hex() + line)
+                f.write('{"gen": "%s"}\n' % os.urandom(8).hex() + text)
             os.replace(tmp, self.path)
-            self._full, self._appended, self._last, self._deps = len(line), 0, dict(last_ns), deps
+            self._full, self._appended, self._last, self._deps = len(text), 0, dict(last_ns), deps
         else:
             with open(self.path, "a") as f:
-                f.write(line)
-            self._appended += len(line)
+                f.write(text)
+            self._appended += len(text)
             self._last.update(changed)
             self._deps |= new_deps
         self._live, self._from_ns = list(live), from_ns
@@ -152,11 +163,13 @@ class _Published:
         self.depends: set = set()
 
     def apply(self, info: dict) -> None:
-        self.live = list(info.get("live") or ())
         last = self.last
         for o, t in (info.get("last_unix") or {}).items():
             if t > last.get(o, 0.0):
                 last[o] = t
+        if "live" not in info:       # a line of stop times only (LivePublisher)
+            return
+        self.live = list(info.get("live") or ())
         self.from_unix = info.get("from_unix")
         self.depends.update(tuple(d) for d in (info.get("depends") or ())
                             if isinstance(d, list) and len(d) == 2 and all(isinstance(x, str) for x in d))

@@ -422,7 +422,8 @@ def test_live_log_reader_sees_every_published_state(steps, compact):
     outgrow it: ``compact`` bytes here); a reader that reads after some publications and
     not others (the bool) sees, each time it reads, the writer's latest live set and ring
     start, and for every stop time and dependency the writer published, at least that
-    (what a reader gets of a file rewritten whole each time: the log never loses one)."""
+    (what a reader gets of a file rewritten whole each time: the log never loses one).
+    Two stop times a line: a write of more spans several lines."""
     import tempfile
     from unittest import mock
     from kvtrace.tracer import ring_dump
@@ -432,7 +433,8 @@ def test_live_log_reader_sees_every_published_state(steps, compact):
     cache: dict = {}
     last: dict = {}
     deps: set = set()
-    with mock.patch.object(ring_dump, "COMPACT_BYTES", compact), _removed(session):
+    with mock.patch.object(ring_dump, "COMPACT_BYTES", compact), mock.patch.object(ring_dump, "_LINE_TIMES", 2), \
+            _removed(session):
         for i, (live, changed, new_deps, read) in enumerate(steps):
             for o, t in changed.items():      # a stop time is raised, never lowered
                 last[o] = max(last.get(o, 0), t + i)
