@@ -112,7 +112,8 @@ class LivePublisher:
                 unix_of) -> bool:
         """Write what changed since the last call (True if anything was written).
         ``last_ns`` and ``from_ns`` in this process's monotonic ns; ``unix_of(ns)`` turns
-        one into wall-clock seconds (what the file holds: comparable across hosts)."""
+        one into wall-clock ns (what the file holds: comparable across hosts; integers, so
+        a time that comes back from another shard compares equal)."""
         deps = set(map(tuple, depends))
         full = self._live is None or self._appended > max(COMPACT_BYTES, self._full)
         if full:
@@ -127,11 +128,11 @@ class LivePublisher:
         # and decoded by the readers, in calls short enough for the engine's threads to get
         # the GIL in between), the live set and the rest on the last line
         items = list(changed.items())
-        lines = [json.dumps({"last_unix": {o: unix_of(t) for o, t in items[i:i + _LINE_TIMES]}}) + "\n"
+        lines = [json.dumps({"last_unix_ns": {o: unix_of(t) for o, t in items[i:i + _LINE_TIMES]}}) + "\n"
                  for i in range(0, len(items) - _LINE_TIMES, _LINE_TIMES)]
         rest = items[len(lines) * _LINE_TIMES:]
-        lines.append(json.dumps({"live": live, "last_unix": {o: unix_of(t) for o, t in rest},
-                                 "from_unix": None if from_ns is None else unix_of(from_ns),
+        lines.append(json.dumps({"live": live, "last_unix_ns": {o: unix_of(t) for o, t in rest},
+                                 "from_unix": None if from_ns is None else unix_of(from_ns) / 1e9,
                                  "depends": [list(d) for d in (sorted(new_deps) if full else new_deps)]}) + "\n")
         text = "".join(lines)
         if full:
@@ -164,8 +165,8 @@ class _Published:
 
     def apply(self, info: dict) -> None:
         last = self.last
-        for o, t in (info.get("last_unix") or {}).items():
-            if t > last.get(o, 0.0):
+        for o, t in (info.get("last_unix_ns") or {}).items():
+            if t > last.get(o, 0):
                 last[o] = t
         if "live" not in info:       # a line of stop times only (LivePublisher)
             return
@@ -202,10 +203,11 @@ def _read_published(path: str, known: "_Published | None") -> "tuple[_Published 
     return pub, True
 
 
-def read_live(session_dir: str, shard: str, cache: dict) -> tuple[set[str], dict[str, float], float | None,
+def read_live(session_dir: str, shard: str, cache: dict) -> tuple[set[str], dict[str, int], float | None,
                                                                 list[list[str]]]:
     """The union of the other shards' live requests, the latest time each other request
-    stopped being live there, the latest start of their rings (wall clock), and the
+    stopped being live there (wall-clock ns), the latest start of their rings (wall-clock
+    seconds), and the
     [request, request it depends on] pairs they saw. ``cache`` keeps what was read of
     each shard's file (read on from there) and the last answer (returned again, the same
     objects, while no file changed)."""
@@ -223,7 +225,7 @@ def read_live(session_dir: str, shard: str, cache: dict) -> tuple[set[str], dict
     if not changed and cache.get("seen") == seen and "answer" in cache:
         return cache["answer"]
     out: set[str] = set()
-    last: dict[str, float] = {}
+    last: dict[str, int] = {}
     latest = None
     depends: set = set()
     for name in seen:
@@ -233,7 +235,7 @@ def read_live(session_dir: str, shard: str, cache: dict) -> tuple[set[str], dict
             last = dict(pub.last)
         else:
             for o, t in pub.last.items():
-                if t > last.get(o, 0.0):
+                if t > last.get(o, 0):
                     last[o] = t
         if pub.from_unix is not None:
             latest = max(latest or 0.0, float(pub.from_unix))

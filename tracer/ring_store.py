@@ -498,10 +498,9 @@ class RingStore:
         for o in self._remote - new:
             if o in self._last_t and now_ns > self._last_t[o]:
                 self._last_t[o] = now_ns
-        mine = self._last_t
         for o, t in last.items():
-            if o in mine and t > mine[o] + _SAME_NS:
-                mine[o] = t
+            if o in self._last_t and t > self._last_t[o]:
+                self._last_t[o] = t
         self._remote = new
 
     @property
@@ -777,13 +776,6 @@ def _unpack(b) -> pa.RecordBatch:
 _BOOK = {"last_t": 160, "xfer": 128, "deps": 320, "slot": 640, "small": 256}
 #: "live now" in RingStore._effective (later than any time)
 _LIVE = float("inf")
-#: set_remote takes another shard's stop time only when it is later than this shard's by
-#: more than this: each exchange turns times into wall-clock seconds and back, which moves
-#: them by microseconds, and a time raised by that would be published again, and raised
-#: again by the other shard, at every exchange (every stop time rewritten every flush:
-#: measured, 3000 of 3500). 1 ms is far inside the slack (>= 1 s) that covers the shards'
-#: differences (eviction cuts two slacks before the window, a dump one).
-_SAME_NS = 1_000_000
 
 #: Python memory a batch's distinct owner costs while the batch is in the ring: its entry in
 #: the batch's owner list (the key object and the pointer) and its share of the liveness

@@ -251,10 +251,10 @@ def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
     for _ in range(2):          # each publishes, then reads the other's (two rounds: both have read both)
         for name, st in stores.items():
             live, last = st.live_requests()
-            pubs[name].publish(live, last, None, st.depends(), lambda t: t / 1e9)
+            pubs[name].publish(live, last, None, st.depends(), lambda t: t)
         for name, st in stores.items():
             remote, r_last, _, depends = ring_dump.read_live(session, name, caches[name])
-            st.set_remote(remote, {o: int(t * 1e9) for o, t in r_last.items()}, 21 * S, depends)
+            st.set_remote(remote, r_last, 21 * S, depends)
     kept = {}
     for name, st in stores.items():
         st.evict(21 * S)
@@ -379,10 +379,10 @@ def _exchange_run(tmp_path, decode_done_s: int):
         now = sec * S + S // 2
         for name, st in stores.items():
             live, last = st.live_requests()
-            pubs[name].publish(live, last, st.from_ns, st.depends(), lambda t: t / 1e9)
+            pubs[name].publish(live, last, st.from_ns, st.depends(), lambda t: t)
         for name, st in stores.items():
             remote, r_last, _, depends = ring_dump.read_live(session, name, caches[name])
-            st.set_remote(remote, {o: int(t * 1e9) for o, t in r_last.items()}, now, depends)
+            st.set_remote(remote, r_last, now, depends)
         for st in stores.values():
             st.evict(now)
     kept = {}
@@ -441,12 +441,12 @@ def test_live_log_reader_sees_every_published_state(steps, compact):
             deps |= new_deps
             now_last = {o: t for o, t in last.items() if o not in live}
             from_ns = None if i % 3 == 0 else i // 3
-            pub.publish(sorted(live), now_last, from_ns, [list(d) for d in sorted(deps)], float)
+            pub.publish(sorted(live), now_last, from_ns, [list(d) for d in sorted(deps)], lambda t: t)
             if not read:
                 continue
             r_live, r_last, r_from, r_deps = ring_dump.read_live(session, "reader", cache)
             assert r_live == live
-            assert r_from == (None if from_ns is None else float(from_ns))
+            assert r_from == (None if from_ns is None else from_ns / 1e9)
             assert all(r_last.get(o, -1) >= t for o, t in now_last.items())
             assert {tuple(d) for d in r_deps} >= deps
 
