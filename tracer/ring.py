@@ -164,7 +164,9 @@ class RingRecorder(Recorder):
         self._triggers = ring_dump.TriggerLog(self.session_dir)
         self._triggers.skip_existing()            # a window is dumped for triggers after we started
         self._auto_reason: str | None = None
-        self._live_cache: dict = {}               # other shard -> (mtime, its live.json)
+        self._live_cache: dict = {}               # what was read of the other shards' live.jsonl
+        self._live_pub = ring_dump.LivePublisher(self.session_dir, shard)
+        self._clock_off: int | None = None        # see _wall_offset
         self._exchanged = 0
         self.exchange_s = min(0.5, self.store.slack_ns / 4e9)
         self.remote_from_unix: float | None = None  # the latest start of the other shards' rings
@@ -244,22 +246,33 @@ class RingRecorder(Recorder):
         m["overflow_events"] = self.store.overflow_events
 
     def _exchange_live(self, now: int) -> None:
-        """Publish this shard's live requests; take the other shards' (see ring_store).
-        At most every ``exchange_s`` (a fraction of the slack, so what is published is
-        never older than the slack allows for)."""
+        """Publish what changed of this shard's live requests; take the other shards'
+        (see ring_store; ring_dump.LivePublisher: only changes are written, and each
+        reader reads on from where it stopped). At most every ``exchange_s`` (a fraction
+        of the slack, so what is published is never older than the slack allows for)."""
         if now - self._exchanged < self.exchange_s * 1e9:
             return
         self._exchanged = now
         try:
-            unix = time.time()
+            off = self._wall_offset(now)
             live, last = self.store.live_requests()
-            to_unix = {o: unix - (now - t) / 1e9 for o, t in last.items()}
-            ring_dump.publish_live(self.session_dir, self.shard, live, to_unix, self.from_unix, self.store.depends())
+            self._live_pub.publish(live, last, self.store.from_ns, self.store.depends(), lambda t: t + off)
             remote, r_last, self.remote_from_unix, r_depends = ring_dump.read_live(
                 self.session_dir, self.shard, self._live_cache)
-            self.store.set_remote(remote, {o: now - int((unix - t) * 1e9) for o, t in r_last.items()}, now, r_depends)
+            self.store.set_remote(remote, {o: t - off for o, t in r_last.items()}, now, r_depends)
         except OSError:  # a full disk or a removed session: the local rules still hold
             pass
+
+    def _wall_offset(self, now: int) -> int:
+        """Wall-clock ns minus this process's monotonic ns, as the exchange uses it: held
+        until the clocks move apart by more than 1 ms (a step of the wall clock). Why held:
+        a time sent to another shard and raised there comes back as the same integer and
+        is not taken again; an offset sampled at every exchange moved each round trip by
+        microseconds, so every stop time changed, and was written again, at every flush."""
+        cur = time.time_ns() - now
+        if self._clock_off is None or abs(cur - self._clock_off) > 1_000_000:
+            self._clock_off = cur
+        return self._clock_off
 
     @property
     def from_unix(self) -> float | None:

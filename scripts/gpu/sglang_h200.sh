@@ -10,6 +10,7 @@
 #   bash .gpu/sglang_h200.sh ringab         # the same, this kvtrace vs .gpu/old/'s (another checkout)
 #   REQ=384 ROUNDS=4 bash .gpu/sglang_h200.sh abthru   # ring without checksums vs none vs .gpu/old, longer transfer phase
 #   REQ=768 bash .gpu/sglang_h200.sh pausedab   # recorded vs unrecorded waves inside one run (--paused-waves)
+#   REQ=768 ROUNDS=2 bash .gpu/sglang_h200.sh ringgil   # the same, ring: .gpu/old vs this vs this + switch 0.2 ms
 # The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
 # 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
 # and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
@@ -47,6 +48,10 @@ EXT=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX')
 INC=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 for c in tracer/_rows kernels/_kvh64; do
   gcc -O3 -shared -fPIC -I"$INC" "$ROOT/$c.c" -o "$ROOT/$c$EXT" || echo "could not build $c.c: Python fallback"
+  # and $PACK/old's (KV=old), or its arms would record through the fallbacks
+  if [ -f "$PACK/old/$c.c" ]; then
+    gcc -O3 -shared -fPIC -I"$INC" "$PACK/old/$c.c" -o "$PACK/old/$c$EXT" || echo "could not build old $c.c"
+  fi
 done
 BASE=/tmp/kvpkg:/tmp/site:$PACK/standins
 pp() { local b=$BASE; [ "${KV:-new}" = old ] && b=/tmp/kvpkg-old:/tmp/site:$PACK/standins
@@ -218,6 +223,21 @@ step_pausedaa() {
   REC_ARGS="--ring 30s" run aa-ring-no-sums-hooks 0.5.21 sglang:-content --memory vram $big --paused-waves hooks
   for f in $T/aa*.json.prefill; do python3 "$ROOT/bench/paused_waves.py" $f; done
   rm -rf $T/aa*.kvtrace
+}
+
+# the ring's cost on VRAM throughput (--paused-waves, no page checksums), $PACK/old vs this
+# checkout vs this checkout with the flush's GIL switch interval at 0.2 ms (tracer/gil.py),
+# ROUNDS rounds of REQ requests, arms in turn
+step_ringgil() {
+  local big="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
+  for r in $(seq 1 ${ROUNDS:-2}); do
+    KV=old REC_ARGS="--ring 30s" run gil$r-old 0.5.21 sglang:-content --memory vram $big --paused-waves
+    REC_ARGS="--ring 30s" run gil$r-new 0.5.21 sglang:-content --memory vram $big --paused-waves
+    KVTRACE_BACKGROUND_SWITCH_S=0.0002 REC_ARGS="--ring 30s" run gil$r-new-switch 0.5.21 sglang:-content \
+      --memory vram $big --paused-waves
+  done
+  for f in $T/gil*.json.prefill; do echo "$f"; python3 "$ROOT/bench/paused_waves.py" $f; done
+  rm -rf $T/gil*.kvtrace
 }
 
 # NIXL VRAM throughput through SGLang's connector: bigger pages, unrecorded and recorded,

@@ -220,7 +220,7 @@ def test_dump_session_reaches_both_processes(tmp_path, validate_trace):
     import subprocess
     import sys
     import time
-    from kvtrace.tracer.ring_dump import live_shards
+    from kvtrace.tracer.ring_dump import live_shards, read_live
     toml = tmp_path / "long.toml"
     toml.write_text('name = "long"\nrequests = 400\nconcurrency = 4\n')
     session = tmp_path / "s.kvtrace"
@@ -229,10 +229,10 @@ def test_dump_session_reaches_both_processes(tmp_path, validate_trace):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
     try:
         deadline = time.monotonic() + 120
-        decode_live = session / "_ring" / "decode" / "live.json"
+        decode_live = session / "_ring" / "decode" / "live.jsonl"
         while time.monotonic() < deadline:   # both processes recording, and requests under way
             if len(live_shards(str(session))) == 2 and decode_live.exists() and \
-                    json.loads(decode_live.read_text())["live"]:
+                    read_live(str(session), "prefill", {})[0]:
                 break
             assert proc.poll() is None, "the engine ended before it could be dumped"
             time.sleep(0.1)

@@ -4,7 +4,9 @@ random sequences of allocs, frees, transfers, registrations and request lifecycl
 so does it when fed the Recorder's row tuples beside the batch (what RingRecorder does)."""
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 
 import pyarrow as pa
 from hypothesis import example, given, settings, strategies as st
@@ -222,7 +224,7 @@ def test_reference_sees_generations():
 def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
     """Decode's r1 and r2 shared slot 2 (a prefix page); prefill never saw them share it and
     has r2 open. Both rings, exchanging through the session directory as RingRecorder does
-    (live.json, with the dependencies each saw), keep r1 with r2: without decode's r2 -> r1 prefill
+    (live.jsonl, with the dependencies each saw), keep r1 with r2: without decode's r2 -> r1 prefill
     let r1 go while decode kept it, and a dump held r1's reads with no transfer behind them."""
     from kvtrace.tracer import ring_dump
     S = 1_000_000_000
@@ -245,13 +247,14 @@ def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
         for b in _batches([rows, later]):
             stores[name].add("events", b)
     caches = {n: {} for n in stores}
+    pubs = {n: ring_dump.LivePublisher(session, n) for n in stores}
     for _ in range(2):          # each publishes, then reads the other's (two rounds: both have read both)
         for name, st in stores.items():
             live, last = st.live_requests()
-            ring_dump.publish_live(session, name, live, {o: t / 1e9 for o, t in last.items()}, None, st.depends())
+            pubs[name].publish(live, last, None, st.depends(), lambda t: t)
         for name, st in stores.items():
             remote, r_last, _, depends = ring_dump.read_live(session, name, caches[name])
-            st.set_remote(remote, {o: int(t * 1e9) for o, t in r_last.items()}, 21 * S, depends)
+            st.set_remote(remote, r_last, 21 * S, depends)
     kept = {}
     for name, st in stores.items():
         st.evict(21 * S)
@@ -333,3 +336,124 @@ def test_a_page_every_request_shares_keeps_its_filler_not_every_reader():
     kept = {r for bb in batches["events"] for r in bb.column("request").to_pylist() if r is not None}
     assert kept == {"r0", f"r{n - 1}"}
     assert s.depends() == [[f"r{n - 1}", "r0"]]
+
+
+def _exchange_run(tmp_path, decode_done_s: int):
+    """Prefill sends r at 1 s and is done with it at once; decode holds r until
+    ``decode_done_s`` (a long generation). A 4 s ring, slack 1 s; each second each shard
+    publishes its live requests through its live.jsonl (ring_dump.LivePublisher: nothing
+    is written while nothing changed) and reads the other's, then evicts. Returns the
+    requests each shard's window at 14 s holds, and how many lines decode wrote."""
+    from kvtrace.tracer import ring_dump
+    from kvtrace.tracer.schema import EVENTS as _EV
+    S = 1_000_000_000
+
+    def batch(rows):
+        return pa.RecordBatch.from_pylist(rows, schema=_EV)
+    session = str(tmp_path / "s.kvtrace")
+    stores = {n: RingStore(window_ns=4 * S, slack_ns=S) for n in ("decode", "prefill")}
+    pubs = {n: ring_dump.LivePublisher(session, n) for n in stores}
+    caches = {n: {} for n in stores}
+    for n in stores:
+        os.makedirs(os.path.join(ring_dump.staging_dir(session), n))
+    feed = {
+        1: {"decode": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "d"},
+                       {"seq": 1, "t_ns": S + 1, "kind": "alloc", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
+                       {"seq": 2, "t_ns": S + 3, "kind": "read", "request": "r", "agent": "d", "pool": "kv", "slots": [1]}],
+            "prefill": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "p"},
+                        {"seq": 1, "t_ns": S + 1, "kind": "xfer_post", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 2, "t_ns": S + 2, "kind": "xfer_done", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 3, "t_ns": S + 4, "kind": "req_done", "request": "r", "agent": "p"}]},
+        decode_done_s: {"decode": [
+            {"seq": 3, "t_ns": decode_done_s * S, "kind": "free", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
+            {"seq": 4, "t_ns": decode_done_s * S + 1, "kind": "req_done", "request": "r", "agent": "d"}]},
+    }
+    seq = 4
+    for sec in range(1, 15):
+        for name in stores:     # prefill records every second (a mark: its other work), decode only r
+            rows = feed.get(sec, {}).get(name)
+            if rows is None and name == "prefill":
+                rows, seq = [{"seq": seq, "t_ns": sec * S, "kind": "mark", "agent": "p"}], seq + 1
+            if rows:
+                stores[name].add("events", batch(rows))
+        now = sec * S + S // 2
+        for name, st in stores.items():
+            live, last = st.live_requests()
+            pubs[name].publish(live, last, st.from_ns, st.depends(), lambda t: t)
+        for name, st in stores.items():
+            remote, r_last, _, depends = ring_dump.read_live(session, name, caches[name])
+            st.set_remote(remote, r_last, now, depends)
+        for st in stores.values():
+            st.evict(now)
+    kept = {}
+    for n, st in stores.items():
+        batches, _ = st.snapshot(10 * S)
+        kept[n] = {r for b in batches["events"] for r in b.column("request").to_pylist() if r is not None}
+    return kept, pubs["decode"].writes
+
+
+def test_unchanged_live_set_is_not_rewritten_and_still_keeps_the_request(tmp_path):
+    """Decode holds r from 1 s to 13 s and records nothing else: its live set {r} does not
+    change for 11 s, so it writes (almost) no line then, yet prefill, done with r at 1 s and
+    evicting every second, keeps r all along: at 14 s both windows hold r (decode's free
+    is at 13 s), so a dump has both its ends. (A reader that took "no new line" for "no
+    request live there" let r go on prefill after two slacks.)"""
+    kept, writes = _exchange_run(tmp_path, decode_done_s=13)
+    assert kept["decode"] == {"r"} == kept["prefill"]
+    assert writes <= 4
+
+
+def test_a_request_let_go_everywhere_leaves_both_shards(tmp_path):
+    """The clean twin: decode is done with r at 2 s; the line saying so reaches prefill,
+    and at 14 s neither window holds r (both let it go past the slack)."""
+    kept, _ = _exchange_run(tmp_path, decode_done_s=2)
+    assert kept["decode"] == set() == kept["prefill"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sets(st.sampled_from("abcdefgh"), max_size=4),
+                          st.dictionaries(st.sampled_from("abcdefghij"), st.integers(1, 50), max_size=6),
+                          st.sets(st.tuples(st.sampled_from("abcd"), st.sampled_from("efgh")), max_size=3),
+                          st.booleans()),
+                min_size=1, max_size=25),
+       st.integers(0, 400))
+def test_live_log_reader_sees_every_published_state(steps, compact):
+    """ring_dump.LivePublisher writes only changes (and rewrites the file when the changes
+    outgrow it: ``compact`` bytes here); a reader that reads after some publications and
+    not others (the bool) sees, each time it reads, the writer's latest live set and ring
+    start, and for every stop time and dependency the writer published, at least that
+    (what a reader gets of a file rewritten whole each time: the log never loses one).
+    Two stop times a line: a write of more spans several lines."""
+    import tempfile
+    from unittest import mock
+    from kvtrace.tracer import ring_dump
+    session = tempfile.mkdtemp(prefix="kvtrace-livelog-")
+    os.makedirs(os.path.join(ring_dump.staging_dir(session), "w"))
+    pub = ring_dump.LivePublisher(session, "w")
+    cache: dict = {}
+    last: dict = {}
+    deps: set = set()
+    with mock.patch.object(ring_dump, "COMPACT_BYTES", compact), mock.patch.object(ring_dump, "_LINE_TIMES", 2), \
+            _removed(session):
+        for i, (live, changed, new_deps, read) in enumerate(steps):
+            for o, t in changed.items():      # a stop time is raised, never lowered
+                last[o] = max(last.get(o, 0), t + i)
+            deps |= new_deps
+            now_last = {o: t for o, t in last.items() if o not in live}
+            from_ns = None if i % 3 == 0 else i // 3
+            pub.publish(sorted(live), now_last, from_ns, [list(d) for d in sorted(deps)], lambda t: t)
+            if not read:
+                continue
+            r_live, r_last, r_from, r_deps = ring_dump.read_live(session, "reader", cache)
+            assert r_live == live
+            assert r_from == (None if from_ns is None else from_ns / 1e9)
+            assert all(r_last.get(o, -1) >= t for o, t in now_last.items())
+            assert {tuple(d) for d in r_deps} >= deps
+
+
+@contextlib.contextmanager
+def _removed(path: str):
+    try:
+        yield
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
