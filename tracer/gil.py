@@ -24,8 +24,10 @@ hand the GIL to each other far more often (measured worse: ring 0.29 vs 0.48 of 
 benchmarks did not show it paying: on a loaded 2-core machine (load 5-8) ring mode on SGLang's
 connector ran 0.56 vs 0.66 of plain with it, 4 interleaved reps, and the reference engine
 equal (bench/results/real_connector.txt, ring.txt): with no idle core a GIL hand-off also
-waits for the OS to schedule the other thread, and more hand-offs cost more. Where the
-recorder's threads have a core of their own, it is the knob to try.
+waits for the OS to schedule the other thread, and more hand-offs cost more. Tried where the
+recorder's threads have cores of their own (a 16-core H100 host, SGLang's connector, ring without
+page checksums): not better either (paused-wave medians -9.9/-12.2 % with it, -9.5/-5.0 % without;
+bench/results/gpu-h200-ring.txt).
 """
 from __future__ import annotations
 
