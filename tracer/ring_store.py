@@ -474,6 +474,13 @@ class RingStore:
         state: a request published because the other shard published it would keep both
         shards publishing it forever (measured: the set grew with the run's length, 1600
         requests after 3000)."""
+        held, refs, open_ = self._last_t, self._refs, self._open
+        if not self._deps and not self._remote_deps:
+            # no dependencies (no page passed between requests): _effective's values without
+            # building it, in one pass over the held owners (the live ones are few)
+            live = {o for o in (*refs, *open_) if isinstance(o, str) and o in held}
+            return sorted(live), {o: t for o, t in held.items()
+                                  if isinstance(o, str) and o not in refs and o not in open_}
         live, last = [], {}
         for o, v in self._effective(local=True).items():
             if isinstance(o, str):
