@@ -35,7 +35,8 @@ sg AS (
            list(DISTINCT d_slot ORDER BY d_slot) AS slots, list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:4] AS events,
            min(post_seq) AS first_post,
            arg_min(format('layer {} slot {} got the bytes of {} layer {} slot {}{}', d_layer, d_slot, s_pool, s_layer, s_slot,
-                          CASE WHEN s_page IS NULL THEN ', which the request does not hold' ELSE ' (page ' || s_page || ')' END),
+                          CASE WHEN problem = 'source slot not held by the request' THEN ', which the request does not hold'
+                               WHEN s_page IS NULL THEN '' ELSE ' (page ' || s_page || ')' END),
                    (post_seq, pos)) AS example
     FROM stray GROUP BY ALL
 ), sk AS (SELECT DISTINCT request, agent, pool FROM sg),   -- coverage is only reported for these
