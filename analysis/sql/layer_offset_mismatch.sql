@@ -4,7 +4,8 @@
 -- summary: destination (pool, layer, page)s of a request are not covered exactly once by the same (pool, layer, page) of the source
 -- explain: Each descriptor should copy page g of layer L of pool P of the request on the
 --   source into page g of layer L of pool P on the destination (pages from each side's
---   alloc events). Descriptors whose ends disagree, land outside the request's pages, or
+--   alloc events; an alloc that recorded no pages leaves its slots' tokens unknown, and a
+--   descriptor of zero bytes moves nothing: neither is checked). Descriptors whose ends disagree, land outside the request's pages, or
 --   cover a destination twice within one transfer are stray. It finds the
 --   uniform-slot-count bug: descriptor indices computed as layer * M + page with one pool's
 --   slot count M applied to a pool with a different one. When the prepped indices of the
