@@ -626,3 +626,21 @@ def legal_full_prefix_hit(path, bug=False):
     d.req_done("t2")
     b.close()
     return []
+
+
+@case
+def alloc_without_pages_layers_swapped(path, bug=True):
+    """alloc_without_pages, whose bug here swaps the layers: each source layer lands in the
+    other destination layer. Which tokens a slot holds is unknown without pages, but the
+    layers are not: the swap is still proven."""
+    b, p, d = pd(path)
+    d.req_start("r1")
+    d.rec.event("alloc", "decode", "r1", pool="kv", slots=(2, 3))
+    d.msg_send(p, "r1/pages", request="r1")
+    p.msg_recv(d, "r1/pages", request="r1")
+    p.rec.event("alloc", "prefill", "r1", pool="kv", slots=(4, 5))
+    p.write("r1", "kv", [4, 5])
+    x = p.post("r1", d, src=("kv", [4, 5], [0, 1]), dst=("kv", [2, 3], [1, 0] if bug else [0, 1]), msg=b"r1_kv")
+    finish(p, d, "r1", x, [4, 5], [2, 3])
+    b.close()
+    return [("layer_offset_mismatch", "decode", "r1", "kv", [2, 3])] if bug else []

@@ -45,21 +45,22 @@ a AS (
            t.d_aid, t.d_addr, t.d_pid, t.d_layer, t.d_part_id, t.d_slot, t.d_off, t.d_slot_bytes, t.d_page,
            t.d_managed, t.d_dlist, t.d_idx, t.d_alloc_seq,
            -- a page that cannot be known (its holding unordered with the post, past a cut, or
-           -- of a transfer with no request; or held by an alloc that recorded no page ordinal,
-           -- which the format allows: the slot is the request's, its tokens unknown) proves
-           -- nothing, unless the other end is proven outside the request's pages
+           -- of a transfer with no request) proves nothing, unless the other end is proven
+           -- outside the request's pages
            coalesce(t.d_pid IS NOT NULL AND t.s_pid IS NOT NULL AND (t.d_managed OR t.s_managed)
-                    AND ((NOT (t.d_h_unknown OR t.s_h_unknown)
-                          AND NOT (t.s_managed AND t.s_alloc_seq IS NOT NULL AND t.s_page IS NULL)
-                          AND NOT (t.d_managed AND t.d_alloc_seq IS NOT NULL AND t.d_page IS NULL))
+                    AND (NOT (t.d_h_unknown OR t.s_h_unknown)
                          OR (t.s_managed AND t.s_alloc_seq IS NULL AND NOT t.s_h_unknown)
                          OR (t.d_managed AND t.d_alloc_seq IS NULL AND NOT t.d_h_unknown)), false) AS applies,
            -- an end not held whose agent holds nothing of the request: not held is unprovable
            CASE WHEN t.s_alloc_seq IS NULL AND sh.aid IS NULL THEN t.s_aid
                 WHEN t.d_alloc_seq IS NULL AND th.aid IS NULL THEN t.d_aid END AS blank,
            t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt AS same_geometry,
+           -- a slot held by an alloc that recorded no page ordinal (the format allows it) is the
+           -- request's, its tokens unknown: pool, layer and part are still compared, pages not
            coalesce(t.s_pid = t.d_pid AND t.s_layer = t.d_layer AND t.s_part_id IS NOT DISTINCT FROM t.d_part_id AND
-               CASE WHEN t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt
+               CASE WHEN t.s_alloc_seq IS NULL OR t.d_alloc_seq IS NULL THEN false
+                    WHEN t.s_page IS NULL OR t.d_page IS NULL THEN true
+                    WHEN t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt
                     THEN t.s_page * t.s_slot_bytes + t.s_off = t.d_page * t.d_slot_bytes + t.d_off
                     ELSE t.s_page * sp.pt < (t.d_page + 1) * tp.pt AND t.d_page * tp.pt < (t.s_page + 1) * sp.pt END,
                false) AS same
