@@ -16,8 +16,12 @@ from test_partial_traces import proven
 
 #: the scenarios with one prefill and one decode shard (the damages name those shards)
 NAMES = [n for n, f in CASES.items() if f.__module__ == "cases_legal_patterns" and n != "legal_tp1_to_tp2_heads"]
-DAMAGES = ("missing_decode", "missing_prefill", "prefill_events_half", "no_page_messages")
+DAMAGES = ("missing_decode", "missing_prefill", "prefill_events_half", "no_page_messages", "decode_events_lost_middle")
 TWINS = [(n, False) for n in NAMES] + [(n, True) for n in NAMES if not n.startswith("legal_")]
+#: legal only through the message the damage removes: prefill frees on decode's acknowledgement,
+#: and without it the free is early_src_free's, which the checks find on that damage by design
+#: (test_partial_traces: the engine must record the control message that orders its free)
+SKIP = {("free_on_decode_ack", "no_page_messages")}
 
 _WHOLE: dict = {}
 
@@ -34,6 +38,8 @@ def _whole(tmp_path_factory, name, bug):
 @pytest.mark.parametrize("damage", DAMAGES)
 @pytest.mark.parametrize("name,bug", TWINS)
 def test_damage_proves_nothing_the_whole_trace_lacks(tmp_path_factory, tmp_path, name, bug, damage):
+    if (name, damage) in SKIP:
+        pytest.skip("legal only through the control message this damage removes")
     whole_path, whole = _whole(tmp_path_factory, name, bug)
     assert bool(whole) == bug
     path = copy_trace(whole_path, str(tmp_path / os.path.basename(whole_path)))
