@@ -21,7 +21,13 @@ TWINS = [(n, False) for n in NAMES] + [(n, True) for n in NAMES if not n.startsw
 #: legal only through the message the damage removes: prefill frees on decode's acknowledgement,
 #: and without it the free is early_src_free's, which the checks find on that damage by design
 #: (test_partial_traces: the engine must record the control message that orders its free)
-SKIP = {("free_on_decode_ack", "no_page_messages")}
+#: pull_retry_after_error's bug re-posts the READ while the first is in flight: two READs into
+#: the same pages, excused in the whole trace because both carry what prefill wrote before either
+#: was posted; without the ready message that write is unordered with the posts, so the two may
+#: carry different bytes and overlapping_inflight_writes reports the race (its rule: a race
+#: unless equal content is proven)
+SKIP = {("free_on_decode_ack", False, "no_page_messages"): "legal only through the ack this damage removes",
+        ("pull_retry_after_error", True, "no_page_messages"): "equal content of the two READs unproven without the message"}
 
 _WHOLE: dict = {}
 
@@ -38,8 +44,8 @@ def _whole(tmp_path_factory, name, bug):
 @pytest.mark.parametrize("damage", DAMAGES)
 @pytest.mark.parametrize("name,bug", TWINS)
 def test_damage_proves_nothing_the_whole_trace_lacks(tmp_path_factory, tmp_path, name, bug, damage):
-    if (name, damage) in SKIP:
-        pytest.skip("legal only through the control message this damage removes")
+    if (name, bug, damage) in SKIP:
+        pytest.skip(SKIP[(name, bug, damage)])
     whole_path, whole = _whole(tmp_path_factory, name, bug)
     assert bool(whole) == bug
     path = copy_trace(whole_path, str(tmp_path / os.path.basename(whole_path)))
