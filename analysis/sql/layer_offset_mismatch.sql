@@ -4,7 +4,8 @@
 -- summary: destination (pool, layer, page)s of a request are not covered exactly once by the same (pool, layer, page) of the source
 -- explain: Each descriptor should copy page g of layer L of pool P of the request on the
 --   source into page g of layer L of pool P on the destination (pages from each side's
---   alloc events). Descriptors whose ends disagree, land outside the request's pages, or
+--   alloc events; an alloc that recorded no pages leaves its slots' tokens unknown, and a
+--   descriptor of zero bytes moves nothing: neither is checked). Descriptors whose ends disagree, land outside the request's pages, or
 --   cover a destination twice within one transfer are stray. It finds the
 --   uniform-slot-count bug: descriptor indices computed as layer * M + page with one pool's
 --   slot count M applied to a pool with a different one. When the prepped indices of the
@@ -35,7 +36,8 @@ sg AS (
            list(DISTINCT d_slot ORDER BY d_slot) AS slots, list(DISTINCT ev(shard, post_seq) ORDER BY ev(shard, post_seq))[1:4] AS events,
            min(post_seq) AS first_post,
            arg_min(format('layer {} slot {} got the bytes of {} layer {} slot {}{}', d_layer, d_slot, s_pool, s_layer, s_slot,
-                          CASE WHEN s_page IS NULL THEN ', which the request does not hold' ELSE ' (page ' || s_page || ')' END),
+                          CASE WHEN problem = 'source slot not held by the request' THEN ', which the request does not hold'
+                               WHEN s_page IS NULL THEN '' ELSE ' (page ' || s_page || ')' END),
                    (post_seq, pos)) AS example
     FROM stray GROUP BY ALL
 ), sk AS (SELECT DISTINCT request, agent, pool FROM sg),   -- coverage is only reported for these

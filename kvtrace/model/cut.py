@@ -108,7 +108,7 @@ def shard_state(trace) -> tuple[dict[str, set[str]], list[str]]:
             k.add("unclosed")
         if any(st.truncated for st in s.streams.values()):
             k.add("truncated")
-        if _lost_events(s) and seq_break(s) is not None:
+        if _lost_events(s) and lost_after(s) is not None:
             k.add("gaps")
         if lost_rows(s).keys() & {"descs", "dlists"}:
             k.add("lost_descs")
@@ -176,6 +176,25 @@ def seq_break(shard) -> int | None:
     return int(a[bad[0]]) if len(bad) else None
 
 
+def lost_after(shard) -> int | None:
+    """The last seq before the shard's first missing event: at its first seq jump, or, where its
+    seqs do not jump but the recorder numbered more events than the stream holds (shard.json
+    ``events``: seqs 0..events-1), after its last event — the lost ones are its tail (-1: every
+    event). None: no missing event is located."""
+    at = seq_break(shard)
+    if at is not None:
+        return at
+    info = shard.info if isinstance(shard.info, dict) else {}
+    wrote = info.get("events")
+    if not isinstance(wrote, int) or isinstance(wrote, bool):
+        return None
+    seq = shard.streams["events"].table.column("seq")
+    if seq.null_count:
+        return None
+    last = int(np.asarray(seq.to_numpy(zero_copy_only=False), dtype=np.int64).max()) if len(seq) else -1
+    return last if last < wrote - 1 else None
+
+
 def is_complete(trace) -> bool:
     """Every listed shard present, closed, with no stream cut short, and none a ring window
     whose kept state was dropped (window.py)."""
@@ -208,8 +227,9 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
                 lost = [f"{t}.arrows" for t, st in s.streams.items() if st.truncated]
                 c.cut_to(end, f"shard {s.name}: {', '.join(lost)} cut short", "truncated")
             if "gaps" in reasons:
-                at = seq_break(s)
-                c.cut_to(at, f"shard {s.name}: events are missing after seq {at} (its seqs jump there)", "gaps")
+                at = lost_after(s)
+                how = "its seqs jump there" if at == seq_break(s) else "the recorder numbered more events than it holds"
+                c.cut_to(at, f"shard {s.name}: events are missing after seq {at} ({how})", "gaps")
             if "unclosed" in reasons:
                 c.cut_to(end, f"shard {s.name}: not closed, so events after its last flush are lost", "unclosed")
             # a post whose descriptor rows (or prepared lists) did not survive: the writer

@@ -18,6 +18,7 @@ import cases_answers  # noqa: F401  (issue 16: attribution, owner overwrite, lay
 import cases_replicas  # noqa: F401  (replicated writes: overlapping_inflight_writes by content)
 import cases_pools  # noqa: F401  (one request's hazard over two pools: one finding per pool)
 import cases_layer_geometry  # noqa: F401  (pools whose layers differ in geometry)
+import cases_legal_patterns  # noqa: F401  (legal patterns of unseen engines: several holders, chunks, acks, clocks)
 from cases_helpers import CASES, XFAIL, case, finish, handshake, pd, push
 
 __all__ = ["CASES", "XFAIL", "case", "finish", "handshake", "pd", "push"]

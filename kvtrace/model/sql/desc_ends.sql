@@ -18,7 +18,8 @@
 -- pair of its ends' regions (as a join of the two ends would give), and each end is read once
 -- from the rows where the other end's region is the first (desc_end, end_hold_ids).
 -- A view, not a table: desc_hold_ids, the one object of the analysis that reads it, stores
--- every column of it beside its own. (The range join is a hash join on the agent: layouts are
+-- every column of it beside its own. A descriptor of zero bytes (a padded list's filler) moves
+-- nothing: it has no ends here, so no check sees it (its address need not be owned or in bounds). (The range join is a hash join on the agent: layouts are
 -- few, and an ASOF join would sort every descriptor.)
 CREATE OR REPLACE VIEW desc_ends AS
 WITH r AS (
@@ -47,6 +48,7 @@ WITH r AS (
     FROM descs d
     LEFT JOIN l s ON d.src_agent = s.agent AND d.src_addr >= s.addr AND d.src_addr < s.addr + s.nbytes
     LEFT JOIN l t ON d.dst_agent = t.agent AND d.dst_addr >= t.addr AND d.dst_addr < t.addr + t.nbytes
+    WHERE d.nbytes > 0   -- a descriptor of no bytes touches no slot: it has no end to resolve
 )
 SELECT shard, xfer, pos, nbytes,
        s_agent, s_addr, s_dlist, s_idx,

@@ -41,34 +41,38 @@ ah AS (SELECT DISTINCT i.aid, h.request FROM holding_list h JOIN agent_home o ON
 a AS (
     SELECT t.psidx, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
            t.s_aid, t.s_addr, t.s_pid, t.s_layer, t.s_part_id, t.s_slot, t.s_off, t.s_slot_bytes, t.s_page,
-           t.s_managed, t.s_dlist, t.s_idx,
+           t.s_managed, t.s_dlist, t.s_idx, t.s_alloc_seq,
            t.d_aid, t.d_addr, t.d_pid, t.d_layer, t.d_part_id, t.d_slot, t.d_off, t.d_slot_bytes, t.d_page,
-           t.d_managed, t.d_dlist, t.d_idx,
+           t.d_managed, t.d_dlist, t.d_idx, t.d_alloc_seq,
            -- a page that cannot be known (its holding unordered with the post, past a cut, or
            -- of a transfer with no request) proves nothing, unless the other end is proven
            -- outside the request's pages
            coalesce(t.d_pid IS NOT NULL AND t.s_pid IS NOT NULL AND (t.d_managed OR t.s_managed)
                     AND (NOT (t.d_h_unknown OR t.s_h_unknown)
-                         OR (t.s_managed AND t.s_page IS NULL AND NOT t.s_h_unknown)
-                         OR (t.d_managed AND t.d_page IS NULL AND NOT t.d_h_unknown)), false) AS applies,
-           -- an end with no page whose agent holds nothing of the request: not held is unprovable
-           CASE WHEN t.s_page IS NULL AND sh.aid IS NULL THEN t.s_aid
-                WHEN t.d_page IS NULL AND th.aid IS NULL THEN t.d_aid END AS blank,
+                         OR (t.s_managed AND t.s_alloc_seq IS NULL AND NOT t.s_h_unknown)
+                         OR (t.d_managed AND t.d_alloc_seq IS NULL AND NOT t.d_h_unknown)), false) AS applies,
+           -- an end not held whose agent holds nothing of the request: not held is unprovable
+           CASE WHEN t.s_alloc_seq IS NULL AND sh.aid IS NULL THEN t.s_aid
+                WHEN t.d_alloc_seq IS NULL AND th.aid IS NULL THEN t.d_aid END AS blank,
            t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt AS same_geometry,
+           -- a slot held by an alloc that recorded no page ordinal (the format allows it) is the
+           -- request's, its tokens unknown: pool, layer and part are still compared, pages not
            coalesce(t.s_pid = t.d_pid AND t.s_layer = t.d_layer AND t.s_part_id IS NOT DISTINCT FROM t.d_part_id AND
-               CASE WHEN t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt
+               CASE WHEN t.s_alloc_seq IS NULL OR t.d_alloc_seq IS NULL THEN false
+                    WHEN t.s_page IS NULL OR t.d_page IS NULL THEN true
+                    WHEN t.s_slot_bytes * tp.pt = t.d_slot_bytes * sp.pt
                     THEN t.s_page * t.s_slot_bytes + t.s_off = t.d_page * t.d_slot_bytes + t.d_off
                     ELSE t.s_page * sp.pt < (t.d_page + 1) * tp.pt AND t.d_page * tp.pt < (t.s_page + 1) * sp.pt END,
                false) AS same
     -- the two ends of a descriptor, side by side in one row of desc_hold_ids (no join pairs them);
     -- "holds something of the request" as plain left joins (ah is distinct): as NOT EXISTS
     -- subqueries DuckDB built a correlated plan over every row (~1/3 of the cost at 10M);
-    -- looked up only for an end without a page (a null key never matches; blank reads it only then)
+    -- looked up only for an end not held (a null key never matches; blank reads it only then)
     FROM desc_hold_ids t
     LEFT JOIN pt sp ON sp.aid = t.s_aid AND sp.pid = t.s_pid AND sp.layer = t.s_layer AND sp.part_k = coalesce(t.s_part_id, 0)
     LEFT JOIN pt tp ON tp.aid = t.d_aid AND tp.pid = t.d_pid AND tp.layer = t.d_layer AND tp.part_k = coalesce(t.d_part_id, 0)
-    LEFT JOIN ah sh ON sh.aid = t.s_aid AND sh.request = CASE WHEN t.s_page IS NULL THEN t.request END
-    LEFT JOIN ah th ON th.aid = t.d_aid AND th.request = CASE WHEN t.d_page IS NULL THEN t.request END
+    LEFT JOIN ah sh ON sh.aid = t.s_aid AND sh.request = CASE WHEN t.s_alloc_seq IS NULL THEN t.request END
+    LEFT JOIN ah th ON th.aid = t.d_aid AND th.request = CASE WHEN t.d_alloc_seq IS NULL THEN t.request END
     WHERE ($lo IS NULL OR t.xfer >= $lo) AND ($hi IS NULL OR t.xfer < $hi)
 ), b AS (SELECT a.* EXCLUDE (applies, blank), applies AND blank IS NULL AS checked,
                 CASE WHEN applies THEN blank END AS unheld_aid FROM a
@@ -101,13 +105,13 @@ a AS (
         FROM b WHERE checked AND same AND hash(psidx, xfer, d_aid) IN (SELECT gk FROM cand))
     WHERE d_addr < prev_end OR next_start < d_addr + nbytes
 )
-SELECT b.* EXCLUDE (same, same_geometry), checked AND same AS ok, dup.pos IS NOT NULL AS dup,
+SELECT b.* EXCLUDE (same, same_geometry, s_alloc_seq, d_alloc_seq), checked AND same AS ok, dup.pos IS NOT NULL AS dup,
        CASE WHEN NOT checked THEN NULL
             WHEN s_pid <> d_pid THEN 'pools differ'
             WHEN s_layer <> d_layer THEN 'layers differ'
             WHEN s_part_id IS DISTINCT FROM d_part_id THEN 'K/V parts differ'
-            WHEN s_page IS NULL THEN 'source slot not held by the request'
-            WHEN d_page IS NULL THEN 'destination slot not held by the request'
+            WHEN s_alloc_seq IS NULL THEN 'source slot not held by the request'
+            WHEN d_alloc_seq IS NULL THEN 'destination slot not held by the request'
             WHEN NOT same AND same_geometry THEN format('token positions differ (p{}+{} → p{}+{})', s_page, s_off, d_page, d_off)
             WHEN NOT same THEN format('pages hold different tokens (p{} → p{})', s_page, d_page)
             WHEN dup.pos IS NOT NULL THEN 'destination bytes covered twice by this transfer'
