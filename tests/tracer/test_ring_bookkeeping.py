@@ -272,6 +272,18 @@ def test_shards_keep_a_group_only_one_of_them_saw(tmp_path):
     assert kept["decode"] == {"r1", "r2"} == kept["prefill"]
 
 
+def _first_second(S: int) -> dict:
+    """Second 1 of the two-shard feeds below: decode allocs slot 1 for r and reads it; prefill
+    posts r's transfer, sees it done and ends r."""
+    return {"decode": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "d"},
+                       {"seq": 1, "t_ns": S + 1, "kind": "alloc", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
+                       {"seq": 2, "t_ns": S + 3, "kind": "read", "request": "r", "agent": "d", "pool": "kv", "slots": [1]}],
+            "prefill": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "p"},
+                        {"seq": 1, "t_ns": S + 1, "kind": "xfer_post", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 2, "t_ns": S + 2, "kind": "xfer_done", "request": "r", "agent": "p", "xfer": 1},
+                        {"seq": 3, "t_ns": S + 4, "kind": "req_done", "request": "r", "agent": "p"}]}
+
+
 def test_a_quiet_shard_keeps_what_the_others_window_holds():
     """A 10 s ring. Prefill sends r at 1 s and records its last event at 4.9 s; decode
     holds r until 12 s (a long generation). Flushing and evicting every second, prefill
@@ -286,13 +298,7 @@ def test_a_quiet_shard_keeps_what_the_others_window_holds():
         return pa.RecordBatch.from_pylist(rows, schema=_EV)
     stores = {n: RingStore(window_ns=10 * S, slack_ns=S) for n in ("decode", "prefill")}
     feed = {
-        1: {"decode": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "d"},
-                       {"seq": 1, "t_ns": S + 1, "kind": "alloc", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
-                       {"seq": 2, "t_ns": S + 3, "kind": "read", "request": "r", "agent": "d", "pool": "kv", "slots": [1]}],
-            "prefill": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "p"},
-                        {"seq": 1, "t_ns": S + 1, "kind": "xfer_post", "request": "r", "agent": "p", "xfer": 1},
-                        {"seq": 2, "t_ns": S + 2, "kind": "xfer_done", "request": "r", "agent": "p", "xfer": 1},
-                        {"seq": 3, "t_ns": S + 4, "kind": "req_done", "request": "r", "agent": "p"}]},
+        1: _first_second(S),
         4: {"prefill": [{"seq": 4, "t_ns": 4 * S + 9 * S // 10, "kind": "mark", "agent": "p"}]},   # its last event
         12: {"decode": [{"seq": 3, "t_ns": 12 * S, "kind": "free", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
                         {"seq": 4, "t_ns": 12 * S + 1, "kind": "req_done", "request": "r", "agent": "d"}]},
@@ -366,13 +372,7 @@ def _exchange_run(tmp_path, decode_done_s: int):
     for n in stores:
         os.makedirs(os.path.join(ring_dump.staging_dir(session), n))
     feed = {
-        1: {"decode": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "d"},
-                       {"seq": 1, "t_ns": S + 1, "kind": "alloc", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
-                       {"seq": 2, "t_ns": S + 3, "kind": "read", "request": "r", "agent": "d", "pool": "kv", "slots": [1]}],
-            "prefill": [{"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "p"},
-                        {"seq": 1, "t_ns": S + 1, "kind": "xfer_post", "request": "r", "agent": "p", "xfer": 1},
-                        {"seq": 2, "t_ns": S + 2, "kind": "xfer_done", "request": "r", "agent": "p", "xfer": 1},
-                        {"seq": 3, "t_ns": S + 4, "kind": "req_done", "request": "r", "agent": "p"}]},
+        1: _first_second(S),
         decode_done_s: {"decode": [
             {"seq": 3, "t_ns": decode_done_s * S, "kind": "free", "request": "r", "agent": "d", "pool": "kv", "slots": [1]},
             {"seq": 4, "t_ns": decode_done_s * S + 1, "kind": "req_done", "request": "r", "agent": "d"}]},
