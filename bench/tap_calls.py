@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     p.add_argument("--postings", type=int, default=200)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--descs", type=int, default=48)
+    p.add_argument("--page-bytes", type=int, default=4096,
+                   help="bytes a descriptor moves (small: the CPU caches stay warm, as with VRAM pages)")
     p.add_argument("--path", choices=("prepped", "initialize"), default="prepped",
                    help="prepped lists (make_prepped_xfer) or per-posting lists (initialize_xfer)")
     a = p.parse_args(argv)
@@ -37,7 +39,7 @@ def main(argv=None) -> int:
     from kvtrace.tracer.engine.nixlio import make_agent
     from kvtrace.tracer.ring import open_recorder
 
-    K = a.descs
+    K, PB = a.descs, a.page_bytes
     tmp = tempfile.mkdtemp(prefix="kvtrace-tap-")
     rec = open_recorder(os.path.join(tmp, "t.kvtrace"), "tap", ring="30s")
     keep = []
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
     def pair(traced: bool, tag: str):
         r = rec if traced else None
         src, dst = make_agent(f"src-{tag}", r), make_agent(f"dst-{tag}", r)
-        bufs = np.zeros(K * 4096, np.uint8), np.zeros(K * 4096, np.uint8)
+        bufs = np.zeros(K * PB, np.uint8), np.zeros(K * PB, np.uint8)
         keep.append(bufs)
         for agent, buf in zip((src, dst), bufs):
             agent.register_memory([(buf.ctypes.data, buf.nbytes, 0, "")], "DRAM")
@@ -53,7 +55,7 @@ def main(argv=None) -> int:
         dst.add_remote_agent(src.get_agent_metadata())
 
         def rows(buf):
-            return np.stack([buf.ctypes.data + np.arange(K, dtype=np.int64) * 4096, np.full(K, 4096),
+            return np.stack([buf.ctypes.data + np.arange(K, dtype=np.int64) * PB, np.full(K, PB),
                              np.zeros(K, np.int64)], 1)
         if a.path == "initialize":   # the rows themselves: each posting makes its lists
             return src, dst, rows(bufs[0]), rows(bufs[1])

@@ -1795,13 +1795,15 @@ static PyObject *appender(PyObject *self, PyObject *args) {
  *
  * tap(pytap, inner, name, appender, xfer_ids, handles, untraced, parse, telemetry, in_prog, success,
  *     consts, fallbacks, plain_hashes, dlists, text, write, empty, i64, u64, i32, plain_descs)
- *   -> an object whose postXferReq / getXferStatus / releaseXferReq / getNotifs / makeXferReq do what BindingTap's
+ *   -> an object whose postXferReq / getXferStatus / releaseXferReq / getNotifs / makeXferReq / createXferReq do what BindingTap's
  *   Python methods of those names do (the same calls into ``inner``, the same rows through the
  *   appender's nixl_event, in the same order), with no Python frame: agent_tap.py installs them on
  *   the tap when the recorder's nixl_event is this module's appender. ``xfer_ids``: the recorder's
  *   transfer id count (None: call rec.new_xfer_id()); ``consts``: (post, done, release, recv kinds,
  *   "DONE", "WRITE", "READ", the untraced reasons after close and before tracing); ``fallbacks``:
- *   BindingTap's Python methods of those five names, for calls with keyword arguments;
+ *   BindingTap's Python methods of those six names, for calls with keyword arguments;
+ *   createXferReq resolves a handle's descriptors here when get_xfer_descs made both lists of Nx3
+ *   arrays (made_side), else in pytap._created;
  *   makeXferReq resolves a handle's descriptors here when both lists were seen (``dlists``: the
  *   tap's _Dlist by list handle) and the indices are int32/int64 arrays in range (its indices and
  *   addresses kept as Take, gathered at flush; np.empty(n, u64/i32) for the sizes and devices of a
@@ -1824,7 +1826,7 @@ typedef struct {
 
 static PyObject *ZERO, *EMPTY_BYTES, *NONE_PAIR, *S_closed, *S_untraced, *S_new_xfer_id, *S_descs_posted,
     *S_hash_mark, *S_wait_hashes, *S_terminal_detail, *S_postXferReq, *S_getXferStatus, *S_releaseXferReq,
-    *S_getNotifs, *S_makeXferReq, *S_prepped;
+    *S_getNotifs, *S_makeXferReq, *S_prepped, *S_createXferReq;
 
 #define OR_NONE(x) ((x) != NULL ? (x) : Py_None)
 
@@ -2984,6 +2986,192 @@ fail:
     return NULL;
 }
 
+/* one side of an initialize_xfer posting whose list get_xfer_descs made of an Nx3 array (the tap's
+   _made: id(list) -> (list, a copy of its rows, memory type), popped here), checked against the
+   list's first and last entry as agent_descs.array_descs does: out[0..2] = new arrays of its
+   addresses, sizes (uint64) and devices (int32: the low 32 bits), *total the sizes' sum (wrapping
+   as numpy's uint64 sum), *count the entries. 1, 0: not that case (the caller reads the list back),
+   -1: error. */
+static int made_side(TapObject *t, PyObject *made, PyObject *dl, PyObject **out, uint64_t *total, Py_ssize_t *count) {
+    PyObject *key = PyLong_FromVoidPtr(dl);
+    if (key == NULL)
+        return -1;
+    PyObject *e = PyDict_GetItemWithError(made, key);
+    if (e == NULL) {
+        Py_DECREF(key);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    Py_INCREF(e);
+    int rc = PyDict_DelItem(made, key) < 0 ? -1 : 0;
+    Py_DECREF(key);
+    Py_buffer rv, av, sv, dv;
+    int have_rows = 0;
+    PyObject *ends[2] = {NULL, NULL};
+    if (rc < 0 || !PyTuple_Check(e) || PyTuple_GET_SIZE(e) < 2 || PyTuple_GET_ITEM(e, 0) != dl)
+        goto out;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(e, 1), &rv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        goto out;
+    }
+    have_rows = 1;
+    const char *f = rv.format != NULL ? rv.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (rv.ndim != 2 || rv.shape[1] != 3 || rv.itemsize != 8 || rv.shape[0] < 1 || f[1] != '\0' ||
+        strchr("lqLQ", f[0]) == NULL)
+        goto out;
+    Py_ssize_t n = rv.shape[0];
+    const uint64_t *r = (const uint64_t *)rv.buf;
+    for (int k = 0; k < 2; k++) {  /* the list holds these rows: its first and last entry */
+        Py_ssize_t i = k == 0 ? 0 : n - 1;
+        if ((ends[k] = PySequence_GetItem(dl, i)) == NULL) {
+            PyErr_Clear();
+            goto out;
+        }
+        if (!PyTuple_Check(ends[k]) || PyTuple_GET_SIZE(ends[k]) < 3)
+            goto out;
+        uint64_t want[3] = {r[3 * i], r[3 * i + 1], r[3 * i + 2] & 0xFFFFFFFFu};
+        for (int c = 0; c < 3; c++) {
+            PyObject *v = PyTuple_GET_ITEM(ends[k], c);
+            uint64_t x = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : (uint64_t)-1;
+            if (x == (uint64_t)-1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto out;
+            }
+            if (!PyLong_Check(v) || x != want[c])
+                goto out;
+        }
+    }
+    rc = -1;
+    if ((out[0] = np_empty(t, n, t->u64, 8, &av)) == NULL)
+        goto out;
+    if ((out[1] = np_empty(t, n, t->u64, 8, &sv)) == NULL) {
+        PyBuffer_Release(&av);
+        goto out;
+    }
+    if ((out[2] = np_empty(t, n, t->i32, 4, &dv)) == NULL) {
+        PyBuffer_Release(&av);
+        PyBuffer_Release(&sv);
+        goto out;
+    }
+    uint64_t *a = (uint64_t *)av.buf, *z = (uint64_t *)sv.buf, acc = 0;
+    int32_t *d = (int32_t *)dv.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        a[i] = r[3 * i];
+        z[i] = r[3 * i + 1];
+        acc += z[i];
+        d[i] = (int32_t)(uint32_t)(r[3 * i + 2] & 0xFFFFFFFFu);
+    }
+    PyBuffer_Release(&av);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&dv);
+    *total = acc;
+    *count = n;
+    rc = 1;
+out:
+    if (have_rows)
+        PyBuffer_Release(&rv);
+    Py_XDECREF(ends[0]);
+    Py_XDECREF(ends[1]);
+    Py_DECREF(e);
+    if (rc != 1)
+        for (int c = 0; c < 3; c++)
+            Py_CLEAR(out[c]);
+    return rc;
+}
+
+/* BindingTap.createXferReq (initialize_xfer) in C when get_xfer_descs made both lists of Nx3
+   arrays (made_side), else NIXL's call here and the rest in pytap._created (the lists read back) */
+static PyObject *tap_create(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    static PyObject *S_made = NULL, *S_created = NULL;
+    if (S_made == NULL && ((S_made = PyUnicode_InternFromString("_made")) == NULL ||
+                           (S_created = PyUnicode_InternFromString("_created")) == NULL))
+        return NULL;
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 4)
+        return py_method(t, 5, args, nargs, kwnames);
+    PyObject *notif = nargs > 4 ? args[4] : EMPTY_BYTES;
+    PyObject *small_[10], **call = small_;  /* (op, local_descs, remote_descs, remote_agent, notif, *rest) */
+    Py_ssize_t ncall = nargs > 5 ? nargs : 5;
+    if (ncall > 10 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < ncall; i++)
+        call[i] = i == 4 ? notif : args[i];
+    PyObject *handle = inner_call(t, S_createXferReq, call, ncall);
+    if (call != small_)
+        PyMem_Free(call);
+    if (handle == NULL)
+        return NULL;
+    PyObject *lc[3] = {NULL, NULL, NULL}, *rc_[3] = {NULL, NULL, NULL}, *made = NULL, *remote = NULL, *hex = NULL,
+             *detail = NULL, *tot = NULL, *n = NULL, *descs = NULL, *msg = NULL, *H = NULL;
+    uint64_t lsum = 0, rsum = 0;
+    Py_ssize_t nl = 0, nr = 0;
+    int got = 0;
+    PyObject *agent = args[3];
+    if ((made = PyObject_GetAttr(t->pytap, S_made)) == NULL)
+        goto fail;
+    if (PyDict_Check(made) && (PyUnicode_CheckExact(agent) || PyBytes_CheckExact(agent))) {
+        got = made_side(t, made, args[1], lc, &lsum, &nl);
+        if (got > 0)
+            got = made_side(t, made, args[2], rc_, &rsum, &nr);
+        if (got < 0)
+            goto fail;
+    }
+    if (got > 0) {
+        int write = PyObject_RichCompareBool(args[0], t->write, Py_EQ);
+        if (write < 0)
+            goto fail;
+        PyObject *op_ = CONST(t, write ? C_WRITE : C_READ);
+        /* agent_tap._name: nixl hands the peer's name out as bytes */
+        remote = PyBytes_CheckExact(agent)
+                     ? PyUnicode_DecodeUTF8(PyBytes_AS_STRING(agent), PyBytes_GET_SIZE(agent), "replace")
+                     : Py_NewRef(agent);
+        if (remote == NULL || (hex = PyNumber_ToBase(handle, 16)) == NULL ||
+            (detail = PyUnicode_FromFormat("{\"handle\": \"%U\", \"prepped\": false}", hex)) == NULL ||
+            (tot = PyLong_FromUnsignedLongLong(lsum)) == NULL || (n = PyLong_FromSsize_t(write ? nl : nr)) == NULL)
+            goto fail;
+        /* _handle_descs: src/dst is the direction the bytes move, whoever initiated */
+        if (write)
+            descs = PyTuple_Pack(13, op_, t->text, remote, lc[0], rc_[0], lc[1], lc[2], rc_[2], Py_None, Py_None,
+                                 Py_None, Py_None, n);
+        else
+            descs = PyTuple_Pack(13, op_, remote, t->text, rc_[0], lc[0], rc_[1], rc_[2], lc[2], Py_None, Py_None,
+                                 Py_None, Py_None, n);
+        if (descs == NULL || (msg = msg_bytes(notif)) == NULL)
+            goto fail;
+        PyObject *hargs = PyTuple_Pack(6, op_, remote, msg, descs, detail, tot);
+        if (hargs == NULL)
+            goto fail;
+        H = th_new(&TapHandleType, hargs, NULL);
+        Py_DECREF(hargs);
+        if (H == NULL || PyDict_SetItem(t->handles, handle, H) < 0)
+            goto fail;
+    } else {  /* lists of other kinds (tuples, tensors, prepared before tracing): in Python */
+        PyObject *pa[] = {t->pytap, handle, args[0], args[1], args[2], agent, notif};
+        PyObject *r = PyObject_VectorcallMethod(S_created, pa, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    goto out;
+fail:
+    Py_CLEAR(handle);
+out:
+    for (int c = 0; c < 3; c++) {
+        Py_XDECREF(lc[c]);
+        Py_XDECREF(rc_[c]);
+    }
+    Py_XDECREF(made);
+    Py_XDECREF(remote);
+    Py_XDECREF(hex);
+    Py_XDECREF(detail);
+    Py_XDECREF(tot);
+    Py_XDECREF(n);
+    Py_XDECREF(descs);
+    Py_XDECREF(msg);
+    Py_XDECREF(H);
+    return handle;
+}
+
 static int tap_traverse(TapObject *t, visitproc visit, void *arg) {
     Py_VISIT(t->ap);
     Py_VISIT(t->pytap);
@@ -3044,6 +3232,8 @@ static PyMethodDef tap_methods[] = {
      "BindingTap.releaseXferReq"},
     {"getNotifs", (PyCFunction)(void (*)(void))tap_notifs, METH_FASTCALL | METH_KEYWORDS, "BindingTap.getNotifs"},
     {"makeXferReq", (PyCFunction)(void (*)(void))tap_make, METH_FASTCALL | METH_KEYWORDS, "BindingTap.makeXferReq"},
+    {"createXferReq", (PyCFunction)(void (*)(void))tap_create, METH_FASTCALL | METH_KEYWORDS,
+     "BindingTap.createXferReq"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject TapType = {
@@ -3066,9 +3256,9 @@ static PyObject *tap(PyObject *self, PyObject *args) {
                           &PyTuple_Type, &consts, &PyTuple_Type, &fallbacks, &plain_hashes, &PyDict_Type, &dlists,
                           &text, &write, &empty, &i64, &u64, &i32, &plain_descs))
         return NULL;
-    if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 5 ||
+    if (PyTuple_GET_SIZE(consts) != N_CONSTS || PyTuple_GET_SIZE(fallbacks) != 6 ||
         (xfer_ids != Py_None && Py_TYPE(xfer_ids)->tp_iternext == NULL)) {
-        PyErr_SetString(PyExc_TypeError, "tap: 9 constants, 5 fallbacks and an iterator (or None) expected");
+        PyErr_SetString(PyExc_TypeError, "tap: 9 constants, 6 fallbacks and an iterator (or None) expected");
         return NULL;
     }
     TapObject *t = PyObject_GC_New(TapObject, &TapType);
@@ -3092,13 +3282,13 @@ static PyObject *tap(PyObject *self, PyObject *args) {
 }
 
 static int tap_names(void) {
-    static const char *const nm[13] = {"closed", "untraced", "new_xfer_id", "descs_posted", "hash_mark",
+    static const char *const nm[14] = {"closed", "untraced", "new_xfer_id", "descs_posted", "hash_mark",
                                        "wait_hashes", "_terminal_detail", "postXferReq", "getXferStatus",
-                                       "releaseXferReq", "getNotifs", "makeXferReq", "_prepped"};
-    PyObject *o[13];
-    if (intern_all(o, nm, 13) < 0)
+                                       "releaseXferReq", "getNotifs", "makeXferReq", "_prepped", "createXferReq"};
+    PyObject *o[14];
+    if (intern_all(o, nm, 14) < 0)
         return -1;
-    S_makeXferReq = o[11], S_prepped = o[12];
+    S_makeXferReq = o[11], S_prepped = o[12], S_createXferReq = o[13];
     S_closed = o[0], S_untraced = o[1], S_new_xfer_id = o[2], S_descs_posted = o[3], S_hash_mark = o[4];
     S_wait_hashes = o[5], S_terminal_detail = o[6], S_postXferReq = o[7], S_getXferStatus = o[8];
     S_releaseXferReq = o[9], S_getNotifs = o[10];

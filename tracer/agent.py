@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import importlib
 
+from numpy import ndarray as _ndarray
+
 from .process_recorder import default_recorder, default_request_tags
 from .tags import make_parser
 
@@ -51,6 +53,16 @@ class _TracingMixin:
             tags = request_tags if request_tags is not None else default_request_tags()
             telemetry = bool(getattr(nixl_conf, "capture_telemetry", False))
             self.agent = BindingTap(self.agent, self.name, rec, make_parser(tags), telemetry)
+
+    def get_xfer_descs(self, descs, mem_type=None):
+        out = super().get_xfer_descs(descs, mem_type)
+        # an Nx3 array (how SGLang and vLLM pass a posting's descriptors): the tap keeps it,
+        # so initialize_xfer records the list's columns without reading the list back
+        if out is not None and out is not descs and type(descs) is _ndarray:
+            made = getattr(self.agent, "made_list", None)   # None: the binding itself (not recorded)
+            if made is not None:
+                made(out, descs, self.nixl_mems.get(mem_type))
+        return out
 
 
 def traced_class(base: type) -> type:

@@ -68,6 +68,23 @@ def _fast(dl, n: int):
     return a[:, 0], a[:, 1], a.view(_I4LE)[:, 4]
 
 
+def array_descs(dl, arr: np.ndarray, mem: str) -> Descs | None:
+    """Columns of ``dl``, the list NIXL made of the Nx3 int64/uint64 array ``arr`` (what
+    ``nixl_agent.get_xfer_descs`` took), from a copy of ``arr`` instead of reading the list
+    back; None when the list does not hold those rows (checked at its first and last entry,
+    as :func:`_fast` checks), so the caller reads it back."""
+    n = len(arr)
+    if n == 0 or arr.ndim != 2 or arr.shape[1] != 3 or arr.dtype.kind not in "iu" or arr.dtype.itemsize != 8:
+        return None
+    a = np.array(arr, dtype=arr.dtype, order="C").view(_U8LE)   # a copy: the engine may reuse its array
+    f, z = a[0].tolist(), a[n - 1].tolist()
+    first, last = dl[0], dl[n - 1]
+    if (f[0], f[1], f[2] & 0xFFFFFFFF) != (first[0], first[1], first[2]) or \
+            (z[0], z[1], z[2] & 0xFFFFFFFF) != (last[0], last[1], last[2]):
+        return None
+    return Descs(a[:, 0], a[:, 1], a.view(_I4LE)[:, 4], mem)
+
+
 def xfer_descs(dl) -> Descs:
     """Columns of a ``nixlXferDList`` (also works for any list with item access)."""
     n = dl.descCount()

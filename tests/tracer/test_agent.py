@@ -104,27 +104,35 @@ def test_wrapped_results_equal_unwrapped(traced):
     assert issubclass(TracedAgent, original_agent_class())
 
 
-def _tap_tables(path, native: bool):
+def _tap_tables(path, native: bool, made: bool = True):
     """scenario() recorded with the tap's per-posting calls in C (native) or in Python: every
     table's rows, times dropped (and telemetry's), addresses as (buffer, offset), handles in
-    details as "h"."""
+    details as "h". ``made`` False: the tap is not told which arrays get_xfer_descs made its
+    lists of (every transfer list read back)."""
     rec = Recorder(str(path), "main")
     taps = []
 
     def make(name, cfg):
         a = TracedAgent(name, cfg, recorder=rec, request_tags="auto")
         a.agent = BindingTap(a.agent._inner, a.name, rec, make_parser("auto"), a.agent._telemetry, native=native)
+        if not made:
+            a.agent.made_list = lambda *args: None
         taps.append(a.agent)
         return a
     out, (a, b, src, dst) = scenario(make)
     prepped_in_python = []
     out2, (c, d, src2, dst2) = _prepped_arrays(make, prepped_in_python)
+    resolved_in_python = []
+    out3, (e, f, src3, dst3) = _initialize_arrays(make, resolved_in_python)
     rec.close()
     in_c = {type(t.postXferReq).__name__ == "builtin_function_or_method" for t in taps}
     assert in_c == {native and hasattr(NATIVE_ROWS, "tap")}   # (an extension built before the C tap: Python)
     # index arrays of int32/int64 over one-size lists: resolved in C when the tap is
     assert len(prepped_in_python) == (0 if in_c == {True} else 5)
-    bases = {src.ctypes.data: "src", dst.ctypes.data: "dst", src2.ctypes.data: "src2", dst2.ctypes.data: "dst2"}
+    # lists made of Nx3 arrays: resolved in C when the tap is, but for the list posted twice
+    assert len(resolved_in_python) == (1 if in_c == {True} and made else 5)
+    bases = {src.ctypes.data: "src", dst.ctypes.data: "dst", src2.ctypes.data: "src2", dst2.ctypes.data: "dst2",
+             src3.ctypes.data: "src3", dst3.ctypes.data: "dst3"}
 
     def addr(v):
         if v is None:
@@ -151,7 +159,7 @@ def _tap_tables(path, native: bool):
             if "detail" in r:
                 r["detail"] = detail(r["detail"])
         tables[name] = rows
-    return out + out2, tables
+    return out + out2 + out3, tables
 
 
 def _link(a, src, b, dst) -> None:
@@ -195,6 +203,57 @@ def _prepped_arrays(make, prepped_in_python: list):
     return out, (c, d, src, dst)
 
 
+def _initialize_arrays(make, resolved_in_python: list):
+    """initialize_xfer postings of transfer lists get_xfer_descs made of Nx3 arrays (how SGLang's
+    and vLLM's connectors pass a posting's descriptors): WRITE over uint64 rows, READ over int64
+    ones, entries of two sizes; an array the engine refills right after get_xfer_descs; a list
+    given to two postings."""
+    e, f = make("E", _cfg()), make("F", _cfg())
+    py = e.agent._created   # the tap's Python resolution of a handle (read back): counted
+    e.agent._created = lambda *a, _py=py: (resolved_in_python.append(a[0]), _py(*a))[1]
+    src = (np.arange(8 * PAGE) % 239).astype(np.uint8)
+    dst = np.zeros(8 * PAGE, np.uint8)
+    _link(e, src, f, dst)
+
+    def rows(buf, pages, dtype, half=()):
+        return np.array([(buf.ctypes.data + p * PAGE, PAGE // 2 if p in half else PAGE, 0) for p in pages], dtype)
+    out = []
+    shared = e.get_xfer_descs(rows(src, [6], np.uint64), "DRAM")
+    refilled = rows(src, [0, 1], np.int64)
+    first = e.get_xfer_descs(refilled, "DRAM")
+    refilled[:] = rows(src, [4, 5], np.int64)   # the engine reuses its array for its next list
+    for op, local, remote, msg in (
+            ("WRITE", e.get_xfer_descs(rows(src, [0, 1, 2], np.uint64, half=(1,)), "DRAM"),
+             e.get_xfer_descs(rows(dst, [5, 6, 7], np.uint64, half=(6,)), "DRAM"), b"20_kv_0_1_0"),
+            ("READ", e.get_xfer_descs(rows(src, [3, 4], np.int64), "DRAM"),
+             e.get_xfer_descs(rows(dst, [5, 6], np.int64), "DRAM"), b"21_kv_0_1_0"),
+            ("WRITE", first, e.get_xfer_descs(rows(dst, [0, 1], np.int64), "DRAM"), b"22_kv_0_1_0"),
+            ("WRITE", shared, e.get_xfer_descs(rows(dst, [2], np.uint64), "DRAM"), b"23_kv_0_1_0"),
+            ("WRITE", shared, e.get_xfer_descs(rows(dst, [3], np.uint64), "DRAM"), b"24_kv_0_1_0")):
+        h = e.initialize_xfer(op, local, remote, "F", msg)
+        e.transfer(h)
+        out.append(_wait(e, h))
+        e.release_xfer_handle(h)
+    out.append(_notifs(f, 5))
+    out.append(bytes(dst))
+    return out, (e, f, src, dst)
+
+
+def test_transfer_lists_from_arrays_record_what_nixl_holds(tmp_path):
+    """initialize_xfer's descriptors taken from the arrays get_xfer_descs made its lists of are
+    the rows read back from the lists themselves (an array refilled after its list was made, a
+    list given to two postings), with the tap's calls in C and in Python."""
+    for native in (True, False):
+        out_made, rows_made = _tap_tables(tmp_path / f"made-{native}.kvtrace", native)
+        out_read, rows_read = _tap_tables(tmp_path / f"read-{native}.kvtrace", native, made=False)
+        assert out_made == out_read
+        for name in rows_read:
+            assert rows_made[name] == rows_read[name], (native, name)
+        posted = [d for d in rows_made["descs"] if d["src_addr"] and d["src_addr"][0] == "src3"]
+        assert [(d["src_addr"][1], d["nbytes"]) for d in posted][:3] == [(0, PAGE), (PAGE, PAGE // 2), (2 * PAGE, PAGE)]
+        assert [d["src_addr"][1] for d in posted if d["dst_addr"][0] == "dst3"][3:5] == [0, PAGE]   # not 4, 5
+
+
 def test_tap_rows_in_c_equal_python(tmp_path):
     """The tap's per-posting calls in C (tracer/_rows.c) record exactly the rows its Python
     methods do, on the same calls (WRITE posted twice with telemetry, READ over plain lists,
@@ -205,7 +264,7 @@ def test_tap_rows_in_c_equal_python(tmp_path):
     assert out_c == out_py
     for name in rows_py:
         assert rows_c[name] == rows_py[name], name
-    assert [e["kind"] for e in rows_c["events"]].count("xfer_post") == 8
+    assert [e["kind"] for e in rows_c["events"]].count("xfer_post") == 13
 
 
 @pytest.mark.parametrize("native", [True, False])
