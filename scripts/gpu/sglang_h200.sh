@@ -11,7 +11,7 @@
 #   REQ=384 ROUNDS=4 bash .gpu/sglang_h200.sh abthru   # ring without checksums vs none vs .gpu/old, longer transfer phase
 #   REQ=768 bash .gpu/sglang_h200.sh pausedab   # recorded vs unrecorded waves inside one run (--paused-waves)
 #   REQ=768 ROUNDS=2 bash .gpu/sglang_h200.sh ringgil   # the same, ring: .gpu/old vs this vs this + switch 0.2 ms
-#   REQ=3072 ROUNDS=2 bash .gpu/sglang_h200.sh tapab    # the same, ring: .gpu/old vs this, then this with its tap paused
+#   REQ=3072 ROUNDS=2 bash .gpu/sglang_h200.sh tapab    # the same, ring: .gpu/old vs this, then this with its tap / hooks paused
 # The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
 # 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
 # and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
@@ -227,7 +227,8 @@ step_pausedaa() {
 }
 
 # the ring's cost on VRAM throughput (--paused-waves, no page checksums): $PACK/old vs this checkout,
-# ROUNDS rounds of REQ requests, arms in turn; then this checkout with only its NIXL tap paused
+# ROUNDS rounds of REQ requests, arms in turn; then this checkout with only its NIXL tap paused, and
+# with only its connector hooks paused
 step_tapab() {
   local big="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
   for r in $(seq 1 ${ROUNDS:-2}); do
@@ -235,6 +236,7 @@ step_tapab() {
     REC_ARGS="--ring 30s" run tapab$r-new 0.5.21 sglang:-content --memory vram $big --paused-waves
   done
   REC_ARGS="--ring 30s" run tapab-new-tap 0.5.21 sglang:-content --memory vram $big --paused-waves tap
+  REC_ARGS="--ring 30s" run tapab-new-hooks 0.5.21 sglang:-content --memory vram $big --paused-waves hooks
   for f in $T/tapab*.json.prefill; do echo "$f"; python3 "$ROOT/bench/paused_waves.py" $f; done
   rm -rf $T/tapab*.kvtrace
 }

@@ -12,6 +12,7 @@ import functools
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import threading
 
@@ -151,7 +152,49 @@ def _raw_attr(owner, attr):
     raise AttributeError(attr)
 
 
+#: KVTRACE_HOOK_TIMES=FILE: every handler's calls and thread CPU time, by hook point, written
+#: to FILE.<pid> at exit (bench/hook_costs.py); unset, handlers run untimed
+_TIMES_FILE = os.environ.get("KVTRACE_HOOK_TIMES")
+_times: dict[str, list] = {}
+
+
+def _timed(label: str, handler):
+    import atexit
+    import json
+    import time
+    if not _times:
+        def _write():
+            with open(f"{_TIMES_FILE}.{os.getpid()}", "w") as f:
+                json.dump(_times, f)
+        atexit.register(_write)
+    cell = _times.setdefault(label, [0, 0])
+    clock = time.thread_time_ns
+
+    def timed(*a, **kw):
+        t0 = clock()
+        try:
+            return handler(*a, **kw)
+        finally:
+            cell[0] += 1
+            cell[1] += clock() - t0
+    return timed
+
+
+def _results(engine: Engine, h: Hook):
+    """The results an ``after`` row's handler acts on (its filter), or None: every result."""
+    if h.results is None or h.when != "after":
+        return None
+    try:
+        handlers = importlib.import_module(f"{__package__}.{engine.handlers}")
+        return frozenset(getattr(handlers, h.results)())
+    except Exception:   # the engine's values could not be read: the handler sees every result
+        return None
+
+
 def _wrap(engine: Engine, h: Hook, label: str, raw, handler):
+    if _TIMES_FILE:
+        handler = _timed(label, handler)
+    results = _results(engine, h)
     kind = type(raw) if isinstance(raw, (classmethod, staticmethod)) else None
     fn = raw.__func__ if kind is not None else raw
 
@@ -167,6 +210,17 @@ def _wrap(engine: Engine, h: Hook, label: str, raw, handler):
         def wrapper(*a, **kw):
             guard(*a, **kw)
             return fn(*a, **kw)
+    elif h.when == "after" and results is not None:
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            out = fn(*a, **kw)
+            try:
+                act = out in results
+            except TypeError:   # an unhashable result: not one of those values
+                act = False
+            if act:
+                guard(out, *a, **kw)
+            return out
     elif h.when == "after":
         @functools.wraps(fn)
         def wrapper(*a, **kw):

@@ -301,6 +301,16 @@ def _states() -> tuple:
     return _KVPOLL[0]
 
 
+def terminal_states() -> frozenset:
+    """The poll results receiver_poll acts on (table.py's filter of that row)."""
+    return frozenset(_terminal())
+
+
+def handed_states() -> frozenset:
+    """The poll results sender_poll acts on (table.py's filter of that row)."""
+    return frozenset(_states()[1])
+
+
 # ------------------------------------------------------------------ status hand-off between threads
 def status_set(self, bootstrap_room=None, status=None, *a, **kw) -> None:
     """``update_status`` (before it acts): a room about to reach a status the scheduler

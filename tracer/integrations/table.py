@@ -26,6 +26,10 @@ class Hook:
     handler: str           # function name in the engine's handler module
     group: str
     lazy: bool = False     # hooked when the engine imports the module, never imported for it
+    #: an ``after`` row's filter: the handler module's function (no arguments) returning the
+    #: results the handler acts on; the others skip it (a poll the scheduler makes every step
+    #: costs the engine one set lookup instead of the handler's frames)
+    results: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,10 +58,10 @@ SGLANG = Engine(
         Hook(_SGL, "NixlKVSender", "send", "before", "sender_send", "pages"),
         Hook(_SGL, "NixlKVSender", "clear", "after", "sender_clear", "pages"),
         Hook(_SGL, "NixlKVReceiver", "send_metadata", "before", "receiver_metadata", "pages"),
-        Hook(_SGL, "NixlKVReceiver", "poll", "after", "receiver_poll", "content"),
+        Hook(_SGL, "NixlKVReceiver", "poll", "after", "receiver_poll", "content", results="terminal_states"),
         # a room's Success/Failed handed from the thread that sets it to the one that polls it
         Hook(_SGL, "NixlKVManager", "update_status", "before", "status_set", "messages"),
-        Hook(_SGL, "NixlKVSender", "poll", "after", "sender_poll", "messages"),
+        Hook(_SGL, "NixlKVSender", "poll", "after", "sender_poll", "messages", results="handed_states"),
         Hook(_SGL, "NixlKVReceiver", "clear", "before", "receiver_clear", "pages"),
         Hook(_SGL, "TransferInfo", "from_zmq", "after", "transfer_info", "messages"),
         Hook(_SGL, "NixlKVManager", "send_kv_status_message", "before", "status_send", "messages"),
