@@ -83,7 +83,7 @@ def test_tables_past_the_cap_go_to_a_database_file(twin, request, monkeypatch):
     assert db == ":memory:"                                   # a small trace: in memory
     monkeypatch.setattr(memory, "DERIVED_PER_INDEX_BYTE", 10**9)   # as if it were huge
     db, on_disk, views = _findings(path)
-    assert {"end_hold", "reads", "slot_life"} <= views       # each table moved to its Parquet file
+    assert {"end_hold", "reads_ids", "slot_life"} <= views   # each table moved to its Parquet file
     assert db.endswith(".duckdb") and os.path.dirname(os.path.dirname(db)).endswith("_index")
     assert not os.path.exists(db) and not os.path.exists(os.path.dirname(db))
     assert on_disk == in_memory and (on_disk != []) == (twin == "bug")

@@ -9,14 +9,14 @@
 -- checksummed write before the post (its hooks record none, no layout covers it, or the
 -- descriptor runs past its slot), so nothing tells identical writes from different ones.
 -- overlapping_inflight_writes reads this; the one place the rule is derived.
--- requires: inflight_pairs, desc_hold_ids, writes, shards, id_names
+-- requires: inflight_pairs, desc_hold_ids, writes_ids, shards, id_names
 -- Columns: inflight_pairs' (a_side = b_side = 'dst'), then
 --   a_src_agent, b_src_agent VARCHAR  -- each write's source agent
 --   a_src_pool, b_src_pool VARCHAR    -- its source pool (null: no layout covers the source)
 --   a_ck, b_ck UBIGINT                -- its source slot layer's checksum as of the post (null: unknown)
 --   content VARCHAR                   -- 'same' | 'different' | 'unknown' (see above)
 -- Cost: the pairs are few (none on a clean run of most engines); only their descriptors are
--- looked up in desc_hold_ids (a hash join built on them), and only their sources in writes.
+-- looked up in desc_hold_ids (a hash join built on them), and only their sources in writes_ids.
 CREATE OR REPLACE TABLE inflight_writes AS
 WITH p AS (
     SELECT p.*, sa.sidx AS a_sidx, sb.sidx AS b_sidx
@@ -36,7 +36,7 @@ WITH p AS (
     -- writes of those slot layers only: the ASOF join sorts no other); no checksum where
     -- the source is not one slot layer (no layout covers it, or it runs past its slot)
     SELECT h.*, CASE WHEN h.one_slot THEN w.checksum END AS ck
-    FROM h ASOF LEFT JOIN (SELECT lk, seq, checksum FROM writes WHERE lk IN (SELECT s_lk FROM h)) w
+    FROM h ASOF LEFT JOIN (SELECT lk, seq, checksum FROM writes_ids WHERE lk IN (SELECT s_lk FROM h)) w
         ON w.lk = h.s_lk AND h.s_bound >= w.seq
 )
 SELECT p.* EXCLUDE (a_sidx, b_sidx),

@@ -4,7 +4,8 @@
 -- the latest write of its source slot that happens-before the post (whole-slot copies
 -- only). checksum_mismatch reports the reads whose checksum differs; attribution
 -- (analysis/attribution.py) searches for whose bytes they hold.
--- requires: reads, writes, desc_hold_ids, poison, xfers
+-- requires: reads_ids, writes_ids, desc_hold_ids, poison, xfers
+-- (reads_ids, writes_ids: the integer tables behind the views reads, writes.)
 -- Narrow: only the read's keys, its checksum and the prediction; join reads USING (lk, seq)
 -- for the rest (checksum_mismatch does so for the few mismatched reads only).
 -- Stored narrow: the transfer's shard as its index and the prediction's source as a boolean
@@ -53,21 +54,21 @@ WITH dst AS NOT MATERIALIZED (   -- transfers into a held slot layer: the genera
     -- latest write of its source slot layer that happens-before the post
     SELECT p.lk, p.gen_seq, p.post_seq, p.seen_seq, p.bound, p.psidx, w.checksum AS x_ck, p.whole
     FROM (SELECT * FROM pair WHERE hash(lk, gen_seq) NOT IN (SELECT h FROM multi)) p
-    ASOF LEFT JOIN writes w ON w.lk = p.s_lk AND p.s_bound >= w.seq
+    ASOF LEFT JOIN writes_ids w ON w.lk = p.s_lk AND p.s_bound >= w.seq
 ), tm AS (   -- the transfers of the generations that receive several (their source writes
     -- looked up among the writes of their source slot layers only), with what each post
     -- knows of every shard (xfers.know: the happens-before order of posts of two shards)
     SELECT p.lk, p.gen_seq, p.post_seq, p.seen_seq, p.bound, p.psidx, x.know, w.checksum AS x_ck, p.whole
     FROM (SELECT * FROM pair WHERE hash(lk, gen_seq) IN (SELECT h FROM multi)) p
     JOIN xfers x ON x.sidx = p.psidx AND x.post_seq = p.post_seq
-    ASOF LEFT JOIN (SELECT lk, seq, checksum FROM writes WHERE lk IN (
+    ASOF LEFT JOIN (SELECT lk, seq, checksum FROM writes_ids WHERE lk IN (
                         SELECT s_lk FROM pair WHERE hash(lk, gen_seq) IN (SELECT h FROM multi))) w
         ON w.lk = p.s_lk AND p.s_bound >= w.seq
 ), xc AS (   -- per read of such a generation: the transfers into the slot not posted after the read
     SELECT rk.lk, rk.seq,   -- (slot layer key, seq) names the read's slot layer: integer group keys
            t.psidx, t.post_seq, t.know, t.x_ck, t.whole, t.bound,
            CASE WHEN t.seen_seq <= rk.seq THEN t.seen_seq END AS seen
-    FROM (SELECT lk, seq, gen_seq FROM reads
+    FROM (SELECT lk, seq, gen_seq FROM reads_ids
           WHERE checksum IS NOT NULL AND hash(lk, gen_seq) IN (SELECT h FROM multi)) rk
     JOIN tm t ON t.lk = rk.lk AND t.gen_seq = rk.gen_seq
     WHERE NOT rk.seq <= t.bound
@@ -99,7 +100,7 @@ WITH dst AS NOT MATERIALIZED (   -- transfers into a held slot layer: the genera
            coalesce(xm.whole, CASE WHEN o.post_seq IS NOT NULL THEN o.whole END) AS whole,
            coalesce(xm.x_sidx, CASE WHEN o.post_seq IS NOT NULL THEN o.psidx END) AS x_sidx,
            coalesce(xm.x_post, o.post_seq) AS x_post
-    FROM reads r
+    FROM reads_ids r
     LEFT JOIN t1 o ON o.lk = r.lk AND o.gen_seq = r.gen_seq AND o.bound < r.seq
     LEFT JOIN xm ON xm.lk = r.lk AND xm.seq = r.seq
     WHERE r.checksum IS NOT NULL
