@@ -157,7 +157,7 @@ class BindingTap:
         if len(args) >= 2 and isinstance(args[1], np.ndarray) and args[1].ndim == 2 and args[1].shape[1] == 5:
             d = strided_descs(args[1], mem_name(args[0]))
         else:
-            d = xfer_descs(args[0])
+            d = self._columns(args[0])   # (vLLM prepares the lists get_xfer_descs made)
         local = agent_name == _name(self._bind.NIXL_INIT_AGENT)
         owner = self._name if local else agent_name
         dl = _Dlist(self._rec.new_dlist_id(), owner, d)
@@ -208,6 +208,8 @@ class BindingTap:
         """``nixl_agent.get_xfer_descs`` made ``dl`` of the Nx3 array ``rows`` (the agent's
         get_xfer_descs, agent.py): createXferReq takes its columns from a copy of ``rows``
         (~2 us) instead of reading the list back (~5 us, ~11 us beside a transfer's cache misses)."""
+        if len(rows) > _MADE_ROWS_MAX:   # not copied: a list this long is read back when it is used
+            return
         made = self._made
         if len(made) >= _MADE_MAX:   # lists never given to createXferReq: forget them (read back if they come)
             made.clear()
@@ -347,6 +349,7 @@ class BindingTap:
 
 _POST, _DONE, _RELEASE, _RECV = K.XFER_POST.value, K.XFER_DONE.value, K.XFER_RELEASE.value, K.NOTIF_RECV.value
 _MADE_MAX = 256    # lists made and not yet given to createXferReq (threads x lists in flight)
+_MADE_ROWS_MAX = 1 << 16   # the longest list kept so (a posting's; at most 256 x 1.5 MiB of copies held)
 _CLOSED = UNTRACED_AFTER_CLOSE                                # why a posting went untraced
 _BEFORE = "transfer handle created before tracing started"
 

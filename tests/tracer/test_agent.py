@@ -477,3 +477,26 @@ def test_postings_the_tap_cannot_see_are_counted_by_reason(tmp_path):
     assert [e["msg"] for e in posts] == [b"seen"]
     notes = " ".join(t.notes)
     assert "2 transfer postings went to NIXL untraced (descriptor list prepared before tracing started: 2)" in notes
+
+
+def test_lists_made_of_arrays_are_not_held(tmp_path):
+    """The copies the tap keeps of get_xfer_descs' arrays go with their use: a list prepared
+    (prep_xfer_dlist of an array: vLLM's and SGLang's prepared lists) or posted leaves none
+    behind, and a list longer than a posting's is never copied (read back when used)."""
+    from kvtrace.tracer import agent_tap
+    rec = Recorder(str(tmp_path / "t.kvtrace"), "main")
+    a, b = TracedAgent("A", _cfg(), recorder=rec), TracedAgent("B", _cfg(), recorder=rec)
+    src, dst = np.zeros(8 * PAGE, np.uint8), np.zeros(8 * PAGE, np.uint8)
+    _link(a, src, b, dst)
+    rows = np.array([(src.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], np.uint64)
+    a.prep_xfer_dlist("", rows, "DRAM")
+    a.prep_xfer_dlist("B", np.array([(dst.ctypes.data + i * PAGE, PAGE, 0) for i in range(8)], np.int64), "DRAM")
+    assert a.agent._made == {}
+    h = a.initialize_xfer("WRITE", a.get_xfer_descs(rows[:2], "DRAM"),
+                          a.get_xfer_descs(np.array([(dst.ctypes.data, PAGE, 0)] * 2, np.uint64), "DRAM"), "B")
+    assert a.agent._made == {}
+    a.release_xfer_handle(h)
+    long = np.repeat(rows[:1], agent_tap._MADE_ROWS_MAX + 1, axis=0)
+    a.get_xfer_descs(long, "DRAM")
+    assert a.agent._made == {}
+    rec.close()
