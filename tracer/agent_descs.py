@@ -51,6 +51,15 @@ def mem_name(seg) -> str:
     return name
 
 
+def _ends_match(dl, a: np.ndarray, n: int) -> bool:
+    """The (n, 3) uint64 rows ``a`` hold list ``dl``'s first and last entries (its device:
+    the low 32 bits of the row's third field)."""
+    f, z = a[0].tolist(), a[n - 1].tolist()
+    first, last = dl[0], dl[n - 1]
+    return (f[0], f[1], f[2] & 0xFFFFFFFF) == (first[0], first[1], first[2]) and \
+        (z[0], z[1], z[2] & 0xFFFFFFFF) == (last[0], last[1], last[2])
+
+
 def _fast(dl, n: int):
     """(addresses, sizes, devices) viewed in the list's pickled state (read-only views of
     those bytes: no copy), or None when its layout is not the one checked for."""
@@ -59,10 +68,7 @@ def _fast(dl, n: int):
         return None
     off = len(raw) - 1 - 24 * n
     a = np.frombuffer(raw, dtype=_U8LE, count=3 * n, offset=off).reshape(n, 3)
-    f, z = a[0].tolist(), a[n - 1].tolist()
-    first, last = dl[0], dl[n - 1]
-    if (f[0], f[1], f[2] & 0xFFFFFFFF) != (first[0], first[1], first[2]) or \
-            (z[0], z[1], z[2] & 0xFFFFFFFF) != (last[0], last[1], last[2]):
+    if not _ends_match(dl, a, n):
         return None
     # the device is the low 32 bits of its u64 field, as an int32 (= (dev & 0xFFFFFFFF).astype(int32))
     return a[:, 0], a[:, 1], a.view(_I4LE)[:, 4]
@@ -77,10 +83,7 @@ def array_descs(dl, arr: np.ndarray, mem: str) -> Descs | None:
     if n == 0 or arr.ndim != 2 or arr.shape[1] != 3 or arr.dtype.kind not in "iu" or arr.dtype.itemsize != 8:
         return None
     a = np.array(arr, dtype=arr.dtype, order="C").view(_U8LE)   # a copy: the engine may reuse its array
-    f, z = a[0].tolist(), a[n - 1].tolist()
-    first, last = dl[0], dl[n - 1]
-    if (f[0], f[1], f[2] & 0xFFFFFFFF) != (first[0], first[1], first[2]) or \
-            (z[0], z[1], z[2] & 0xFFFFFFFF) != (last[0], last[1], last[2]):
+    if not _ends_match(dl, a, n):
         return None
     return Descs(a[:, 0], a[:, 1], a.view(_I4LE)[:, 4], mem)
 
