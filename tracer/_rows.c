@@ -2851,6 +2851,35 @@ out:
     return rc;
 }
 
+/* inner.meth(*args) with the notification message at position ``at`` (``notif``: the given one, or
+   b"" when the call stopped before it), as the Python methods pass it on */
+static PyObject *inner_with_notif(TapObject *t, PyObject *meth, PyObject *const *args, Py_ssize_t nargs,
+                                  Py_ssize_t at, PyObject *notif) {
+    PyObject *small_[10], **call = small_;
+    Py_ssize_t ncall = nargs > at + 1 ? nargs : at + 1;
+    if (ncall > 10 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < ncall; i++)
+        call[i] = i == at ? notif : args[i];
+    PyObject *handle = inner_call(t, meth, call, ncall);
+    if (call != small_)
+        PyMem_Free(call);
+    return handle;
+}
+
+/* handles[handle] = TapHandle(op, remote, msg, descs, detail, total); -1: error */
+static int keep_handle(TapObject *t, PyObject *handle, PyObject *op, PyObject *remote, PyObject *msg, PyObject *descs,
+                       PyObject *detail, PyObject *total) {
+    PyObject *hargs = PyTuple_Pack(6, op, remote, msg, descs, detail, total);
+    if (hargs == NULL)
+        return -1;
+    PyObject *H = th_new(&TapHandleType, hargs, NULL);
+    Py_DECREF(hargs);
+    int rc = H == NULL ? -1 : PyDict_SetItem(t->handles, handle, H);
+    Py_XDECREF(H);
+    return rc;
+}
+
 /* agent_tap._bytes */
 static PyObject *msg_bytes(PyObject *msg) {
     int given = PyObject_IsTrue(msg);
@@ -2870,7 +2899,7 @@ static int prepped(TapObject *t, PyObject *handle, PyObject *op, PyObject *L, Py
             return -1;
     }
     PyObject *lv[6] = {NULL}, *rv[6] = {NULL}, *lc[4] = {NULL}, *rc_[4] = {NULL}, *op_ = NULL, *hex = NULL,
-             *detail = NULL, *total = NULL, *n = NULL, *descs = NULL, *msg = NULL, *H = NULL;
+             *detail = NULL, *total = NULL, *n = NULL, *descs = NULL, *msg = NULL;
     int rc = -1;
     for (int i = 0; i < 6; i++)
         if ((lv[i] = PyObject_GetAttr(L, names[i])) == NULL || (rv[i] = PyObject_GetAttr(R, names[i])) == NULL)
@@ -2915,12 +2944,7 @@ static int prepped(TapObject *t, PyObject *handle, PyObject *op, PyObject *L, Py
         descs = PyTuple_Pack(13, op_, rv[1], t->text, rc_[1], lc[1], rsz, rdev, ldev, rv[0], rc_[0], lv[0], lc[0], n);
     if (descs == NULL || (msg = msg_bytes(notif)) == NULL)
         goto out;
-    PyObject *hargs = PyTuple_Pack(6, op_, rv[2], msg, descs, detail, total);
-    if (hargs == NULL)
-        goto out;
-    H = th_new(&TapHandleType, hargs, NULL);
-    Py_DECREF(hargs);
-    if (H == NULL || PyDict_SetItem(t->handles, handle, H) < 0)
+    if (keep_handle(t, handle, op_, rv[2], msg, descs, detail, total) < 0)
         goto out;
     rc = 1;
 out:
@@ -2939,23 +2963,14 @@ out:
     Py_XDECREF(n);
     Py_XDECREF(descs);
     Py_XDECREF(msg);
-    Py_XDECREF(H);
     return rc;
 }
 
 static PyObject *tap_make(TapObject *t, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 5)
         return py_method(t, 4, args, nargs, kwnames);
-    PyObject *notif = nargs > 5 ? args[5] : EMPTY_BYTES;
-    PyObject *small_[10], **call = small_;  /* (op, local_h, local_idx, remote_h, remote_idx, notif, *rest) */
-    Py_ssize_t ncall = nargs > 6 ? nargs : 6;
-    if (ncall > 10 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
-        return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < ncall; i++)
-        call[i] = i == 5 ? notif : args[i];
-    PyObject *handle = inner_call(t, S_makeXferReq, call, ncall);
-    if (call != small_)
-        PyMem_Free(call);
+    PyObject *notif = nargs > 5 ? args[5] : EMPTY_BYTES;  /* (op, local_h, local_idx, remote_h, remote_idx, notif, *rest) */
+    PyObject *handle = inner_with_notif(t, S_makeXferReq, args, nargs, 5, notif);
     if (handle == NULL)
         return NULL;
     PyObject *L = PyDict_GetItemWithError(t->dlists, args[1]), *R = NULL;
@@ -3089,20 +3104,12 @@ static PyObject *tap_create(TapObject *t, PyObject *const *args, Py_ssize_t narg
         return NULL;
     if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 4)
         return py_method(t, 5, args, nargs, kwnames);
-    PyObject *notif = nargs > 4 ? args[4] : EMPTY_BYTES;
-    PyObject *small_[10], **call = small_;  /* (op, local_descs, remote_descs, remote_agent, notif, *rest) */
-    Py_ssize_t ncall = nargs > 5 ? nargs : 5;
-    if (ncall > 10 && (call = PyMem_Malloc((size_t)ncall * sizeof(PyObject *))) == NULL)
-        return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < ncall; i++)
-        call[i] = i == 4 ? notif : args[i];
-    PyObject *handle = inner_call(t, S_createXferReq, call, ncall);
-    if (call != small_)
-        PyMem_Free(call);
+    PyObject *notif = nargs > 4 ? args[4] : EMPTY_BYTES;  /* (op, local_descs, remote_descs, remote_agent, notif, *rest) */
+    PyObject *handle = inner_with_notif(t, S_createXferReq, args, nargs, 4, notif);
     if (handle == NULL)
         return NULL;
     PyObject *lc[3] = {NULL, NULL, NULL}, *rc_[3] = {NULL, NULL, NULL}, *made = NULL, *remote = NULL, *hex = NULL,
-             *detail = NULL, *tot = NULL, *n = NULL, *descs = NULL, *msg = NULL, *H = NULL;
+             *detail = NULL, *tot = NULL, *n = NULL, *descs = NULL, *msg = NULL;
     uint64_t lsum = 0, rsum = 0;
     Py_ssize_t nl = 0, nr = 0;
     int got = 0;
@@ -3138,12 +3145,7 @@ static PyObject *tap_create(TapObject *t, PyObject *const *args, Py_ssize_t narg
                                  Py_None, Py_None, n);
         if (descs == NULL || (msg = msg_bytes(notif)) == NULL)
             goto fail;
-        PyObject *hargs = PyTuple_Pack(6, op_, remote, msg, descs, detail, tot);
-        if (hargs == NULL)
-            goto fail;
-        H = th_new(&TapHandleType, hargs, NULL);
-        Py_DECREF(hargs);
-        if (H == NULL || PyDict_SetItem(t->handles, handle, H) < 0)
+        if (keep_handle(t, handle, op_, remote, msg, descs, detail, tot) < 0)
             goto fail;
     } else {  /* lists of other kinds (tuples, tensors, prepared before tracing): in Python */
         PyObject *pa[] = {t->pytap, handle, args[0], args[1], args[2], agent, notif};
@@ -3168,7 +3170,6 @@ out:
     Py_XDECREF(n);
     Py_XDECREF(descs);
     Py_XDECREF(msg);
-    Py_XDECREF(H);
     return handle;
 }
 

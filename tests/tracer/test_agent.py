@@ -194,13 +194,16 @@ def _prepped_arrays(make, prepped_in_python: list):
             ("WRITE", (loc, rem), np.array([3], np.int32), np.array([3], np.int32), "11_kv_0_1_0"),
             ("WRITE", (loc2, rem2), np.array([1, 2, 3], np.int32), np.array([1, 2, 3], np.int32), b"12_kv_0_1_0"),
             ("READ", (loc2, rem2), np.array([0, 1], np.int64), np.array([0, 1], np.int64), b"13_kv_0_1_0")):
-        h = c.make_prepped_xfer(op, lists[0], li, lists[1], ri, msg)
-        c.transfer(h)
-        out.append(_wait(c, h))
-        c.release_xfer_handle(h)
-    out.append(_notifs(d, 5))
-    out.append(bytes(dst))
+        _post_wait_release(c, c.make_prepped_xfer(op, lists[0], li, lists[1], ri, msg), out)
+    out += [_notifs(d, 5), bytes(dst)]
     return out, (c, d, src, dst)
+
+
+def _post_wait_release(agent, h, out: list) -> None:
+    """Post handle ``h``, wait for its end (kept in ``out``), release it."""
+    agent.transfer(h)
+    out.append(_wait(agent, h))
+    agent.release_xfer_handle(h)
 
 
 def _initialize_arrays(make, resolved_in_python: list):
@@ -230,12 +233,8 @@ def _initialize_arrays(make, resolved_in_python: list):
             ("WRITE", first, e.get_xfer_descs(rows(dst, [0, 1], np.int64), "DRAM"), b"22_kv_0_1_0"),
             ("WRITE", shared, e.get_xfer_descs(rows(dst, [2], np.uint64), "DRAM"), b"23_kv_0_1_0"),
             ("WRITE", shared, e.get_xfer_descs(rows(dst, [3], np.uint64), "DRAM"), b"24_kv_0_1_0")):
-        h = e.initialize_xfer(op, local, remote, "F", msg)
-        e.transfer(h)
-        out.append(_wait(e, h))
-        e.release_xfer_handle(h)
-    out.append(_notifs(f, 5))
-    out.append(bytes(dst))
+        _post_wait_release(e, e.initialize_xfer(op, local, remote, "F", msg), out)
+    out += [_notifs(f, 5), bytes(dst)]
     return out, (e, f, src, dst)
 
 
