@@ -164,8 +164,11 @@ def _timed(label: str, handler):
     import time
     if not _times:
         def _write():
-            with open(f"{_TIMES_FILE}.{os.getpid()}", "w") as f:
-                json.dump(_times, f)
+            try:
+                with open(f"{_TIMES_FILE}.{os.getpid()}", "w") as f:
+                    json.dump(_times, f)
+            except OSError as e:   # a path that cannot be written: say so, once, at exit
+                say(f"could not write the hook times to {_TIMES_FILE}.{os.getpid()}: {e.strerror}")
         atexit.register(_write)
     cell = _times.setdefault(label, [0, 0])
     clock = time.thread_time_ns
