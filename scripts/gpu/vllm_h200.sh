@@ -18,7 +18,7 @@ PACK=${PACK:-$(cd "$(dirname "$0")" && pwd)}
 T=/tmp/traces; mkdir -p $T
 
 t0=$SECONDS
-rm -rf /tmp/site /tmp/vllm /tmp/src; mkdir -p /tmp/site /tmp/vllm /tmp/src
+rm -rf /tmp/site /tmp/vllm /tmp/src /tmp/failed-*; mkdir -p /tmp/site /tmp/vllm /tmp/src
 for f in site312 duckdb312 vdeps312; do tar xJf "$PACK/$f.txz" -C /tmp/site || { echo "unpack $f failed"; exit 1; }; done
 tar xJf "$PACK"/vllm-*.txz -C /tmp/vllm && tar xzf "$PACK/src.tgz" -C /tmp/src || { echo "unpack failed"; exit 1; }
 ROOT=/tmp/src; cd $ROOT
@@ -42,12 +42,13 @@ run() {
   local name=$1 hooks=$2; shift 2
   local s=$SECONDS rc
   if [ "$hooks" = - ]; then
-    PYTHONPATH=$ENG timeout 180 python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
+    PYTHONPATH=$ENG timeout ${RUN_TIMEOUT:-100} python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   else
-    PYTHONPATH=$ENG timeout 180 python3 -m kvtrace record --hooks $hooks -o $T/$name.kvtrace -- \
+    PYTHONPATH=$ENG timeout ${RUN_TIMEOUT:-100} python3 -m kvtrace record --hooks $hooks -o $T/$name.kvtrace -- \
       python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   fi
   rc=$?
+  [ $rc = 0 ] || touch /tmp/failed-$name
   echo "== $name (hooks $hooks): exit $rc after $((SECONDS - s)) s: $*"
   grep -E "^(decode|prefill|kvtrace|  req)|rror|Traceback|stand-in" $T/$name.log | head -16
   [ $rc = 0 ] || tail -25 $T/$name.log
@@ -94,6 +95,7 @@ print('imports ok: vllm', vllm.__version__, 'platform', type(current_platform)._
   echo "import: $((SECONDS - s)) s"
   run dram-plain - --memory dram
   run vram-plain - --memory vram
+  [ -f /tmp/failed-vram-plain ] && { echo "VRAM run failed: recorded runs skipped"; return 1; }
   run vram-clean vllm --memory vram
   run vram-late-read vllm --memory vram --lease 2 --decode-delay 6
 }
@@ -101,10 +103,11 @@ print('imports ok: vllm', vllm.__version__, 'platform', type(current_platform)._
 # the gpu-marked tests, with an "engines venv" made of a python3 wrapper that puts the
 # unpacked trees on PYTHONPATH (tests/engines/engine_runs.py runs $KVTRACE_ENGINES_VENV/bin/python)
 step_tests() {
+  [ -f /tmp/failed-vram-plain ] && { echo "VRAM run failed in smoke: tests skipped"; return 1; }
   local ev=/tmp/ev; mkdir -p $ev/bin
   printf '#!/bin/sh\nexport PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}%s"\nexec python3 "$@"\n' "$ENG" >$ev/bin/python
   chmod +x $ev/bin/python
-  KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout 400 python3 -m pytest -q -p no:cacheprovider -m gpu \
+  KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q -p no:cacheprovider -m gpu \
     ${TESTS:-tests/engines/test_vllm_vram.py} -rs --durations=8
 }
 
