@@ -1,11 +1,12 @@
 """Old vs new recorder code on the reference engine, interleaved: ring / file / no recording.
 
-    .venv/bin/python bench/ab_ring_engine.py OLD_CHECKOUT [--reps 6] [--requests 200]
+    .venv/bin/python bench/ab_ring_engine.py OLD_CHECKOUT [--reps 6] [--requests 200] [--workload SPEC]
 
 One fresh process per (code, rep), old and new alternating (which goes first alternates
 too); each does a warm-up run (``--warm``: one of every arm, so recording's imports and
 first-use costs are paid before measuring: a long-running engine's steady state), then
-the arms off, file and ring (--ring 30s) ``--rounds`` times each, in an order rotating, on workload ``small`` x REQUESTS with checksums off
+the arms off, file and ring (--ring 30s) ``--rounds`` times each, in an order rotating, on workload ``small``
+(or ``--workload``: a preset or a TOML file, e.g. bench/workloads/small-61layers.toml) x REQUESTS with checksums off
 (what bench_ring.py --only throughput runs). The old code is the checkout at OLD_CHECKOUT
 (e.g. ``git worktree add /tmp/old main``), imported through bench_real_connector's
 PYTHONPATH farm. Prints best and median seconds per (code, arm), wall and process CPU (all threads: steadier
@@ -34,7 +35,7 @@ import json, os, shutil, sys, time
 from kvtrace.tracer.engine.runner import run_inprocess
 from kvtrace.tracer.engine.workload import load
 n, rep, tmp, warm, rounds = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
-wl = load("small", requests=n)
+wl = load(sys.argv[6], requests=n)
 arms = [("off", None), ("file", ""), ("ring", "30s")]
 k = rep % 3
 out = {}
@@ -85,6 +86,7 @@ def main(argv=None) -> int:
                    help="each process first runs every arm once (imports and first-use costs paid: the steady "
                         "state of a long-running engine), then measures")
     p.add_argument("--rounds", type=int, default=1, help="runs of each arm per process (arms rotate)")
+    p.add_argument("--workload", default="small", help="a preset name or a workload TOML file (default small)")
     a = p.parse_args(argv)
     load0, t0 = os.getloadavg(), time.time()
     times = {(c, arm): [] for c in ("old", "new")
@@ -98,7 +100,8 @@ def main(argv=None) -> int:
                 if code == "old":
                     env["PYTHONPATH"] = os.pathsep.join(x for x in (farm, env.get("PYTHONPATH")) if x)
                 r = subprocess.run([sys.executable, "-c", CHILD, str(a.requests), str(rep), tmp,
-                                    "1" if a.warm else "0", str(a.rounds)], env=env,
+                                    "1" if a.warm else "0", str(a.rounds), os.path.abspath(a.workload)
+                                    if os.path.exists(a.workload) else a.workload], env=env,
                                    capture_output=True, text=True, cwd=tmp)
                 if r.returncode:
                     raise SystemExit(f"{code} rep {rep} failed: {r.stderr[-1500:]}")
@@ -108,7 +111,7 @@ def main(argv=None) -> int:
                     else:
                         times[(code, arm)].extend(s)
     load1 = os.getloadavg()
-    print(f"reference engine, workload small x{a.requests}, checksums off, {a.reps} processes per code x "
+    print(f"reference engine, workload {a.workload} x{a.requests}, checksums off, {a.reps} processes per code x "
           f"{a.rounds} run(s) per arm{', after a warm-up run of every arm' if a.warm else ''}, "
           f"old = {a.old}, new = {ROOT}")
     for (code, arm), v in times.items():

@@ -169,9 +169,14 @@ class RingStore:
     def book_bytes(self) -> int:
         """The liveness bookkeeping's memory, estimated per entry (it is kept after the rows
         of its owners left: the requests, transfers and slots of the last slack seconds)."""
+        generations = sum(map(len, self._slots.values()))
+        # a slot's holders past its founder (a prefix-cache page many requests share): each
+        # holds one reference beside the founder's one per generation; the other references
+        # are in-flight transfers' (one each) and registrations' (counted here too: a bound)
+        joiners = max(0, sum(self._refs.values()) - len(self._inflight) - generations)
         return (_BOOK["last_t"] * len(self._last_t) + _BOOK["xfer"] * len(self._xfer_owner)
                 + _BOOK["deps"] * len(self._deps)
-                + _BOOK["slot"] * sum(map(len, self._slots.values()))
+                + _BOOK["slot"] * generations + _BOOK["holder"] * joiners
                 + _BOOK["small"] * (len(self._open) + len(self._refs) + len(self._inflight) + len(self._remote)))
 
     @property
@@ -779,8 +784,10 @@ def _unpack(b) -> pa.RecordBatch:
 #: Memory of one entry of the liveness bookkeeping, per structure: the Python objects
 #: measured (sys.getsizeof, deeply) over 1500 reference-engine requests recorded into a 2 MB
 #: ring: last-seen times ~115-135 B per owner, transfer owners ~96 B, partner sets ~260 B,
-#: slot holders/generations 300-570 B; counted with room to spare.
-_BOOK = {"last_t": 160, "xfer": 128, "deps": 320, "slot": 640, "small": 256}
+#: slot holders/generations 300-570 B; counted with room to spare. "holder": each holder of a
+#: shared slot past the first (its entry in the slot's holders dict): 36-42 B measured the same
+#: way with 64-512 slots each held by 50-400 requests at once (test_ring_bookkeeping.py).
+_BOOK = {"last_t": 160, "xfer": 128, "deps": 320, "slot": 640, "holder": 64, "small": 256}
 #: "live now" in RingStore._effective (later than any time)
 _LIVE = float("inf")
 

@@ -12,6 +12,7 @@
 #   REQ=768 bash .gpu/sglang_h200.sh pausedab   # recorded vs unrecorded waves inside one run (--paused-waves)
 #   REQ=768 ROUNDS=2 bash .gpu/sglang_h200.sh ringgil   # the same, ring: .gpu/old vs this vs this + switch 0.2 ms
 #   REQ=3072 ROUNDS=2 bash .gpu/sglang_h200.sh tapab    # the same, ring: .gpu/old vs this, then this with its tap / hooks paused
+#   REQ=768 REQ_BIG=384 bash .gpu/sglang_h200.sh geom   # the ring's cost (paused waves) at three geometries: bytes a request
 # The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
 # 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
 # and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
@@ -239,6 +240,27 @@ step_tapab() {
   REC_ARGS="--ring 30s" run tapab-new-hooks 0.5.21 sglang:-content --memory vram $big --paused-waves hooks
   for f in $T/tapab*.json.prefill; do echo "$f"; python3 "$ROOT/bench/paused_waves.py" $f; done
   rm -rf $T/tapab*.kvtrace
+}
+
+# the ring's cost (paused waves) against how much a request moves: the recording's cost is mostly
+# per request (hooks) and per posting (tap), the transfer's per byte. Three geometries:
+#   small: MLA, 2 kv + 2 index-K layers (the tapab step's; ~5 MiB a request at 48 pages max)
+#   mla61: DeepSeek-V3.2-shaped, 61 MLA kv + 61 index-K layers (~30x the bytes and descriptors)
+#   mha80: a 70B-class GQA model at TP 8, one KV head of 128 a rank, 80 layers (K and V regions:
+#          160 descriptors a page of 16 KiB each: many small descriptors)
+# mla61 also with page checksums (the full hooks, kvh64 on the GPU). REQ_BIG requests for the two big ones.
+step_geom() {
+  local small="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
+  local mla61="--slots 400 --page-tokens 64 --requests ${REQ_BIG:-384} --max-pages 48 --wave 8 --index-k tokens --kv-layers 61 --index-layers 61"
+  local mha80="--slots 400 --page-tokens 64 --requests ${REQ_BIG:-384} --max-pages 48 --wave 8 --kv-heads 1 --head-dim 128 --kv-layers 80"
+  for r in $(seq 1 ${ROUNDS:-1}); do
+    REC_ARGS="--ring 30s" run geom$r-small 0.5.21 sglang:-content --memory vram $small --paused-waves
+    REC_ARGS="--ring 30s" run geom$r-mla61 0.5.21 sglang:-content --memory vram $mla61 --paused-waves
+    REC_ARGS="--ring 30s" run geom$r-mha80 0.5.21 sglang:-content --memory vram $mha80 --paused-waves
+    REC_ARGS="--ring 30s" run geom$r-mla61-sums 0.5.21 sglang --memory vram $mla61 --paused-waves
+  done
+  for f in $T/geom*.json.prefill; do echo "$f"; python3 "$ROOT/bench/paused_waves.py" $f; done
+  rm -rf $T/geom*.kvtrace
 }
 
 # the ring's cost on VRAM throughput (--paused-waves, no page checksums), $PACK/old vs this
