@@ -38,6 +38,9 @@ BASE=/tmp/kvpkg:/tmp/site
 ENG=/tmp/vllm:$BASE:$PACK/standins-vllm     # what the driver runs with
 DRIVER=$ROOT/tests/engines/vllm_pd.py
 echo "setup: unpacked in $((SECONDS - t0)) s"
+# every python3 runs from /tmp: in $ROOT, `python3 -m` / `-c` would take $ROOT/kvtrace (a source folder)
+# for the package (the H100 call of 14:15 UTC lost its in-script checks to that; the tests passed)
+cd /tmp
 
 # run NAME HOOKS(-|spec) ARGS...: the driver (recorded unless HOOKS is -), timed, then checked
 run() {
@@ -119,8 +122,9 @@ step_tests() {
   local ev=/tmp/ev; mkdir -p $ev/bin
   printf '#!/bin/sh\nexport PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}%s"\nexec python3 "$@"\n' "$ENG" >$ev/bin/python
   chmod +x $ev/bin/python
-  KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q -p no:cacheprovider -m gpu \
-    ${TESTS:-tests/engines/test_vllm_vram.py} -rs --durations=8 --basetemp=/tmp/pt
+  (KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q \
+    -p no:cacheprovider --rootdir=$ROOT -c $ROOT/pyproject.toml -m gpu -rs --durations=8 --basetemp=/tmp/pt \
+    $(for t in ${TESTS:-tests/engines/test_vllm_vram.py}; do echo $ROOT/$t; done))
   local rc=$?
   for tr in /tmp/pt/*/run.kvtrace; do   # each test's trace and reports, summarized as run()'s
     [ -d "$tr" ] || continue
