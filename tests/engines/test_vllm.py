@@ -18,7 +18,12 @@ LATE_READ = ["--lease", "2", "--decode-delay", "6"]
 
 def test_vllm_clean_transfer_checks_clean_and_trace_holds_every_post(tmp_path):
     need_engines()
-    run = record(tmp_path, VLLM, [], hooks="vllm")
+    assert_clean_run(record(tmp_path, VLLM, [], hooks="vllm"))
+
+
+def assert_clean_run(run) -> None:
+    """The default workload's run: clean, and every post, descriptor and notification the
+    driver and vLLM's own stats count is in the trace (test_vllm_vram.py's too)."""
     assert run.rc == 0, run.stderr[-2000:]
     assert len(run.report["requests"]) == 3 and run.report["misaddressed"] == []
     assert "not a supported version" not in run.stderr
@@ -43,7 +48,12 @@ def test_vllm_clean_transfer_checks_clean_and_trace_holds_every_post(tmp_path):
 
 def test_vllm_expired_lease_late_read_found_and_verifier_agrees(tmp_path):
     need_engines()
-    run = record(tmp_path, VLLM, LATE_READ, hooks="vllm")
+    assert_late_read_found(record(tmp_path, VLLM, LATE_READ, hooks="vllm"))
+
+
+def assert_late_read_found(run) -> None:
+    """LATE_READ's run: the verifier's misaddressed blocks are the check's early frees, with
+    the checksum mismatch they explain folded in (test_vllm_vram.py's too)."""
     assert run.rc == 0, run.stderr[-2000:]
     bad = run.report["misaddressed"]
     assert bad, "decode should read blocks prefill had already reused"

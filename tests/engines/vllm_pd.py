@@ -15,8 +15,12 @@ short ``--lease`` prefill's blocks are freed and reused first: vllm #52234's sha
 ``packed`` (K and V inside each block: one region per layer), ``split`` (all K blocks,
 then all V blocks: two regions per layer) or ``mla`` (one latent vector per token, a
 DeepSeek-style model: one region per layer).
+``--memory vram`` puts every layer's cache on the GPU (``--gpu N``): CUDA tensors that
+vLLM's own ``register_kv_caches`` registers with NIXL as VRAM (``kv_buffer_device``
+cuda, vLLM's CUDA platform); the stamps are written and read back through torch.
 
     python tests/engines/vllm_pd.py --report out.json
+    python tests/engines/vllm_pd.py --memory vram --report out.json
 """
 from __future__ import annotations
 
@@ -40,9 +44,13 @@ MAGIC_WRITTEN, MAGIC_UNWRITTEN = 0x4B565752, 0x4B56554E
 
 
 def fits(a) -> None:
-    """Process-wide settings a CPU run needs (REAL_ENGINES.md): before vLLM is imported."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    """Process-wide settings a run needs (REAL_ENGINES.md): before vLLM is imported. DRAM:
+    vLLM's CPU platform, no GPU visible; VRAM: its CUDA platform."""
+    if a.memory == "vram":
+        os.environ["VLLM_TARGET_DEVICE"] = "cuda"
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["VLLM_TARGET_DEVICE"] = "cpu"
     os.environ["VLLM_NIXL_SIDE_CHANNEL_HOST"] = "127.0.0.1"
     os.environ["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(a.side_port)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -76,7 +84,8 @@ def configs(a, role: str, engine_id: str):
         extra["backends"] = [a.nixl_backend]
     mc = ModelConfig(model=model_dir(a), skip_tokenizer_init=True, dtype="float32", max_model_len=1024)
     cc = CacheConfig(block_size=a.block_size)
-    kt = KVTransferConfig(kv_connector="NixlConnector", kv_role=role, kv_buffer_device="cpu",
+    kt = KVTransferConfig(kv_connector="NixlConnector", kv_role=role,
+                          kv_buffer_device="cuda" if a.memory == "vram" else "cpu",
                           engine_id=engine_id, kv_connector_extra_config=extra)
     cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt)
     cfg.cache_config.kv_cache_layout = "LBHNC"  # what the engine core resolves for the connector
@@ -127,20 +136,53 @@ def connector(a, role: str, engine_id: str):
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConnector
     cfg, kcc, names, page = configs(a, role, engine_id)
+    if a.memory == "vram":
+        torch.cuda.set_device(a.gpu)  # the engine's device: vLLM's CUDA platform binds NIXL to it
     with _SETUP, set_current_vllm_config(cfg):  # one engine at a time sets up vLLM's process-wide state
         parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1)
         worker = NixlConnector(cfg, KVConnectorRole.WORKER, kcc)
         apart = role == "kv_producer" and a.prefill_scheduler == "process"
         sched = None if apart else NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
-    raw = {n: torch.zeros(a.blocks * page, dtype=torch.uint8) for n in names}
-    caches = {n: cache_view(a, raw[n]) for n in names}
+    raw = {n: Region(a.blocks * page, a.memory, a.gpu) for n in names}
+    caches = {n: cache_view(a, raw[n].tensor) for n in names}
     worker.register_kv_caches(caches)
     meta = worker.get_handshake_metadata()
     if sched is None:
         sched = SchedulerProcess(a, meta)
     elif meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
         sched.set_xfer_handshake_metadata_pp_aware({(0, 0): meta})  # (pp, tp) rank
-    return cfg, worker, sched, {n: raw[n].numpy() for n in names}, names, page
+    return cfg, worker, sched, raw, names, page
+
+
+class Region:
+    """One layer's cache bytes: the tensor vLLM registers and a host array the stamps are
+    written to and read from. DRAM: the host array is the tensor's own memory; VRAM: a
+    CUDA tensor, with ``push`` / ``pull`` copying byte ranges to and from it."""
+
+    def __init__(self, nbytes: int, memory: str, gpu: int):
+        import torch
+        if memory == "vram":
+            self.tensor = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{gpu}")
+            self.host = np.zeros(nbytes, dtype=np.uint8)
+        else:
+            self.tensor = torch.zeros(nbytes, dtype=torch.uint8)
+            self.host = self.tensor.numpy()
+        self.vram = memory == "vram"
+
+    def push(self, spans) -> None:
+        """Host bytes of each (offset, length) onto the GPU, finished before returning (the
+        forward pass's writes land before the connector reads them)."""
+        if self.vram:
+            import torch
+            for off, n in spans:
+                self.tensor[off:off + n].copy_(torch.from_numpy(self.host[off:off + n]))
+            torch.cuda.synchronize(self.tensor.device)
+
+    def pull(self, spans) -> None:
+        """The GPU's bytes of each (offset, length) into the host array."""
+        if self.vram:
+            for off, n in spans:
+                self.host[off:off + n] = self.tensor[off:off + n].cpu().numpy()
 
 
 def cache_view(a, raw):
@@ -312,7 +354,8 @@ def run_prefill(a):
         blocks = alloc(r["blocks"])
         for li, n in enumerate(names):  # the forward pass fills the request's blocks
             for b in blocks:
-                stamp(a, bufs[n], page, b, MAGIC_WRITTEN, r["num"], li)
+                stamp(a, bufs[n].host, page, b, MAGIC_WRITTEN, r["num"], li)
+            bufs[n].push([s for b in blocks for s in segments(a, page, b)])
         req = Req(r["id"], r["blocks"] * a.block_size, {"do_remote_decode": True})
         sched.update_state_after_alloc(req, None, 0)
         step(worker, sched)
@@ -392,7 +435,8 @@ def run_decode(a):
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata
     cfg, worker, sched, bufs, names, page = connector(a, "kv_consumer", "decode")
     alloc, release = allocator(a.blocks, a.seed + 2)
-    report = {"requests": [], "misaddressed": [], "vllm_stats": {}, "kv_layout": a.kv_layout}
+    report = {"requests": [], "misaddressed": [], "vllm_stats": {}, "kv_layout": a.kv_layout,
+              "memory": a.memory}
     report.update(registered(worker))
     finished: set[str] = set()  # --decode-finish runner: last step's finished requests
     for r in workload(a):
@@ -405,7 +449,8 @@ def run_decode(a):
         for n in names:
             for b in blocks:
                 for off, k in segments(a, page, b):
-                    bufs[n][off:off + k] = 0
+                    bufs[n].host[off:off + k] = 0
+            bufs[n].push([s for b in blocks for s in segments(a, page, b)])
         meta = NixlConnectorMetadata()
         meta.add_new_req_to_recv(request_id=r["id"], local_block_ids=[blocks],
                                  kv_transfer_params=got["params"], awaiting_kvs=True)
@@ -431,8 +476,9 @@ def run_decode(a):
         report["requests"].append({"id": r["id"], "num": r["num"], "blocks": blocks,
                                    "remote_blocks": got["params"]["remote_block_ids"][0]})
         for li, n in enumerate(names):  # the verifier: whose bytes does each block hold?
+            bufs[n].pull([s for b in blocks for s in segments(a, page, b)])
             for g, b in enumerate(blocks):
-                for part, st in enumerate(read_stamps(a, bufs[n], page, b)):
+                for part, st in enumerate(read_stamps(a, bufs[n].host, page, b)):
                     want = (MAGIC_WRITTEN, r["num"], li * 16 + part, got["params"]["remote_block_ids"][0][g])
                     if st != want:
                         report["misaddressed"].append({"request": r["id"], "layer": li, "part": part, "block": b,
@@ -497,6 +543,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--decode-finish", choices=("scheduler", "runner"), default="scheduler",
                    help="who tells decode a request is done: its scheduler half (same process) or the "
                         "finished ids the model runner hands the worker each step")
+    p.add_argument("--memory", choices=("dram", "vram"), default="dram",
+                   help="where each layer's cache lives (vram: CUDA tensors, kv_buffer_device cuda, NIXL VRAM)")
+    p.add_argument("--gpu", type=int, default=0, help="the GPU of VRAM caches (both engines)")
     p.add_argument("--nixl-backend", default="UCX", help="the NIXL backend vLLM asks for (kv_connector_extra_config)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--side-port", type=int, default=0)
@@ -535,8 +584,29 @@ def one_process(a, side: int, dist: int, xchg: str) -> int:
     done(*workers.values())
 
 
+def cuda_missing(gpu: int) -> str | None:
+    """Why VRAM caches cannot be made here, or None."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU"
+    if gpu >= torch.cuda.device_count():
+        return f"GPU {gpu} does not exist ({torch.cuda.device_count()} visible)"
+    return None
+
+
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
+    if a.memory == "vram" and a.role in ("both", "one-process"):  # once, before any engine starts
+        if a.kv_layout == "mla":
+            print("vllm_pd: --memory vram takes --kv-layout packed or split (mla's block size comes from "
+                  "vLLM's CUDA attention backend, compiled kernels this driver does not load)", file=sys.stderr)
+            return 2
+        if why := cuda_missing(a.gpu):
+            print(f"vllm_pd: --memory vram needs a CUDA GPU: {why}", file=sys.stderr)
+            return 2
     if a.role == "prefill":
         done(run_prefill(a))
     if a.role == "decode":

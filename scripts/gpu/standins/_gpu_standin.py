@@ -11,6 +11,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
+import typing
 
 
 class Missing:
@@ -29,6 +30,11 @@ class Missing:
 
     def __repr__(self):
         return f"<stand-in {self._name}>"
+
+    def __or__(self, other):   # a name used in an annotation (``NAME | None``, evaluated at import)
+        return typing.Any
+
+    __ror__ = __or__
 
 
 def _module_getattr(prefix):
