@@ -29,18 +29,18 @@
 -- destination pool (few rows), and only then per flow. Then the pools a producer
 -- registers that a flow does not carry (few), and only then the consumer's reads.
 WITH per_x AS (  -- per transfer and (producer, consumer, destination pool), by the integer ids
-                 -- of desc_match_ids (agents, pool, initiator shard, request): named once per flow below
-    SELECT s_aid AS a, d_aid AS b, any_value(rid) AS rid, d_pid, psidx,
+                 -- of desc_match_ids (agents, pool, initiator shard): named once per flow below
+    SELECT s_aid AS a, d_aid AS b, any_value(request) AS request, d_pid, psidx,
            any_value(post_seq) AS post_seq   -- one request and post per transfer
     FROM desc_match_ids WHERE s_aid <> d_aid
     GROUP BY psidx, xfer, s_aid, d_aid, d_pid
 ), flow_ids AS (   -- producer → consumer per request, and the pools its transfers carry
-    SELECT a, b, rid, list(DISTINCT d_pid) FILTER (WHERE d_pid IS NOT NULL) AS carried,
+    SELECT a, b, request, list(DISTINCT d_pid) FILTER (WHERE d_pid IS NOT NULL) AS carried,
            count(DISTINCT (psidx, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(psidx, post_seq) AS x_sidx,
            list(DISTINCT psidx) AS x_sidxs
     FROM per_x GROUP BY ALL
 ), flows AS (
-    SELECT n.agents[f.a] AS a, n.agents[f.b] AS b, n.requests[f.rid] AS request, list_select(n.pools, f.carried) AS carried,
+    SELECT n.agents[f.a] AS a, n.agents[f.b] AS b, f.request, list_select(n.pools, f.carried) AS carried,
            f.n_x, f.post_seq, n.shards[f.x_sidx + 1] AS x_shard,
            list_select(n.shards, list_transform(f.x_sidxs, lambda i: i + 1)) AS x_shards
     FROM flow_ids f, id_names n

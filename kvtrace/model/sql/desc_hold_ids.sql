@@ -9,7 +9,7 @@
 -- cut, and no alloc of the slot by the request is merely unordered with the post.
 -- Otherwise the holding is unknown (h_unknown), never "not held"; so is the holding of a
 -- transfer that carries no request (whose pages it moves is unknown).
--- requires: desc_ends, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut, request_ids
+-- requires: desc_ends, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut
 -- pieces: xfers.xfer by holding_list, holding_list, xfers
 -- Built from the transfers with $lo <= xfer < $hi (null: unbounded; TraceModel builds it in
 -- one piece unless the holdings (hashed twice: once per end) and transfers outgrow a share of
@@ -21,21 +21,19 @@
 -- One row per descriptor, not per end: the readers of both ends (desc_match_ids,
 -- read_predict_ids) read them here instead of joining an end to its other end (at 10M
 -- events that join of 6.8M to 6.8M ends cost ~2 cpu-s in desc_match_ids, ~5 in
--- read_predict_ids), and the descriptor's columns (xfer, pos, nbytes, rid, post_seq,
+-- read_predict_ids), and the descriptor's columns (xfer, pos, nbytes, request, post_seq,
 -- psidx, t_ns) are stored once. The view end_hold_ids gives the ends one by one.
 -- Stored narrow: names are small integer ids here (the views end_hold_ids and end_hold give
 -- the ends back, end_hold with their names), because writing a text column per end cost
--- ~0.7 cpu-s per column at 10M events, an integer ~0.1 (the transfer's request too: its id,
--- request_ids.rid, looked up once per transfer, not per descriptor; 10M events: the request
--- column's write ~0.37 cpu-s, the id's ~0.07). Not stored at all: what end_hold_ids
+-- ~0.7 cpu-s per column at 10M events, an integer ~0.1. Not stored at all: what end_hold_ids
 -- computes from the stored columns where a reader asks for it (crosses from off, nbytes and
 -- slot_bytes; the slot's key sk from the names of the ids), since no object of the analysis
 -- reads them at scale (10M events: ~-1.2 of its ~14 cpu-s, the two hashes and four columns
 -- fewer; bench/results/checks.txt).
 -- Columns:
 --   xfer BIGINT, pos INTEGER, nbytes UBIGINT  -- the descriptor
---   rid INTEGER, post_seq BIGINT, psidx INTEGER, t_ns BIGINT  -- its transfer's post (xfers;
---                           rid: its request, request_ids; psidx: the initiator shard, shards.sidx)
+--   request VARCHAR, post_seq BIGINT, psidx INTEGER, t_ns BIGINT  -- its transfer's post (xfers;
+--                           psidx: the initiator shard, shards.sidx)
 --   s_aid INTEGER           -- the source end's agent (agent_ids)
 --   s_addr UBIGINT, s_pid, s_layer, s_part_id INTEGER, s_slot, s_off BIGINT, s_slot_bytes UBIGINT,
 --   s_dlist, s_idx BIGINT   -- the end as desc_ends resolves it (pid, part_id: lay's ids)
@@ -51,11 +49,8 @@
 --   s_first BOOLEAN         -- desc_ends' (false only where the agent's layout regions overlap)
 --   d_aid ... d_first       -- the destination end, likewise
 CREATE OR REPLACE TABLE desc_hold_ids AS
-WITH xr AS MATERIALIZED (   -- the transfers with their request's id (one lookup per transfer)
-    SELECT x.*, r.rid FROM xfers x LEFT JOIN request_ids r ON r.request = x.request
-    WHERE ($lo IS NULL OR x.xfer >= $lo) AND ($hi IS NULL OR x.xfer < $hi)
-), e AS (
-    SELECT d.xfer, d.pos, d.nbytes, x.request, x.rid, x.post_seq, x.sidx AS psidx, x.t_ns,
+WITH e AS (
+    SELECT d.xfer, d.pos, d.nbytes, x.request, x.post_seq, x.sidx AS psidx, x.t_ns,
            sa.aid AS s_aid, d.s_addr, d.s_pid, d.s_layer, d.s_part_id, d.s_slot, d.s_off, d.s_slot_bytes,
            d.s_dlist, d.s_idx, x.know[sa.h_sidx + 1] AS s_bound, sa.h_sidx AS s_h_sidx,
            sm.pool IS NOT NULL AS s_managed, ss.seen_seq AS s_seen_seq, ss.end_seq AS s_end_seq,
@@ -74,7 +69,7 @@ WITH xr AS MATERIALIZED (   -- the transfers with their request's id (one lookup
            -- join key of the slot layer on the home shard (see slot_ev)
            hash(sa.h_shard, d.s_agent, d.s_pool, d.s_layer, d.s_slot) AS s_lk,
            hash(ta.h_shard, d.d_agent, d.d_pool, d.d_layer, d.d_slot) AS d_lk
-    FROM desc_ends d JOIN xr x USING (shard, xfer)
+    FROM desc_ends d JOIN xfers x USING (shard, xfer)
     LEFT JOIN agent_ids sa ON sa.agent = d.s_agent
     LEFT JOIN agent_ids ta ON ta.agent = d.d_agent
     LEFT JOIN shard_order so ON so.from_sidx = sa.h_sidx AND so.to_sidx = x.sidx
@@ -110,7 +105,7 @@ WITH xr AS MATERIALIZED (   -- the transfers with their request's id (one lookup
                    END AS d_unordered
     FROM e LEFT JOIN k sk ON sk.hk = e.s_hk LEFT JOIN k tk ON tk.hk = e.d_hk
 )
-SELECT xfer, pos, nbytes, rid, post_seq, psidx, t_ns,
+SELECT xfer, pos, nbytes, request, post_seq, psidx, t_ns,
        s_aid, s_addr, s_pid, s_layer, s_part_id, s_slot, s_off, s_slot_bytes, s_dlist, s_idx, s_bound,
        s_h_sidx, s_managed, s_seen_seq, s_end_seq, s_h_blind,
        coalesce(s_managed AND s_h IS NULL AND (request IS NULL OR s_h_blind OR s_unordered), false) AS s_h_unknown,

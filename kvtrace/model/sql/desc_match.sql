@@ -16,7 +16,7 @@
 --   dup BOOLEAN         -- ok, but its destination bytes are covered twice within the transfer
 --   problem VARCHAR     -- why the descriptor is wrong (null: it is not, or the rule does not apply)
 CREATE OR REPLACE VIEW desc_match AS
-SELECT n.shards[m.psidx + 1] AS shard, m.xfer, m.pos, n.requests[m.rid] AS request, m.post_seq, m.nbytes,
+SELECT n.shards[m.psidx + 1] AS shard, m.xfer, m.pos, m.request, m.post_seq, m.nbytes,
        n.agents[m.s_aid] AS s_agent, m.s_addr, n.pools[m.s_pid] AS s_pool, m.s_layer, n.parts[m.s_part_id] AS s_part,
        m.s_slot, m.s_off, m.s_slot_bytes, m.s_page, m.s_managed, m.s_dlist, m.s_idx,
        n.agents[m.d_aid] AS d_agent, m.d_addr, n.pools[m.d_pid] AS d_pool, m.d_layer, n.parts[m.d_part_id] AS d_part,

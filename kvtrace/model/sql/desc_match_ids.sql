@@ -12,7 +12,7 @@
 -- An end on an agent that recorded no holding at all for the request (its allocator is not
 -- hooked there, e.g. a scheduler in a process of its own) proves nothing about which slots
 -- the request holds: such a descriptor is unknown (not checked), never "not held".
--- requires: desc_hold_ids, lay, holding_list, agent_home, agent_ids, xfers, request_ids
+-- requires: desc_hold_ids, lay, holding_list, agent_home, agent_ids, xfers
 -- pieces: xfers.xfer by desc_hold_ids / 2
 -- Built from the descriptors of the transfers with $lo <= xfer < $hi (null: unbounded;
 -- TraceModel builds it in one piece unless desc_hold_ids, with about half its columns read
@@ -24,8 +24,8 @@
 -- 27 pieces, 14-16 cpu-s, in one statement 27.)
 -- Stored narrow, as desc_hold_ids (whose integer ids it reads: its hash tables carry no
 -- names); the view desc_match gives the names back (id_names). Columns: desc_match's,
--- with psidx (the initiator shard) for shard, rid (request_ids) for request, s_aid, s_pid,
--- s_part_id / d_aid, d_pid, d_part_id for the ends' agent, pool and part, unheld_aid for unheld.
+-- with psidx (the initiator shard) for shard, s_aid, s_pid, s_part_id / d_aid, d_pid, d_part_id
+-- for the ends' agent, pool and part, unheld_aid for unheld.
 CREATE OR REPLACE TABLE desc_match_ids AS
 -- page tokens per layer region, not per pool: a pool's layers may differ (vLLM's hybrid
 -- layer groups with their own page size, per-layer head counts); with one value per pool
@@ -34,13 +34,12 @@ WITH pt AS (SELECT i.aid, l.pid, l.layer, coalesce(l.part_id, 0) AS part_k, coal
             FROM lay l JOIN agent_ids i USING (agent) GROUP BY ALL),
 -- agents with holding facts per request, recorded where the agent lives (holdings another
 -- process records for it cannot be ordered with its transfers: see managed)
--- (by the request's id: only a request some transfer names can match a descriptor's)
-ah AS (SELECT DISTINCT i.aid, r.rid FROM holding_list h JOIN agent_home o ON o.agent = h.agent AND o.h_shard = h.shard
-       JOIN agent_ids i ON i.agent = h.agent JOIN request_ids r ON r.request = h.request
+ah AS (SELECT DISTINCT i.aid, h.request FROM holding_list h JOIN agent_home o ON o.agent = h.agent AND o.h_shard = h.shard
+       JOIN agent_ids i ON i.agent = h.agent
        WHERE ($lo IS NULL AND $hi IS NULL)
           OR h.request IN (SELECT request FROM xfers WHERE ($lo IS NULL OR xfer >= $lo) AND ($hi IS NULL OR xfer < $hi))),
 a AS (
-    SELECT t.psidx, t.xfer, t.pos, t.rid, t.post_seq, t.nbytes,
+    SELECT t.psidx, t.xfer, t.pos, t.request, t.post_seq, t.nbytes,
            t.s_aid, t.s_addr, t.s_pid, t.s_layer, t.s_part_id, t.s_slot, t.s_off, t.s_slot_bytes, t.s_page,
            t.s_managed, t.s_dlist, t.s_idx, t.s_alloc_seq,
            t.d_aid, t.d_addr, t.d_pid, t.d_layer, t.d_part_id, t.d_slot, t.d_off, t.d_slot_bytes, t.d_page,
@@ -72,8 +71,8 @@ a AS (
     FROM desc_hold_ids t
     LEFT JOIN pt sp ON sp.aid = t.s_aid AND sp.pid = t.s_pid AND sp.layer = t.s_layer AND sp.part_k = coalesce(t.s_part_id, 0)
     LEFT JOIN pt tp ON tp.aid = t.d_aid AND tp.pid = t.d_pid AND tp.layer = t.d_layer AND tp.part_k = coalesce(t.d_part_id, 0)
-    LEFT JOIN ah sh ON sh.aid = t.s_aid AND sh.rid = CASE WHEN t.s_alloc_seq IS NULL THEN t.rid END
-    LEFT JOIN ah th ON th.aid = t.d_aid AND th.rid = CASE WHEN t.d_alloc_seq IS NULL THEN t.rid END
+    LEFT JOIN ah sh ON sh.aid = t.s_aid AND sh.request = CASE WHEN t.s_alloc_seq IS NULL THEN t.request END
+    LEFT JOIN ah th ON th.aid = t.d_aid AND th.request = CASE WHEN t.d_alloc_seq IS NULL THEN t.request END
     WHERE ($lo IS NULL OR t.xfer >= $lo) AND ($hi IS NULL OR t.xfer < $hi)
 ), b AS (SELECT a.* EXCLUDE (applies, blank), applies AND blank IS NULL AS checked,
                 CASE WHEN applies THEN blank END AS unheld_aid FROM a

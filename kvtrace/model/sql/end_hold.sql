@@ -23,7 +23,7 @@
 CREATE OR REPLACE VIEW end_hold AS
 SELECT n.shards[e.psidx + 1] AS shard, e.xfer, e.pos, CASE WHEN e.dst THEN 'dst' ELSE 'src' END AS side,
        n.agents[e.aid] AS agent, e.addr, e.nbytes, n.pools[e.pid] AS pool, e.layer, n.parts[e.part_id] AS part,
-       e.slot, e.off, e.slot_bytes, e.crosses, e.dlist, e.idx, n.requests[e.rid] AS request, e.post_seq, e.psidx, e.bound, e.t_ns,
+       e.slot, e.off, e.slot_bytes, e.crosses, e.dlist, e.idx, e.request, e.post_seq, e.psidx, e.bound, e.t_ns,
        n.shards[e.h_sidx + 1] AS h_shard, e.h_sidx, e.managed, e.seen_seq, e.end_seq, e.h_blind, e.h_unknown,
        e.alloc_seq, e.free_seq, e.release_seq, e.gen_seq, e.page, e.sk, e.lk
 FROM end_hold_ids e, id_names n;

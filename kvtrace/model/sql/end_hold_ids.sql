@@ -10,7 +10,7 @@
 --   pid, part_id INTEGER  -- its pool and part (lay)
 --   psidx, h_sidx INTEGER -- the initiator and home shards (shards.sidx), as in end_hold
 --   the rest as end_hold: xfer, pos, addr, nbytes, layer, slot, off, slot_bytes, crosses, dlist, idx,
---   rid (request_ids: end_hold's request), post_seq, bound, t_ns, managed, seen_seq, end_seq, h_blind, sk, lk, h_unknown,
+--   request, post_seq, bound, t_ns, managed, seen_seq, end_seq, h_blind, sk, lk, h_unknown,
 --   alloc_seq, free_seq, release_seq, gen_seq, page (in this order)
 -- crosses and sk are computed here, not stored (desc_hold_ids): each only where a reader asks
 -- for it, as desc_ends and desc_hold_ids would have (the names of the ids by list lookups in
@@ -21,7 +21,7 @@ SELECT xfer, pos, false AS dst, s_aid AS aid, s_addr AS addr, nbytes, s_pid AS p
        -- desc_ends' crosses: off is null where no region covers the end (off < slot_bytes, so
        -- the UBIGINT sum is desc_ends' own)
        coalesce(s_off::UBIGINT + nbytes > s_slot_bytes, false) AS crosses,
-       s_dlist AS dlist, s_idx AS idx, rid, post_seq, psidx, s_bound AS bound, t_ns, s_h_sidx AS h_sidx,
+       s_dlist AS dlist, s_idx AS idx, request, post_seq, psidx, s_bound AS bound, t_ns, s_h_sidx AS h_sidx,
        s_managed AS managed, s_seen_seq AS seen_seq, s_end_seq AS end_seq, s_h_blind AS h_blind,
        hash((SELECT list(h_shard ORDER BY aid) FROM agent_ids)[s_aid], (SELECT list(agent ORDER BY aid) FROM agent_ids)[s_aid],
             (SELECT pools FROM id_names)[s_pid], s_slot) AS sk,
@@ -31,7 +31,7 @@ FROM desc_hold_ids WHERE d_first   -- each source end once (with its destination
 UNION ALL
 SELECT xfer, pos, true, d_aid, d_addr, nbytes, d_pid, d_layer, d_part_id, d_slot, d_off, d_slot_bytes,
        coalesce(d_off::UBIGINT + nbytes > d_slot_bytes, false),
-       d_dlist, d_idx, rid, post_seq, psidx, d_bound, t_ns, d_h_sidx, d_managed, d_seen_seq, d_end_seq,
+       d_dlist, d_idx, request, post_seq, psidx, d_bound, t_ns, d_h_sidx, d_managed, d_seen_seq, d_end_seq,
        d_h_blind,
        hash((SELECT list(h_shard ORDER BY aid) FROM agent_ids)[d_aid], (SELECT list(agent ORDER BY aid) FROM agent_ids)[d_aid],
             (SELECT pools FROM id_names)[d_pid], d_slot),
