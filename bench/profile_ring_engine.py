@@ -1,7 +1,7 @@
 """Where ring recording's CPU goes on the reference engine: cProfile of the engine's thread,
 no recording vs ring, runs interleaved in one process, per function the time added per run.
 
-    .venv/bin/python bench/profile_ring_engine.py [--runs 6] [--requests 200] [--top 30]
+    .venv/bin/python bench/profile_ring_engine.py [--runs 6] [--requests 200] [--top 30] [--workload SPEC]
 
 Each arm runs once first (imports and first-use costs paid), then ``--runs`` runs of each,
 alternating which goes first. Prints process CPU and the engine thread's CPU per run
@@ -34,8 +34,9 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=6)
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--workload", default="small", help="a preset name or a workload TOML file (default small)")
     a = p.parse_args(argv)
-    wl = load("small", requests=a.requests)
+    wl = load(a.workload, requests=a.requests)
     tmp = tempfile.mkdtemp(prefix="kvtrace-prof-")
 
     def run(arm: str) -> None:
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
                 cpu[arm].append((time.process_time() - c, time.thread_time() - m))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"reference engine, workload small x{a.requests}, checksums off, {a.runs} runs per arm, "
+    print(f"reference engine, workload {a.workload} x{a.requests}, checksums off, {a.runs} runs per arm, "
           f"load average {os.getloadavg()[0]:.1f}")
     for arm in ARMS:
         proc = statistics.median(x[0] for x in cpu[arm])

@@ -253,11 +253,15 @@ step_geom() {
   local small="--slots 512 --page-tokens 64 --requests ${REQ:-768} --max-pages 48 --wave 8 --index-k tokens"
   local mla61="--slots 400 --page-tokens 64 --requests ${REQ_BIG:-384} --max-pages 48 --wave 8 --index-k tokens --kv-layers 61 --index-layers 61"
   local mha80="--slots 400 --page-tokens 64 --requests ${REQ_BIG:-384} --max-pages 48 --wave 8 --kv-heads 1 --head-dim 128 --kv-layers 80"
-  for r in $(seq 1 ${ROUNDS:-1}); do
-    REC_ARGS="--ring 30s" run geom$r-small 0.5.21 sglang:-content --memory vram $small --paused-waves
-    REC_ARGS="--ring 30s" run geom$r-mla61 0.5.21 sglang:-content --memory vram $mla61 --paused-waves
-    REC_ARGS="--ring 30s" run geom$r-mha80 0.5.21 sglang:-content --memory vram $mha80 --paused-waves
-    REC_ARGS="--ring 30s" run geom$r-mla61-sums 0.5.21 sglang --memory vram $mla61 --paused-waves
+  for r in $(seq 1 ${ROUNDS:-1}); do   # GEOMS: a subset, e.g. GEOMS="mla61 mha80"
+    for g in ${GEOMS:-small mla61 mha80 mla61-sums}; do
+      case $g in
+        small) REC_ARGS="--ring 30s" run geom$r-small 0.5.21 sglang:-content --memory vram $small --paused-waves ;;
+        mla61) REC_ARGS="--ring 30s" run geom$r-mla61 0.5.21 sglang:-content --memory vram $mla61 --paused-waves ;;
+        mha80) REC_ARGS="--ring 30s" run geom$r-mha80 0.5.21 sglang:-content --memory vram $mha80 --paused-waves ;;
+        mla61-sums) REC_ARGS="--ring 30s" run geom$r-mla61-sums 0.5.21 sglang --memory vram $mla61 --paused-waves ;;
+      esac
+    done
   done
   for f in $T/geom*.json.prefill; do echo "$f"; python3 "$ROOT/bench/paused_waves.py" $f; done
   rm -rf $T/geom*.kvtrace
