@@ -7,8 +7,9 @@
 #   duckdb312.txz    duckdb (cp312), likewise, for `pytest -m gpu` there (kvtrace check)
 #   vdeps312.txz     what vLLM needs beyond that and the image: cachetools, cbor2 (cp312 wheels)
 #   vllm-0.34.0.txz  vLLM from .venv-engines without .so files, __pycache__, the vllm-rs binary,
-#                    the C++ header trees of third_party/ and benchmarks; vllm/_C_stable_libtorch.py
-#                    added (scripts/gpu/standins-vllm: the CUDA platform imports the compiled ops)
+#                    the C++ header trees of third_party/ and benchmarks; stand-ins added for the
+#                    compiled modules the CUDA platform's import path needs (scripts/gpu/standins-vllm:
+#                    vllm/_C_stable_libtorch.py, vllm/vllm_flash_attn/_vllm_fa2_C.py)
 #   standins-vllm/   xgrammar, llguidance stand-ins and _gpu_standin.py (scripts/gpu/standins')
 #   src.tgz          this checkout's kvtrace package folders, tests/ and bench/ (the committed
 #                    tree plus uncommitted changes): the code that runs there
@@ -44,6 +45,7 @@ EX=(--exclude=__pycache__ --exclude='*.so' --exclude=vllm/vllm-rs --exclude=vllm
 mkdir -p "$TMP/vllm"
 tar cf - -C "$SP" "${EX[@]}" vllm "vllm-$V.dist-info" | tar xf - -C "$TMP/vllm"
 cp scripts/gpu/standins-vllm/_C_stable_libtorch.py "$TMP/vllm/vllm/"
+cp scripts/gpu/standins-vllm/_vllm_fa2_C.py "$TMP/vllm/vllm/vllm_flash_attn/"
 tar cf - -C "$TMP/vllm" . | xz -T2 -6 >"$DIR/vllm-$V.txz"
 rm -rf "$DIR/standins-vllm"; mkdir -p "$DIR/standins-vllm"
 cp -r scripts/gpu/standins-vllm/xgrammar scripts/gpu/standins-vllm/llguidance scripts/gpu/standins/_gpu_standin.py \

@@ -4,7 +4,9 @@
 # repo root with the folder made by scripts/gpu/pack_vllm.sh carried (default .gpu-vllm/):
 #   bash .gpu-vllm/vllm_h200.sh smoke   # imports; the driver on DRAM and on VRAM unrecorded; VRAM
 #                                       # recorded, clean and late read, each `kvtrace check`ed there
-#   bash .gpu-vllm/vllm_h200.sh tests   # pytest -m gpu tests/engines/test_vllm_vram.py (TESTS=files)
+#   bash .gpu-vllm/vllm_h200.sh tests   # pytest -m gpu tests/engines/test_vllm_vram.py (TESTS=files),
+#                                       # each test's trace `kvtrace check`ed and kept
+#   bash .gpu-vllm/vllm_h200.sh quick   # imports, the VRAM driver unrecorded, then tests
 # The image has no network, no duckdb, no vLLM: the pack brings vLLM's pure-Python tree (no .so),
 # the light dependencies and NIXL as cp312 trees, stand-ins for the compiled modules vLLM imports
 # on this path (xgrammar, llguidance, vllm._C_stable_libtorch: every name imports, any call
@@ -36,6 +38,9 @@ BASE=/tmp/kvpkg:/tmp/site
 ENG=/tmp/vllm:$BASE:$PACK/standins-vllm     # what the driver runs with
 DRIVER=$ROOT/tests/engines/vllm_pd.py
 echo "setup: unpacked in $((SECONDS - t0)) s"
+# every python3 runs from /tmp: in $ROOT, `python3 -m` / `-c` would take $ROOT/kvtrace (a source folder)
+# for the package (the H100 call of 14:15 UTC lost its in-script checks to that; the tests passed)
+cd /tmp
 
 # run NAME HOOKS(-|spec) ARGS...: the driver (recorded unless HOOKS is -), timed, then checked
 run() {
@@ -52,6 +57,12 @@ run() {
   echo "== $name (hooks $hooks): exit $rc after $((SECONDS - s)) s: $*"
   grep -E "^(decode|prefill|kvtrace|  req)|rror|Traceback|stand-in" $T/$name.log | head -16
   [ $rc = 0 ] || tail -25 $T/$name.log
+  summarize $name
+}
+
+# summarize NAME: the verifier's report of $T/NAME.json, and `kvtrace check` of $T/NAME.kvtrace
+summarize() {
+  local name=$1
   python3 - $T/$name.json <<'EOF'
 import json, os, sys
 p = sys.argv[1]
@@ -82,7 +93,7 @@ EOF
   fi
 }
 
-step_smoke() {
+step_imports() {
   nvidia-smi -L
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), 'triton', triton.__version__)"
   local s=$SECONDS
@@ -93,6 +104,10 @@ from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConn
 import kvtrace.tracer.integrations.vllm
 print('imports ok: vllm', vllm.__version__, 'platform', type(current_platform).__name__, current_platform.device_type)" 2>&1 | grep -v "^W[0-9]" | tail -25
   echo "import: $((SECONDS - s)) s"
+}
+
+step_smoke() {
+  step_imports
   run dram-plain - --memory dram
   run vram-plain - --memory vram
   [ -f /tmp/failed-vram-plain ] && { echo "VRAM run failed: recorded runs skipped"; return 1; }
@@ -107,8 +122,25 @@ step_tests() {
   local ev=/tmp/ev; mkdir -p $ev/bin
   printf '#!/bin/sh\nexport PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}%s"\nexec python3 "$@"\n' "$ENG" >$ev/bin/python
   chmod +x $ev/bin/python
-  KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q -p no:cacheprovider -m gpu \
-    ${TESTS:-tests/engines/test_vllm_vram.py} -rs --durations=8
+  (KVTRACE_ENGINES_VENV=$ev PYTHONPATH=$BASE timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q \
+    -p no:cacheprovider --rootdir=$ROOT -c $ROOT/pyproject.toml -m gpu -rs --durations=8 --basetemp=/tmp/pt \
+    $(for t in ${TESTS:-tests/engines/test_vllm_vram.py}; do echo $ROOT/$t; done))
+  local rc=$?
+  for tr in /tmp/pt/*/run.kvtrace; do   # each test's trace and reports, summarized as run()'s
+    [ -d "$tr" ] || continue
+    local n=test-$(basename "$(dirname "$tr")") d=$(dirname "$tr")
+    cp -r "$tr" $T/$n.kvtrace; cp "$d/run.json" $T/$n.json 2>/dev/null; cp "$d/run.json.prefill" $T/$n.json.prefill 2>/dev/null
+    echo "== $n"; summarize $n
+  done
+  return $rc
+}
+
+# the VRAM driver unrecorded (imports and a transfer: the gate), then the gpu-marked tests
+step_quick() {
+  step_imports
+  run vram-plain - --memory vram
+  [ -f /tmp/failed-vram-plain ] && { echo "VRAM run failed: tests skipped"; return 1; }
+  step_tests
 }
 
 for s in "$@"; do
