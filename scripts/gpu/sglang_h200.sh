@@ -13,6 +13,7 @@
 #   REQ=768 ROUNDS=2 bash .gpu/sglang_h200.sh ringgil   # the same, ring: .gpu/old vs this vs this + switch 0.2 ms
 #   REQ=3072 ROUNDS=2 bash .gpu/sglang_h200.sh tapab    # the same, ring: .gpu/old vs this, then this with its tap / hooks paused
 #   REQ=768 REQ_BIG=384 bash .gpu/sglang_h200.sh geom   # the ring's cost (paused waves) at three geometries: bytes a request
+# RUN_TIMEOUT: seconds a run may take (default 240)
 # The H200 image has no network, no duckdb, no flashinfer/sgl_kernel: the pack brings SGLang
 # 0.5.21 and 0.5.23 (pure Python, no .so), the light dependencies and NIXL as cp312 trees,
 # and stand-ins for the two GPU-kernel packages (scripts/gpu/standins: every name imports,
@@ -65,10 +66,10 @@ run() {
   local name=$1 ver=$2 hooks=$3; shift 3
   local s=$SECONDS rc
   if [ "$hooks" = - ]; then
-    PYTHONPATH=$(pp $ver) timeout 240 python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
+    PYTHONPATH=$(pp $ver) timeout ${RUN_TIMEOUT:-240} python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   else
     # REC_ARGS: more `kvtrace record` options (e.g. --ring 30s)
-    PYTHONPATH=$(pp $ver) timeout 240 python3 -m kvtrace record --hooks $hooks ${REC_ARGS:-} -o $T/$name.kvtrace -- \
+    PYTHONPATH=$(pp $ver) timeout ${RUN_TIMEOUT:-240} python3 -m kvtrace record --hooks $hooks ${REC_ARGS:-} -o $T/$name.kvtrace -- \
       python3 "$DRIVER" "$@" --report $T/$name.json >$T/$name.log 2>&1
   fi
   rc=$?
