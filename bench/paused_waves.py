@@ -8,8 +8,12 @@ of separate processes (±25 % on one GPU host) drops out.
 
 Each REPORT is the prefill side's report (``--report R`` writes ``R.prefill``). A wave's
 throughput is its bytes over its busy time (queueing the chunks until SGLang says Success).
-Each unrecorded wave is compared with the mean of the recorded waves on either side of it
-(which cancels a drift over the run and the order within a pair); the first ``--skip``
+Where the report says the waves are twins (``timing.wave_twins``: waves 2k and 2k+1 move
+requests of the same shapes, one recorded, which one first alternating), each pair's
+recorded wave is compared with its unrecorded twin: the same bytes in the same descriptors,
+so the spread of request sizes between waves drops out. Older reports: each unrecorded wave
+is compared with the mean of the recorded waves on either side of it (which cancels a
+drift over the run and the order within a pair). The first ``--skip``
 waves (connections, first-touch costs) are left out. Prints, per report and pooled: the
 median and quartiles of recorded / unrecorded throughput, its geometric mean with a 95 %
 interval (mean of the log ratios +- 1.96 standard errors: the pairs are independent waves, and
@@ -26,24 +30,35 @@ import sys
 
 
 def ratios(timing: dict, skip: int) -> tuple[list[float], float]:
-    """(per unrecorded wave: recorded-neighbours' throughput / its own), and the ratio of the
+    """(per pair: the recorded throughput / the unrecorded one), and the ratio of the
     recorded waves' total throughput to the unrecorded ones' (waves before ``skip`` left out)."""
     rec = timing.get("wave_recorded")
     if not rec or all(rec):
         raise ValueError("no unrecorded wave: run sglang_pd.py with --paused-waves under kvtrace record")
     thr = [b / s if s > 0 else None for b, s in zip(timing["wave_bytes"], timing["wave_busy_s"])]
     out = []
+    if timing.get("wave_twins"):
+        # waves 2k and 2k+1 moved the same request shapes, one recorded: compare the twins
+        for w in range(0, len(thr) - 1, 2):
+            if w < skip or rec[w] == rec[w + 1] or None in (thr[w], thr[w + 1]):
+                continue
+            r, u = (w, w + 1) if rec[w] else (w + 1, w)
+            out.append(thr[r] / thr[u])
+        return out, _totals(timing, rec, skip)
     for w in range(max(skip, 1), len(thr) - 1):
         if rec[w] or not (rec[w - 1] and rec[w + 1]) or None in (thr[w - 1], thr[w], thr[w + 1]):
             continue
         out.append((thr[w - 1] + thr[w + 1]) / 2 / thr[w])
+    return out, _totals(timing, rec, skip)
+
+
+def _totals(timing: dict, rec: list, skip: int) -> float:
     tot = {True: [0, 0.0], False: [0, 0.0]}
     for w, (b, s) in enumerate(zip(timing["wave_bytes"], timing["wave_busy_s"])):
         if w >= skip:
             tot[bool(rec[w])][0] += b
             tot[bool(rec[w])][1] += s
-    whole = (tot[True][0] / tot[True][1]) / (tot[False][0] / tot[False][1]) if tot[False][1] and tot[True][1] else float("nan")
-    return out, whole
+    return (tot[True][0] / tot[True][1]) / (tot[False][0] / tot[False][1]) if tot[False][1] and tot[True][1] else float("nan")
 
 
 def describe(r: list[float]) -> str:

@@ -95,7 +95,22 @@ def workload(a) -> list[dict]:
         n = int(rng.integers(2, a.max_pages + 1))
         reqs.append({"room": room0 + i, "pages": n, "aux": i,
                      "chunks": 2 if (i % 2 and n > 2) else 1})
+    if getattr(a, "paused_waves", None):
+        # the two waves of a pair (2k, 2k+1) move requests of the same shapes, so a recorded
+        # wave and its unrecorded twin move the same bytes in the same descriptors
+        for i, r in enumerate(reqs):
+            w, j = divmod(i, a.wave)
+            if w % 2:
+                twin = reqs[(w - 1) * a.wave + j]
+                r["pages"], r["chunks"] = twin["pages"], twin["chunks"]
     return reqs
+
+
+def wave_recorded(w: int) -> bool:
+    """--paused-waves: whether wave ``w`` runs recorded. Pairs of waves (2k, 2k+1) move the
+    same shapes (workload); which of the two goes first alternates with k (R U, U R, R U, ...),
+    so an order effect within a pair cancels over the run."""
+    return (w % 2 == 0) != ((w // 2) % 2 == 1)
 
 
 def allocator(slots: int, seed: int):
@@ -315,10 +330,12 @@ def run_prefill(a) -> int:
     timing = {"latency_s": [], "busy_s": 0.0, "bytes": 0, "wave_busy_s": [], "wave_bytes": []}
     cpu0 = time.process_time()   # this process's CPU (all threads) over the waves: start-up left out
     timing["wave_recorded"] = []
+    # --paused-waves: waves 2k and 2k+1 are twins (same request shapes; bench/paused_waves.py compares them)
+    timing["wave_twins"] = bool(a.paused_waves)
     for w, wave in enumerate(waves(workload(a), a.wave)):
         if a.paused_waves:
-            set_recording(mgr, w % 2 == 0, a.paused_waves)
-        timing["wave_recorded"].append(not a.paused_waves or w % 2 == 0)
+            set_recording(mgr, wave_recorded(w), a.paused_waves)
+        timing["wave_recorded"].append(not a.paused_waves or wave_recorded(w))
         senders, pages = {}, {}
         for r in wave:
             senders[r["room"]] = call_kw(NixlKVSender, mgr=mgr, bootstrap_addr=addr, bootstrap_room=r["room"],
@@ -389,7 +406,7 @@ def run_decode(a) -> int:
     cpu0 = time.process_time()   # this process's CPU (all threads) over the waves: start-up left out
     for w, wave in enumerate(waves(workload(a), a.wave)):
         if a.paused_waves:   # the same waves as prefill's
-            set_recording(mgr, w % 2 == 0, a.paused_waves)
+            set_recording(mgr, wave_recorded(w), a.paused_waves)
         recvs, pages = {}, {}
         for r in wave:
             rv = recvs[r["room"]] = call_kw(NixlKVReceiver, mgr=mgr, bootstrap_addr=addr,
@@ -558,8 +575,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ring-trigger", metavar="REASON",
                    help="decode, after its verifier: kvtrace.tracer.ring.trigger(REASON) (under --ring)")
     p.add_argument("--paused-waves", nargs="?", const="all", choices=("all", "tap", "hooks"),
-                   help="under kvtrace record: every odd wave unrecorded in both processes (an in-process "
-                        "A/B of recording's cost; the report's timing.wave_recorded says which); tap / hooks: "
+                   help="under kvtrace record: one wave of each pair unrecorded in both processes, the pair's two "
+                        "waves moving requests of the same shapes (an in-process A/B of recording's cost; the "
+                        "report's timing.wave_recorded says which); tap / hooks: "
                         "pause only kvtrace's NIXL tap or only the connector hooks")
     p.add_argument("--linger", type=float, default=0.0, help="seconds each side stays up after its work")
     p.add_argument("--prefill-tp", type=int, default=1,
