@@ -222,7 +222,7 @@ class Recorder:
         for name, fn in _PY_METHODS.items():
             if getattr(cls, name) is fn:
                 setattr(self, name, getattr(ap, name))
-        self._expand = NATIVE_ROWS.expand
+        self._expand = getattr(NATIVE_ROWS, "expand", None)   # an older build has none (nor entries)
 
     def _buffered(self) -> list[tuple]:
         """The event rows buffered now, as the flush takes them (a C ``layers`` call's entry
