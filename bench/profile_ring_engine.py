@@ -34,6 +34,8 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=6)
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--bottom", type=int, default=8,
+                   help="also list the functions whose own time shrank most (the bindings the tap wraps)")
     p.add_argument("--workload", default="small", help="a preset name or a workload TOML file (default small)")
     a = p.parse_args(argv)
     wl = load(a.workload, requests=a.requests)
@@ -79,7 +81,14 @@ def main(argv=None) -> int:
     print(f"engine thread, profiled: own time {sum(v[0] for v in off.values()) / n * 1e3:.1f} ms a run "
           f"without recording, {sum(v[0] for v in ring.values()) / n * 1e3:.1f} ms in ring mode")
     print(f"  {'added':>8}  {'off':>8}  {'ring':>8}  calls a run   function (ms a run)")
-    for k in sorted(set(off) | set(ring), key=lambda k: own(off, k)[0] - own(ring, k)[0])[:a.top]:
+    ranked = sorted(set(off) | set(ring), key=lambda k: own(off, k)[0] - own(ring, k)[0])
+    shown = ranked[:a.top]
+    if a.bottom > 0:
+        shown += [None] + ranked[-a.bottom:]
+    for k in shown:
+        if k is None:
+            print("  ...")
+            continue
         (t0, c0), (t1, c1) = own(off, k), own(ring, k)
         where = f"{os.path.basename(k[0])}:{k[1]}({k[2]})" if k[0] != "~" else k[2]
         print(f"  {(t1 - t0) / n * 1e3:8.2f}  {t0 / n * 1e3:8.2f}  {t1 / n * 1e3:8.2f}  "

@@ -1460,6 +1460,74 @@ static PyObject *tuple_or_none(PyObject *o) {
     return PySequence_Tuple(o);
 }
 
+/* A layers() call's rows wait in the buffer as one entry, made into its rows by expand() when
+   the flush takes them (tracer/recorder.py, Recorder._flush_locked): the engine's thread builds one
+   tuple per call, not one per layer (61 at DeepSeek's depth), and the flush builds the rows just
+   before it reads them, not ~0.5 s after, when they have left the caches. The entry:
+   (LAYERS_MARK, seq0, t, th, agent, kind, request, pool, layers, slots, pages, cs), its rows taking
+   the seqs seq0 .. seq0 + layers - 1 (taken from the counter at the call, as append_batch does),
+   cs None or a tuple of the layers' checksum tuples. */
+#define LAYERS_ENTRY 12
+static PyObject *LAYERS_MARK;
+
+static inline int is_layers_entry(PyObject *x) {
+    return PyTuple_CheckExact(x) && PyTuple_GET_SIZE(x) == LAYERS_ENTRY && PyTuple_GET_ITEM(x, 0) == LAYERS_MARK;
+}
+
+/* n seqs from the counter into seqs[0..n-1] (new references); -1 on error (none kept) */
+static int take_seqs(AppenderObject *a, Py_ssize_t n, PyObject **seqs) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((seqs[i] = Py_TYPE(a->seq)->tp_iternext(a->seq)) == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "the recorder's seq counter ended");
+            for (Py_ssize_t k = 0; k < i; k++)
+                Py_DECREF(seqs[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* whether seqs are the ints s0 .. s0 + n - 1 (the recorder's itertools.count: always) */
+static int consecutive(PyObject *const *seqs, Py_ssize_t n) {
+    int overflow = 0;
+    if (!PyLong_CheckExact(seqs[0]) || !PyLong_CheckExact(seqs[n - 1]))
+        return 0;
+    long long s0 = PyLong_AsLongLongAndOverflow(seqs[0], &overflow);
+    if (overflow || !small(s0)) {
+        PyErr_Clear();
+        return 0;
+    }
+    long long s1 = PyLong_AsLongLongAndOverflow(seqs[n - 1], &overflow);
+    if (overflow || s1 - s0 != n - 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 1; i < n - 1; i++)
+        if (!PyLong_CheckExact(seqs[i]) || PyLong_AsLongLong(seqs[i]) != s0 + i) {
+            PyErr_Clear();
+            return 0;
+        }
+    return 1;
+}
+
+/* layer's row of a layers() entry's values e (is_layers_entry), its seq given (stolen); NULL on error */
+static PyObject *layer_row(PyObject *const *e, Py_ssize_t layer, PyObject *seq) {
+    PyObject *l = PyLong_FromSsize_t(layer), *row = NULL;
+    if (l != NULL && seq != NULL) {
+        PyObject *vals[20] = {NULL, e[2], e[3], e[4], e[5], e[6], e[7], l, e[9], e[10],
+                              e[11] == Py_None ? NULL : PyTuple_GET_ITEM(e[11], layer)};
+        row = new_row(vals);
+    }
+    Py_XDECREF(l);
+    if (row == NULL) {
+        Py_XDECREF(seq);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(row, 0, seq);
+    return row;
+}
+
 static PyObject *ap_layers(AppenderObject *a, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *v[8];
     if (bind("layers", args, nargs, kwnames, LAYERS_ARGS, 8, 8, 6, v) < 0)
@@ -1467,54 +1535,151 @@ static PyObject *ap_layers(AppenderObject *a, PyObject *const *args, Py_ssize_t 
     int h = hashing(a);
     if (h)
         return h < 0 ? NULL : to_python(a, 0, args, nargs, kwnames);
-    PyObject *kind = NULL, *request = NULL, *th = NULL, *t = NULL, *slots = NULL, *pages = NULL, *rows = NULL,
-             *out = NULL;
+    PyObject *kind = NULL, *request = NULL, *th = NULL, *t = NULL, *slots = NULL, *pages = NULL, *cs = NULL,
+             *nl = NULL, *entry = NULL, *last = NULL, *out = NULL, *small_seqs[64], **seqs = small_seqs;
+    Py_ssize_t n = 0, have_seqs = 0;
     if ((kind = kind_of(a, v[0])) == NULL || batch_head(a, v[2], &request, &th, &t) < 0)
         goto done;
     if ((slots = PySequence_Tuple(v[5])) == NULL || (pages = tuple_or_none(v[6])) == NULL)
         goto done;
-    PyObject *nl = PyNumber_Index(v[4]);  /* range(layers) */
-    if (nl == NULL)
+    if ((nl = PyNumber_Index(v[4])) == NULL)  /* range(layers) */
         goto done;
-    Py_ssize_t n = PyLong_AsSsize_t(nl);
-    Py_DECREF(nl);
+    n = PyLong_AsSsize_t(nl);
     if (n == -1 && PyErr_Occurred())
         goto done;
-    if ((rows = PyList_New(0)) == NULL)
+    if (n <= 0) {
+        out = PyLong_FromLong(-1);
+        goto done;
+    }
+    Py_SETREF(nl, PyLong_FromSsize_t(n));
+    if (nl == NULL)
         goto done;
     PyObject *cs_all = v[7] != NULL && v[7] != Py_None ? v[7] : NULL;
-    for (Py_ssize_t layer = 0; layer < n; layer++) {
-        PyObject *l = PyLong_FromSsize_t(layer), *cs = NULL;
-        if (l == NULL)
+    if (cs_all != NULL) {  /* checksums[layer] per layer, as tuples (what the rows hold) */
+        if ((cs = PyTuple_New(n)) == NULL)
             goto done;
-        if (cs_all != NULL) {
+        for (Py_ssize_t layer = 0; layer < n; layer++) {
+            PyObject *l = PyLong_FromSsize_t(layer);
+            if (l == NULL)
+                goto done;
             PyObject *c = PyObject_GetItem(cs_all, l);
-            cs = c == NULL ? NULL : PySequence_Tuple(c);
+            Py_DECREF(l);
+            PyObject *ct = c == NULL ? NULL : PySequence_Tuple(c);
             Py_XDECREF(c);
-            if (cs == NULL) {
-                Py_DECREF(l);
+            if (ct == NULL)
+                goto done;
+            PyTuple_SET_ITEM(cs, layer, ct);
+        }
+    }
+    PyObject *vals[LAYERS_ENTRY] = {LAYERS_MARK, NULL, t, th, v[1], kind, request, v[3], nl, slots, pages,
+                                    cs != NULL ? cs : Py_None};
+    if ((entry = PyTuple_New(LAYERS_ENTRY)) == NULL)
+        goto done;
+    if (n > 64 && (seqs = PyMem_Malloc((size_t)n * sizeof(PyObject *))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* the clock was read, the row values are ready: the seqs and the append, no Python code between */
+    if (take_seqs(a, n, seqs) < 0)
+        goto done;
+    have_seqs = n;
+    vals[1] = seqs[0];
+    last = Py_NewRef(seqs[n - 1]);
+    int any = 0;
+    for (int i = 0; i < LAYERS_ENTRY; i++) {
+        PyTuple_SET_ITEM(entry, i, Py_NewRef(vals[i]));
+        any |= i > 0 && tracked(vals[i]);
+    }
+    if (!any)
+        PyObject_GC_UnTrack(entry);
+    if (consecutive(seqs, n)) {  /* one entry, expanded at the flush */
+        if (PyList_Append(a->events, entry) < 0)
+            goto done;
+    } else {  /* another counter: the rows now */
+        PyObject *rows = PyList_New(n);
+        if (rows == NULL)
+            goto done;
+        for (Py_ssize_t layer = 0; layer < n; layer++) {
+            PyObject *row = layer_row(&PyTuple_GET_ITEM(entry, 0), layer, seqs[layer]);
+            seqs[layer] = NULL;
+            if (row == NULL) {
+                for (Py_ssize_t k = layer; k < n; k++)
+                    PyList_SET_ITEM(rows, k, Py_NewRef(Py_None));
+                Py_DECREF(rows);
                 goto done;
             }
+            PyList_SET_ITEM(rows, layer, row);
         }
-        PyObject *vals[20] = {NULL, t, th, v[1], kind, request, v[3], l, slots, pages, cs};
-        PyObject *row = new_row(vals);
-        Py_DECREF(l);
-        Py_XDECREF(cs);
-        if (row == NULL || PyList_Append(rows, row) < 0) {
-            Py_XDECREF(row);
+        Py_ssize_t at = PyList_GET_SIZE(a->events);
+        int rc = PyList_SetSlice(a->events, at, at, rows);
+        Py_DECREF(rows);
+        if (rc < 0)
             goto done;
-        }
-        Py_DECREF(row);
     }
-    out = append_batch(a, rows);
+    if (wake_check(a, last) < 0)
+        goto done;
+    out = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
 done:
+    for (Py_ssize_t i = 0; i < have_seqs; i++)
+        Py_XDECREF(seqs[i]);
+    if (seqs != small_seqs)
+        PyMem_Free(seqs);
     Py_XDECREF(kind);
     Py_XDECREF(request);
     Py_XDECREF(th);
     Py_XDECREF(t);
     Py_XDECREF(slots);
     Py_XDECREF(pages);
-    Py_XDECREF(rows);
+    Py_XDECREF(cs);
+    Py_XDECREF(nl);
+    Py_XDECREF(entry);
+    Py_XDECREF(last);
+    return out;
+}
+
+/* expand(rows): rows with each layers() entry (above) replaced by its rows, the rows ap_layers
+   appended before entries (the same tuples Recorder.layers appends); rows itself when it holds none */
+static PyObject *expand(PyObject *self, PyObject *rows) {
+    if (!PyList_CheckExact(rows)) {
+        PyErr_SetString(PyExc_TypeError, "expand: a list expected");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(rows), total = 0, entries = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(rows, i);
+        if (is_layers_entry(x)) {
+            total += PyLong_AsSsize_t(PyTuple_GET_ITEM(x, 8));
+            entries++;
+        } else {
+            total++;
+        }
+    }
+    if (entries == 0)
+        return Py_NewRef(rows);
+    PyObject *out = PyList_New(total);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(rows, i);
+        if (!is_layers_entry(x)) {
+            PyList_SET_ITEM(out, at++, Py_NewRef(x));
+            continue;
+        }
+        PyObject *const *e = &PyTuple_GET_ITEM(x, 0);
+        Py_ssize_t nl = PyLong_AsSsize_t(e[8]);
+        long long s0 = PyLong_AsLongLong(e[1]);
+        for (Py_ssize_t layer = 0; layer < nl; layer++) {
+            PyObject *row = layer_row(e, layer, layer == 0 ? Py_NewRef(e[1]) : PyLong_FromLongLong(s0 + layer));
+            if (row == NULL) {
+                for (Py_ssize_t k = at; k < total; k++)  /* the list's unset items: a valid list to free */
+                    PyList_SET_ITEM(out, k, Py_NewRef(Py_None));
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyList_SET_ITEM(out, at++, row);
+        }
+    }
     return out;
 }
 
@@ -3308,6 +3473,7 @@ static PyMethodDef methods[] = {
     {"book", book, METH_VARARGS, "the ring bookkeeping's loop over its rows"},
     {"json_text", json_text, METH_O, "plain detail values as the recorder's JSON text, or None"},
     {"appender", appender, METH_VARARGS, "the recorder's per-event methods in C, on its own buffers"},
+    {"expand", expand, METH_O, "the buffered rows with each layers() entry made into its rows"},
     {"tap", tap, METH_VARARGS, "the NIXL tap's per-posting calls in C, on an appender"},
     {"take_into", take_into, METH_VARARGS, "gather a batch's Take columns into one output buffer"},
     {"tag_parse", tag_parse, METH_VARARGS, "the tag presets' parse in C (bits: 1 sglang, 2 vllm)"},
@@ -3319,7 +3485,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rows",
 PyMODINIT_FUNC PyInit__rows(void) {
     MINUS_ONE = PyLong_FromLong(-1);
     ONE = PyLong_FromLong(1);
-    if (MINUS_ONE == NULL || ONE == NULL || appender_names() < 0 || PyType_Ready(&AppenderType) < 0 ||
+    LAYERS_MARK = PyUnicode_FromString("kvtrace: a layers() call's rows");  /* compared by identity */
+    if (MINUS_ONE == NULL || ONE == NULL || LAYERS_MARK == NULL || appender_names() < 0 || PyType_Ready(&AppenderType) < 0 ||
         tap_names() < 0)
         return NULL;
     PyObject *mod = PyModule_Create(&module);

@@ -178,6 +178,7 @@ class Recorder:
         self._append = self._events.append        # bound once: the buffer list is never replaced
         self._thread_of = self._threads.get
         self._next_seq = self._seq.__next__
+        self._expand = None                       # the C layers()'s entries -> their rows (_native_methods)
         if NATIVE_ROWS is not None and hasattr(NATIVE_ROWS, "appender"):   # an older build has none
             self._native_methods()
         self.closed = False
@@ -209,7 +210,11 @@ class Recorder:
     def _native_methods(self) -> None:
         """The per-event methods in C (tracer/_rows.c ``appender``): the same rows on this
         recorder's own buffer, seq counter and thread map, with no Python frame per call
-        (tests/tracer/test_appender.py). A subclass's own version of a method is kept."""
+        (tests/tracer/test_appender.py). A subclass's own version of a method is kept.
+        One difference: the C ``layers`` buffers one entry per call, not a row per layer; the
+        flush makes it into those rows (``_rows.expand``) when it takes the buffer, so the
+        engine's thread builds one tuple per call (measured on the reference engine at 61
+        layers: bench/results/ring.txt, 2026-12-06 issue 20 ref20)."""
         ap = NATIVE_ROWS.appender(self, self._events, self._seq, self._threads, current_request, _KIND, _JSON,
                                   _SHARED, _reason_detail, (_PY_METHODS["layers"], _PY_METHODS["allocs"],
                                                             _PY_METHODS["frees"]))
@@ -217,6 +222,13 @@ class Recorder:
         for name, fn in _PY_METHODS.items():
             if getattr(cls, name) is fn:
                 setattr(self, name, getattr(ap, name))
+        self._expand = getattr(NATIVE_ROWS, "expand", None)   # an older build has none (nor entries)
+
+    def _buffered(self) -> list[tuple]:
+        """The event rows buffered now, as the flush takes them (a C ``layers`` call's entry
+        made into its rows)."""
+        rows = list(self._events)
+        return rows if self._expand is None else self._expand(rows)
 
     def _thread_id(self) -> int:
         with self._lock:
@@ -543,6 +555,8 @@ class Recorder:
         n = len(self._events)
         events = self._events[:n]
         del self._events[:n]  # appends made meanwhile stay in the same list object
+        if self._expand is not None:   # the C layers()'s entries into their rows (_native_methods)
+            events = self._expand(events)
         events = self._in_order(events, final=self._stop)
         if self._hasher is not None:
             events = self._with_checksums(events, final=self._stop)

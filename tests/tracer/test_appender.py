@@ -4,7 +4,8 @@ values of the same types in the same seq order, times aside (one clock reading p
 in Python), on ordinary and odd inputs (numpy integers, str subclasses, EventKind, dict and
 str-subclass details, a request from the context or none, given times, dict views, lists as
 pairs), with the same thread numbers (a new thread, a pinned one), the same errors (and no
-row for a call that fails), the flush wake-up at the same seq, the Python methods while a
+row for a call that fails), ``layers`` held as one buffer entry per call until the flush
+makes it into its rows (the same rows and the same written events), the flush wake-up at the same seq, the Python methods while a
 hashing thread runs, and a subclass's own method kept; a dict detail's JSON text made in C
 is the recorder's JSON encoder's text. Without the extension (absent, or
 KVTRACE_ROWS=python) the recorder keeps its Python methods."""
@@ -17,6 +18,7 @@ import sys
 import threading
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -104,9 +106,9 @@ def test_c_methods_append_the_python_rows(tmp_path):
         assert got_c == got_py
         assert [type(x) for x in got_c] == [type(x) for x in got_py]
         given = {6, 7}   # the rows with a given t_ns (t_ns=0 takes the clock, as `t_ns or monotonic_ns()`)
-        assert _typed(c._events, given) == _typed(py._events, given)
-        assert [r[0] for r in c._events] == list(range(len(c._events)))
-        for rows in (c._events, py._events):   # one clock reading per call, increasing
+        assert _typed(c._buffered(), given) == _typed(py._buffered(), given)
+        assert [r[0] for r in c._buffered()] == list(range(len(c._buffered())))
+        for rows in (c._buffered(), py._buffered()):   # one clock reading per call, increasing
             ts = [r[1] for r in rows if r[0] not in given]
             assert ts == sorted(ts)
     finally:
@@ -143,7 +145,7 @@ def test_c_methods_fail_as_python_does(tmp_path, method, args, kwargs, error):
             rec.event("mark", "a")
             with pytest.raises(error):
                 getattr(rec, method)(*args, **kwargs)
-            assert rec.event("mark", "a") == 1 and len(rec._events) == 2   # no row, no seq taken
+            assert rec.event("mark", "a") == 1 and len(rec._buffered()) == 2   # no row, no seq taken
     finally:
         c.close()
         py.close()
@@ -166,10 +168,60 @@ def test_thread_numbers_new_and_pinned(tmp_path):
             t.start()
             t.join()
             rec.allocs("a", "r", [("kv", [1], None)])
-        assert [r[2] for r in c._events] == [r[2] for r in py._events] == [0, 1, 1, 9, 9, 0]
+        assert [r[2] for r in c._buffered()] == [r[2] for r in py._buffered()] == [0, 1, 1, 9, 9, 0]
     finally:
         c.close()
         py.close()
+
+
+@needs_c
+def test_layers_wait_as_one_entry_and_flush_as_rows(tmp_path):
+    c, py = _pair(tmp_path)
+    try:
+        for rec in (c, py):
+            rec.event("mark", "a")
+            rec.layers("read", "a", "r", "kv", 100, [1, 2], [0, 1], [[i, i + 1] for i in range(100)])  # > 64
+            rec.layers(K.WRITE, "a", None, "kv", 61, np.array([3]))
+            rec.layers("read", "a", "r", "kv", 0, [1])        # no layers: no row, no seq (-1)
+            rec.event("mark", "a")
+        assert len(c._events) == 4 and len(py._events) == 163       # one entry per C layers() call
+        assert _typed(c._buffered()) == _typed(py._buffered())
+        assert [r[0] for r in c._buffered()] == list(range(163))
+        for rec in (c, py):
+            rec.flush()
+        assert c._events == [] and c._written_seq == py._written_seq == 163
+        tables = [pa.ipc.open_stream(os.path.join(rec.dir, "events.arrows")).read_all() for rec in (c, py)]
+        assert tables[0].drop_columns(["t_ns"]).equals(tables[1].drop_columns(["t_ns"]))
+    finally:
+        c.close()
+        py.close()
+
+
+class _Seqs:
+    """A seq counter that is not consecutive ints (the C layers() then appends its rows at once)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.n += 2
+        return self.n
+
+
+@needs_c
+def test_layers_with_another_counter_appends_rows(tmp_path):
+    rec = R.Recorder(str(tmp_path / "c"), "s", flush_interval=3600, flush_rows=10 ** 9)
+    try:
+        rec._seq = _Seqs()
+        rec._native_methods()
+        assert rec.layers("read", "a", "r", "kv", 3, [1]) == 2
+        assert [(r[0], r[7]) for r in rec._events] == [(2, 0), (4, 1), (6, 2)]
+    finally:
+        rec._events.clear()
+        rec.close()
 
 
 class _Wake:
@@ -181,7 +233,7 @@ class _Wake:
         return self.on
 
     def set(self):
-        self.sets.append(len(self.rec._events))
+        self.sets.append(len(self.rec._buffered()))
         self.on = True
 
 
@@ -234,7 +286,7 @@ def test_batches_go_to_python_while_hashing(tmp_path, monkeypatch):
             rec._hasher = None
         # the C object hands back to the original Python methods it was given; py calls the spies
         assert calls == ["layers", "allocs", "frees"]
-        assert _typed(c._events) == _typed(py._events)
+        assert _typed(c._buffered()) == _typed(py._buffered())
     finally:
         c.close()
         py.close()
@@ -262,7 +314,7 @@ from kvtrace.tracer import recorder as R
 rec = R.Recorder(tempfile.mkdtemp(), "s", flush_interval=3600)
 rec.event("mark", "a", detail={"x": 1}); rec.layers("read", "a", "r", "kv", 2, [1]); rec.frees("a", "r", [("kv", [1])])
 out = {"python": all(n not in rec.__dict__ for n in R._PY_METHODS),
-       "rows": [r[:1] + r[2:] for r in rec._events]}
+       "rows": [r[:1] + r[2:] for r in rec._buffered()]}
 rec.close()
 print(json.dumps(out))
 """
@@ -283,7 +335,7 @@ def test_python_methods_without_the_extension(how, tmp_path):
         rec.event("mark", "a", detail={"x": 1})
         rec.layers("read", "a", "r", "kv", 2, [1])
         rec.frees("a", "r", [("kv", [1])])
-        assert out["rows"] == json.loads(json.dumps([r[:1] + r[2:] for r in rec._events]))
+        assert out["rows"] == json.loads(json.dumps([r[:1] + r[2:] for r in rec._buffered()]))
     finally:
         rec.close()
 
@@ -326,7 +378,7 @@ def test_detail_text_on_plain_and_odd_values(tmp_path):
             with pytest.raises(ValueError):   # circular: the Python encoder's error
                 rec.event("mark", detail={"x": loop})
             rec.event("mark", detail={"deep": deep, "f": 0.1, "u": "é"})
-        assert _typed(c._events) == _typed(py._events)
+        assert _typed(c._buffered()) == _typed(py._buffered())
     finally:
         c.close()
         py.close()
