@@ -9,10 +9,10 @@ ends by 7 to 12 keys with it at 10M events, 2.1 of its ~10 cpu-s. Keys of any ra
 untrusted: an address may be any 64-bit value); wide ones only cost more words. Ties on
 every key keep the rows' order (every sort here is stable): the permutation is np.lexsort's.
 
-The first word's argsort is numpy's stable sort, not its
-default quicksort: on the 10M trace's sweep words (6.8M per range, 99% already ascending:
-the ends come in address order within a transfer) 0.22-0.25 vs 0.71 cpu-s, on the same
-words shuffled 0.87 vs 1.05, in runs of 64 shuffled 0.14 vs 0.69 (bench/results/checks.txt).
+The first word's argsort is numpy's stable sort, not its default quicksort: faster on
+every order measured (the 10M synthetic trace's sweep words, 6.8M per range, 99% of
+neighbours already ascending in the query's order: 0.22-0.25 vs 0.71 cpu-s; the same words
+shuffled: 0.87 vs 1.05; in runs of 64 shuffled: 0.14 vs 0.69; bench/results/checks.txt).
 
 The words are filled a block of rows at a time (Packing.fill), so the keys are never whole
 columns of their own: only the words and the order are as long as the rows."""
