@@ -73,6 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     import os
+    import sys
     import time
 
     from kvtrace.errors import UsageError
@@ -82,6 +83,9 @@ def run(args) -> int:
         raise UsageError("--interval must be positive")
     if os.path.exists(args.trace) and not os.path.isdir(args.trace):
         raise UsageError(f"{args.trace}: not a trace directory")
+    if not os.path.exists(os.path.join(args.trace, "manifest.json")):
+        # a recording not started yet: say so once, or the terminal looks hung
+        print(f"kvtrace watch: waiting for a recording at {args.trace} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     from .live_session import LiveCheck
     window_s = parse_window(args.window)
     w = Watcher(args.trace, time.monotonic, check=LiveCheck(window_s=window_s), settle_s=max(0.0, args.settle))

@@ -174,10 +174,21 @@ def test_watch_cli_fail_fast_and_bad_input(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kvtrace", "watch", str(path), "--fail-fast"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "double_free" in r.stdout
+    assert "waiting for a recording" not in r.stderr     # the trace is there: no wait announced
     f = tmp_path / "file"
     f.write_text("x")
     r = subprocess.run([sys.executable, "-m", "kvtrace", "watch", str(f)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_watch_says_it_waits_for_a_recording_not_started_yet(tmp_path):
+    later = tmp_path / "later.kvtrace"
+    r = subprocess.run([sys.executable, "-m", "kvtrace", "watch", str(later), "--timeout", "0.5", "--interval", "0.1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == f"kvtrace watch: waiting for a recording at {later} (Ctrl-C to stop)"
+    assert lines[-1].startswith("kvtrace watch: timeout")
 
 
 @pytest.mark.slow
