@@ -8,7 +8,7 @@ import importlib
 import importlib.util
 import sys
 
-from .errors import KvtraceError
+from .errors import KvtraceError, ResourceError
 
 #: (command, module, one-line help) in the order a user meets them
 COMMANDS = [
@@ -68,8 +68,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"kvtrace {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:   # noqa: BLE001 (a third-party error the user can act on, else re-raised)
+        err = _actionable(e)
+        if err is None:
+            raise
+        print(f"kvtrace {args.command}: {err}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+
+
+def _actionable(e: Exception) -> KvtraceError | None:
+    """A database error the user can fix, as a domain error (None: not one): DuckDB running
+    out of memory under the cap (--memory, KVTRACE_DUCKDB_MEMORY) ends in one line saying
+    how to give it more, not a traceback."""
+    duckdb = sys.modules.get("duckdb")   # only a command that ran DuckDB can raise its errors
+    if duckdb is None or not isinstance(e, getattr(duckdb, "OutOfMemoryException", ())):
+        return None
+    first = str(e).strip().splitlines()[0] if str(e).strip() else "out of memory"
+    return ResourceError(f"the analysis ran out of memory under its cap ({first}); "
+                         "give it more with --memory (e.g. --memory 2GB) or KVTRACE_DUCKDB_MEMORY")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ class TraceError(KvtraceError):
     """A trace that cannot be used (missing, foreign, corrupt or of another format version)."""
 
 
+class ResourceError(KvtraceError):
+    """The work did not fit what it was given (the memory cap); more of it would let it run."""
+
+
 class WorkloadError(UsageError, ValueError):
     """A workload file or override for the reference engine that cannot be used."""
 

@@ -54,6 +54,14 @@ def test_cli_memory_flag(bug, capsys):
     assert len(err) == 1 and "memory limit" in err[0]
 
 
+def test_a_cap_too_small_ends_in_one_line_saying_how_to_raise_it(bug, capsys):
+    assert main(["check", bug, "--memory", "1KB"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "out of memory under its cap" in err[0] and "--memory" in err[0]
+    assert main(["check", bug, "--memory", "300MB"]) == 1      # the same trace with room: its finding
+    assert "write_after_free" in capsys.readouterr().out
+
+
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     return _twin(tmp_path_factory, bug=False)
