@@ -62,11 +62,19 @@ def run(args) -> int:
         print("note:", n)
     for line in v.lines(g):
         print(line)
-    print(f"verdict: {'CORRUPTED' if v.failed else 'clean'}")
+    print(f"verdict: {_word(v)}")
     print(f"schedule: {o.schedule}")
     if args.output:
         print(f"wrote {args.output}")
     return 1 if v.failed else 0
+
+
+def _word(v) -> str:
+    """The verdict in a word or three: CORRUPTED, clean, or clean only as far as a partial trace decides."""
+    if v.failed:
+        return "CORRUPTED"
+    return f"clean where decidable ({v.undecidable} slot-read(s) not decidable: partial trace)" if v.undecidable \
+        else "clean"
 
 
 def _what_if(args) -> int:
@@ -87,14 +95,14 @@ def _what_if(args) -> int:
     print("before (the recorded program):")
     for line in before.lines(g):
         print("  " + line)
-    print(f"  verdict: {'CORRUPTED' if before.failed else 'clean'}")
+    print(f"  verdict: {_word(before)}")
     how = "the same order where the fix allows" if args.schedule else f"{args.scheduler} seed {args.seed}"
     print(f"after ({w.fix.whatif.label}, {how}):")
     for line in after.lines(w.after.graph):
         print("  " + line)
     if w.forced > 0:
         print(f"  the fix deadlocks: {w.forced} operation(s) waited for something that only came later")
-    print(f"  verdict: {'CORRUPTED' if after.failed else 'clean'}")
+    print(f"  verdict: {_word(after)}")
     print(f"schedule: {w.before.schedule}")
     if args.output:
         from .output import write_trace

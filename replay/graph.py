@@ -25,6 +25,7 @@ import collections
 import dataclasses
 
 from ..errors import TraceError, UsageError
+from ..model.cut import is_complete
 from ..tracer.reader import open_trace
 from .memory import MemoryMap
 from .pairing import Transfer, transfers
@@ -64,6 +65,11 @@ class Graph:
     notes: list[str]
     requests: list[str]
     order_waits: list[list[int]]    # the part of waits that is recorded_order_waits (a what-if re-derives it)
+    #: the trace is partial (a shard missing, unclosed or cut short, rows lost, a flight-recorder
+    #: window without its kept state: kvtrace.model.cut.is_complete): a write or transfer that
+    #: would have filled a slot may be in what it lost, so the verifier does not take a slot the
+    #: data flow left without its reader's bytes as corruption (verify.expectations)
+    partial: bool = False
 
     @property
     def n_ops(self) -> int:
@@ -187,7 +193,8 @@ def load(path: str, chunks: int = 1, fault: str | None = None) -> Graph:
                  xfers, move_xfer, move_pieces, mem, layouts,
                  {s.name: s.streams["descs"].table for s in tr.shards},
                  {s.name: s.streams["dlists"].table for s in tr.shards},
-                 {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests, order_waits)
+                 {s.name: s.streams["layouts"].table for s in tr.shards}, notes, requests, order_waits,
+                 partial=not is_complete(tr))
 
 
 def recorded_order_waits(col, thread_of, cells, xfers, move_pieces, mem) -> list[list[int]]:

@@ -13,6 +13,9 @@ recording itself may have been corrupted) — but only where replay's bytes stan
 recorded ones: a read expected to hold a page whose recorded write checksum is not the
 one replay writes for it (a real engine's data: SGLang's) is counted as not compared, since
 the checksum of bytes composed from those pages is unknowable from the trace.
+In a partial trace (a shard missing, unclosed or cut short, a flight-recorder window
+without its kept state) a read the data flow leaves without its request's bytes is not
+decidable — what filled it may be in what the trace lost — and is counted apart.
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ class Verdict:
     recorded_skipped: int = 0       # read slots whose expected bytes replay cannot reproduce
     stale_moves: list[int] = dataclasses.field(default_factory=list)
     out_of_bounds: int = 0
+    undecidable: int = 0            # slot-reads a partial trace cannot decide (expectations)
     trace_has_reads: bool = True
     graph: object = None
     executor: object = None
@@ -88,6 +92,10 @@ class Verdict:
                        + ("" if self.trace_has_reads else " (corruption: the trace has no reads)"))
         if self.out_of_bounds:
             out.append(f"descriptors outside the re-created memory (not executed): {self.out_of_bounds}")
+        if self.undecidable:
+            out.append(f"not decidable: {self.undecidable} slot-read(s) the recorded writes and transfers do not "
+                       f"fill with their request's bytes; the trace is partial (see the notes), so what filled them "
+                       f"may be in what it lost")
         groups = collections.Counter((b.request, b.pool, b.found.split(" (")[0]) for b in self.corrupted)
         for (req, pool, found), n in groups.most_common(12):
             out.append(f"  {req} read {n} slot-read(s) of {pool} holding {found}")
@@ -176,6 +184,7 @@ def expectations(graph) -> dict[int, list]:
     shared, legit_data = _sharing(graph)
     src_tok = source_token_bytes(graph)
     out = {}
+    undecidable = 0                 # slot-reads a partial trace cannot decide (below)
     shaped = []                     # (op, i, region key, shape): assembled pages, decided below
     for op, observed in res.reads.items():
         exp = []
@@ -203,6 +212,15 @@ def expectations(graph) -> dict[int, list]:
             shape = assembled_shape(head, dst_tok, src_tok) if intended else None
             if shape is not None:
                 shaped.append((op, i, (agent, pool, src_tok[atom]), shape))
+            if shape is None and graph.partial and (
+                    any(seg[2] is None for seg in head)     # bytes nothing recorded delivered
+                    or writer != req):
+                # the recorded writes and transfers did not fill the slot with the reader's bytes; in a
+                # partial trace the one that did may be in what it lost: undecidable, not corrupted
+                # (wrong bytes the request's own recorded write or transfer put there still decide)
+                exp.append(None)
+                undecidable += 1
+                continue
             exp.append(content if shape is not None else own)
         out[op] = exp
     # a pool's pages take the same slices from the same source geometry (a rank holds the
@@ -222,6 +240,7 @@ def expectations(graph) -> dict[int, list]:
             out[op][i] = full((c["request"][op], c["pool"][op], c["layer"][op], graph.pages[op][i]),
                               graph.mem.cells[cell].size)
     graph._expected = out
+    graph._undecidable = undecidable
     return out
 
 
@@ -229,7 +248,8 @@ def verify(graph, result, executor, compare_recorded: bool = True) -> Verdict:
     """Check every read of ``result`` (made by ``executor``) against its expectation."""
     exp = expectations(graph)
     c = graph.col
-    v = Verdict(trace_has_reads=bool(exp), graph=graph, executor=executor)
+    v = Verdict(trace_has_reads=bool(exp), graph=graph, executor=executor,
+                undecidable=getattr(graph, "_undecidable", 0))
     v.out_of_bounds = sum(len(t.out_of_bounds) for t in graph.transfers)
     v.stale_moves = list(result.stale_moves)
     fast = getattr(executor, "name", "") == "symbolic"
