@@ -68,14 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"kvtrace {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return 0
     except Exception as e:   # noqa: BLE001 (a third-party error the user can act on, else re-raised)
         err = _actionable(e)
         if err is None:
             raise
         print(f"kvtrace {args.command}: {err}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
 
 
 def _actionable(e: Exception) -> KvtraceError | None:
