@@ -29,11 +29,11 @@ def record(path: str, seed: int, inject: str | None = None) -> str:
     return path
 
 
-def random_damage(rng: random.Random):
+def random_damage(rng: random.Random, shards=("prefill", "decode")):
     """Per shard: left whole, or one or two of its streams cut at random byte points
     (events, descs, dlists), or now and then the shard gone."""
     out = []
-    for shard in ("prefill", "decode"):
+    for shard in shards:
         r = rng.random()
         if r < 0.15:
             continue
@@ -42,7 +42,7 @@ def random_damage(rng: random.Random):
             continue
         for table in rng.sample(["events", "events", "descs", "dlists"], rng.choice([1, 1, 2])):
             out.append(cut_stream(shard, table, rng.random()))
-    return out or [cut_stream("decode", "events", rng.random())]
+    return out or [cut_stream(shards[-1], "events", rng.random())]
 
 
 def attributed(found) -> set:

@@ -4,12 +4,14 @@ corpus and a few derandomized cases):
     .venv/bin/python tests/fuzz/campaign.py format  --seed 7 --cases 300
     .venv/bin/python tests/fuzz/campaign.py partial --seed 5 --sessions 40
     .venv/bin/python tests/fuzz/campaign.py partial --seed 5 --sessions 40 --cut start
+    .venv/bin/python tests/fuzz/campaign.py partial --seed 5 --sessions 10 --traces traces/sglang-*.kvtrace
 
 ``format``: random valid traces (fuzzlib.build) with 1-3 random mutations each, every command
 of fuzzlib.COMMANDS run in a forked child; prints each case that tracebacks or hangs as JSON
 (add it to corpus/ with the fix). ``partial``: reference-engine sessions (random seed, bug,
-process count, concurrency) recorded on real NIXL, each cut or robbed of shards six times at
-random; prints a cut trace that shows a violation the whole trace does not, a clean session
+process count, concurrency) recorded on real NIXL (or, with ``--traces``, given recordings of
+any engine, SGLang's or vLLM's connectors: taken in turn), each cut or robbed of shards six
+times at random; prints a cut trace that shows a violation the whole trace does not, a clean session
 with a finding, or a hypothesis "ruled out" on a cut trace. ``--cut start`` cuts every shard
 at its *start* instead, like a flight-recorder dump's window (partial_cases.ring_window: a
 random start, before it nothing, the whole owners a ring keeps after dropping its kept
@@ -80,7 +82,7 @@ def format_campaign(seed: int, cases: int, work: str) -> int:
     return bad
 
 
-def ring_damage(rng: random.Random) -> list:
+def ring_damage(rng: random.Random, shards=("prefill", "decode")) -> list:
     """A flight-recorder window of the whole trace (see the module doc), now and then with a
     stream cut short as well."""
     from partial_cases import cut_stream, ring_window
@@ -88,39 +90,55 @@ def ring_damage(rng: random.Random) -> list:
     keep = rng.choice(["none", "owners", "owners", "random", "all"])
     out = [ring_window(rng.uniform(0.05, 0.9), keep, rng.random(), rng.randint(0, 10**6), complete=keep == "all")]
     if rng.random() < 0.25:
-        out.append(cut_stream(rng.choice(["prefill", "decode"]), rng.choice(["events", "descs"]), rng.uniform(0.5, 1)))
+        out.append(cut_stream(rng.choice(shards), rng.choice(["events", "descs"]), rng.uniform(0.5, 1)))
     return out
 
 
-def partial_campaign(seed: int, sessions: int, work: str, cut: str = "any") -> int:
-    from kvtrace.analysis.session import TraceSession
+def _record_session(rng: random.Random, work: str, i: int) -> tuple[str | None, str | None, str]:
+    """A reference-engine session with a random seed, bug, process count and concurrency:
+    (its path or None when recording failed, the bug injected, the command)."""
     from kvtrace.cli import main
-    from partial_cases import copy_trace
+
+    inject = rng.choice(BUGS)
+    whole = os.path.join(work, f"s{i}.kvtrace")
+    argv = ["record", "--workload", "small", "--seed", str(rng.randint(0, 10**6)), "--no-progress",
+            "--processes", rng.choice(["1", "2"]), "--concurrency", rng.choice(["2", "4", "8", "16"]), "-o", whole]
+    argv += ["--inject", inject] if inject else []
+    argv += ["--no-checksums"] if rng.random() < 0.3 else []
+    return (whole if main(argv) == 0 else None), inject, " ".join(argv)
+
+
+def partial_campaign(seed: int, sessions: int, work: str, cut: str = "any", traces: list[str] | None = None) -> int:
+    """``traces``: damage copies of these recordings (taken in turn, any engine; whether a
+    trace is clean is not known, so only what a cut adds is a failure) instead of recording
+    reference-engine sessions."""
+    from kvtrace.analysis.session import TraceSession
+    from partial_cases import _shards, copy_trace
     from test_partial_recorded import attributed, random_damage
 
     rng, bad = random.Random(seed), 0
     for i in range(sessions):
-        inject = rng.choice(BUGS)
-        whole = os.path.join(work, f"s{i}.kvtrace")
-        argv = ["record", "--workload", "small", "--seed", str(rng.randint(0, 10**6)), "--no-progress",
-                "--processes", rng.choice(["1", "2"]), "--concurrency", rng.choice(["2", "4", "8", "16"]), "-o", whole]
-        argv += ["--inject", inject] if inject else []
-        argv += ["--no-checksums"] if rng.random() < 0.3 else []
-        if main(argv) != 0:
-            print("recording failed:", " ".join(argv), flush=True)
-            continue
+        if traces:
+            src = traces[i % len(traces)]
+            whole, inject, what_run = copy_trace(src, os.path.join(work, f"s{i}.kvtrace")), "unknown", src
+        else:
+            whole, inject, what_run = _record_session(rng, work, i)
+            if whole is None:
+                print("recording failed:", what_run, flush=True)
+                continue
+        shards = tuple(_shards(whole))
         with TraceSession(whole) as s:
             base = attributed(s.findings())
         if inject is None and base:
             bad += 1
-            print("clean session with findings:", " ".join(argv), sorted(base), flush=True)
+            print("clean session with findings:", what_run, sorted(base), flush=True)
         for k in range(6):
-            damage = ring_damage(rng) if cut == "start" else random_damage(rng)
+            damage = ring_damage(rng, shards) if cut == "start" else random_damage(rng, shards)
             path = copy_trace(whole, os.path.join(work, f"s{i}-{k}.kvtrace"))
             for t in damage:
                 t(path)
-            what = f"{' '.join(argv)} | {[t.__name__ for t in damage]}"
-            if not any(os.path.isdir(os.path.join(path, sh)) for sh in ("prefill", "decode")):
+            what = f"{what_run} | {[t.__name__ for t in damage]}"
+            if not any(os.path.isdir(os.path.join(path, sh)) for sh in shards):
                 shutil.rmtree(path, ignore_errors=True)   # every shard dropped: nothing to check
                 continue
             with TraceSession(path) as s:
@@ -147,11 +165,14 @@ def main() -> int:
     p.add_argument("--sessions", type=int, default=10, help="partial: recorded sessions (6 cuts each)")
     p.add_argument("--cut", choices=["any", "start"], default="any",
                    help="partial: cut streams and drop shards (any), or cut every shard at its start as a ring window")
+    p.add_argument("--traces", nargs="+", metavar="TRACE",
+                   help="partial: damage copies of these recordings (any engine, taken in turn) instead of "
+                        "recording reference-engine sessions")
     a = p.parse_args()
     print(f"{a.kind} campaign, seed {a.seed}{', cut ' + a.cut if a.kind == 'partial' else ''}", flush=True)
     with tempfile.TemporaryDirectory(prefix="kvtrace-campaign-") as work:
         bad = (format_campaign(a.seed, a.cases, work) if a.kind == "format"
-               else partial_campaign(a.seed, a.sessions, work, a.cut))
+               else partial_campaign(a.seed, a.sessions, work, a.cut, a.traces))
     print(f"done: {bad} failing", flush=True)
     return 1 if bad else 0
 
