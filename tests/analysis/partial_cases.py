@@ -197,7 +197,7 @@ def ring_window(frac: float, keep: str = "none", p: float = 0.5, seed: int = 0, 
                         kept[i] = i >= hard and owners.setdefault(o, rng.random() < p)
                     else:
                         kept[i] = False
-            _write(os.path.join(trace, sh, "events.arrows"), ev.filter(pa.array(kept)))
+            _write(os.path.join(trace, sh, "events.arrows"), ev.filter(pa.array(kept, pa.bool_())))
             posts = [x for k, x, ok in zip(ev.column("kind").to_pylist(), ev.column("xfer").to_pylist(), kept)
                      if ok and k == "xfer_post"]
             ds = _read(os.path.join(trace, sh, "descs.arrows"))
