@@ -9,7 +9,7 @@
 -- cut, and no alloc of the slot by the request is merely unordered with the post.
 -- Otherwise the holding is unknown (h_unknown), never "not held"; so is the holding of a
 -- transfer that carries no request (whose pages it moves is unknown).
--- requires: desc_ends, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut
+-- requires: desc_ends, xfers, agent_ids, managed, xfer_seen, holding_list, shard_order, shard_cut, shards, lay
 -- pieces: xfers.xfer by holding_list, holding_list, xfers
 -- Built from the transfers with $lo <= xfer < $hi (null: unbounded; TraceModel builds it in
 -- one piece unless the holdings (hashed twice: once per end) and transfers outgrow a share of
@@ -49,17 +49,32 @@
 --   s_first BOOLEAN         -- desc_ends' (false only where the agent's layout regions overlap)
 --   d_aid ... d_first       -- the destination end, likewise
 CREATE OR REPLACE TABLE desc_hold_ids AS
-WITH e AS (
+WITH ag AS (   -- each agent with each shard a transfer may be posted on (to_sidx): its id, its
+    -- home shard, and whether that home shard's events are known ordered before to_sidx's and
+    -- not cut: one join per end instead of three (agent_ids, shard_order, shard_cut). An end
+    -- whose agent matches no row (null) is blind, as before.
+    SELECT i.agent, i.aid, i.h_shard, i.h_sidx, s.sidx AS to_sidx,
+           so.from_sidx IS NOT NULL AND sc.cut IS NULL AS known
+    FROM agent_ids i CROSS JOIN shards s
+    LEFT JOIN shard_order so ON so.from_sidx = i.h_sidx AND so.to_sidx = s.sidx
+    LEFT JOIN shard_cut sc ON sc.shard = i.h_shard
+), xsn AS (   -- xfer_seen keyed by shard indexes (the post's shard, the side shard), and
+    -- managed by agent and pool ids (mg), so the ends join them on integers, not names;
+    -- with ag: 10M events ~-0.8 cpu-s of ~12.8 (bench/results/checks.txt)
+    SELECT s.sidx AS xsidx, v.xfer, v.side_sidx, v.seen_seq, v.end_seq FROM xfer_seen v JOIN shards s USING (shard)
+), mg AS (
+    SELECT DISTINCT a.aid, l.pid FROM managed m JOIN agent_ids a USING (agent) JOIN lay l USING (pool)
+), e AS (
     SELECT d.xfer, d.pos, d.nbytes, x.request, x.post_seq, x.sidx AS psidx, x.t_ns,
            sa.aid AS s_aid, d.s_addr, d.s_pid, d.s_layer, d.s_part_id, d.s_slot, d.s_off, d.s_slot_bytes,
            d.s_dlist, d.s_idx, x.know[sa.h_sidx + 1] AS s_bound, sa.h_sidx AS s_h_sidx,
-           sm.pool IS NOT NULL AS s_managed, ss.seen_seq AS s_seen_seq, ss.end_seq AS s_end_seq,
-           sa.h_sidx IS DISTINCT FROM x.sidx AND (so.from_sidx IS NULL OR sc.cut IS NOT NULL) AS s_h_blind,
+           sm.pid IS NOT NULL AS s_managed, ss.seen_seq AS s_seen_seq, ss.end_seq AS s_end_seq,
+           sa.h_sidx IS DISTINCT FROM x.sidx AND NOT coalesce(sa.known, false) AS s_h_blind,
            d.s_first,
            ta.aid AS d_aid, d.d_addr, d.d_pid, d.d_layer, d.d_part_id, d.d_slot, d.d_off, d.d_slot_bytes,
            d.d_dlist, d.d_idx, x.know[ta.h_sidx + 1] AS d_bound, ta.h_sidx AS d_h_sidx,
-           tm.pool IS NOT NULL AS d_managed, ts.seen_seq AS d_seen_seq, ts.end_seq AS d_end_seq,
-           ta.h_sidx IS DISTINCT FROM x.sidx AND (tord.from_sidx IS NULL OR tc.cut IS NOT NULL) AS d_h_blind,
+           tm.pid IS NOT NULL AS d_managed, ts.seen_seq AS d_seen_seq, ts.end_seq AS d_end_seq,
+           ta.h_sidx IS DISTINCT FROM x.sidx AND NOT coalesce(ta.known, false) AS d_h_blind,
            d.d_first,
            -- holding_list's key; null where a part is (an equi-join on the parts never matches a null)
            CASE WHEN sa.h_shard IS NOT NULL AND d.s_agent IS NOT NULL AND d.s_pool IS NOT NULL AND d.s_slot IS NOT NULL
@@ -70,16 +85,12 @@ WITH e AS (
            hash(sa.h_shard, d.s_agent, d.s_pool, d.s_layer, d.s_slot) AS s_lk,
            hash(ta.h_shard, d.d_agent, d.d_pool, d.d_layer, d.d_slot) AS d_lk
     FROM desc_ends d JOIN xfers x USING (shard, xfer)
-    LEFT JOIN agent_ids sa ON sa.agent = d.s_agent
-    LEFT JOIN agent_ids ta ON ta.agent = d.d_agent
-    LEFT JOIN shard_order so ON so.from_sidx = sa.h_sidx AND so.to_sidx = x.sidx
-    LEFT JOIN shard_order tord ON tord.from_sidx = ta.h_sidx AND tord.to_sidx = x.sidx
-    LEFT JOIN shard_cut sc ON sc.shard = sa.h_shard
-    LEFT JOIN shard_cut tc ON tc.shard = ta.h_shard
-    LEFT JOIN managed sm ON sm.agent = d.s_agent AND sm.pool = d.s_pool
-    LEFT JOIN managed tm ON tm.agent = d.d_agent AND tm.pool = d.d_pool
-    LEFT JOIN xfer_seen ss ON ss.shard = d.shard AND ss.xfer = d.xfer AND ss.side_shard = sa.h_shard
-    LEFT JOIN xfer_seen ts ON ts.shard = d.shard AND ts.xfer = d.xfer AND ts.side_shard = ta.h_shard
+    LEFT JOIN ag sa ON sa.agent = d.s_agent AND sa.to_sidx = x.sidx
+    LEFT JOIN ag ta ON ta.agent = d.d_agent AND ta.to_sidx = x.sidx
+    LEFT JOIN mg sm ON sm.aid = sa.aid AND sm.pid = d.s_pid
+    LEFT JOIN mg tm ON tm.aid = ta.aid AND tm.pid = d.d_pid
+    LEFT JOIN xsn ss ON ss.xsidx = x.sidx AND ss.xfer = d.xfer AND ss.side_sidx = sa.h_sidx
+    LEFT JOIN xsn ts ON ts.xsidx = x.sidx AND ts.xfer = d.xfer AND ts.side_sidx = ta.h_sidx
     WHERE ($lo IS NULL OR (d.xfer >= $lo AND x.xfer >= $lo)) AND ($hi IS NULL OR (d.xfer < $hi AND x.xfer < $hi))
 ), k AS NOT MATERIALIZED (   -- (each end's join reads holding_list itself: no copy of it is kept)
     SELECT hk, hl FROM holding_list

@@ -85,24 +85,27 @@ a AS (
     -- in its region, so where an agent's regions do not overlap, two ends that each stay in
     -- one slot overlap only in the same slot (the same slot start address); any other end
     -- (across slots, empty, or on such an agent) sends its whole group to the exact test
-    -- below. By hash of the group: a collision only adds a group to the exact test. (One
-    -- hash aggregate of the agreeing ends instead of sorting them all: ~1.5 of desc_match's
-    -- ~11 cpu-s at 10M; the result is the window's on every group.) Grouped by the group, its
-    -- cells as a list (a null cell, never safe, sends it anyway): 0.4M small groups instead of
-    -- one per cell (6.8M groups of one at 10M): ~-0.4 cpu-s (bench/results/checks.txt)
-    SELECT gk FROM (
-        SELECT hash(psidx, xfer, d_aid) AS gk, b.d_addr - b.d_off::UBIGINT AS cell,
+    -- below. (One hash aggregate of the agreeing ends instead of sorting them all: ~1.5 of
+    -- desc_match's ~11 cpu-s at 10M; the result is the window's on every group.) Grouped by
+    -- the group, its cells as a list (a null cell, never safe, sends it anyway): 0.4M small
+    -- groups instead of one per cell (6.8M groups of one at 10M): ~-0.4 cpu-s. Grouped by the
+    -- group's own columns and its distinct cells counted by list_unique (not by a hash of the
+    -- group, then hashed again per end to find them, nor len(list_distinct)): ~-1.3 cpu-s at
+    -- 10M (bench/results/checks.txt)
+    SELECT psidx, xfer, d_aid FROM (
+        SELECT psidx, xfer, d_aid, b.d_addr - b.d_off::UBIGINT AS cell,
                coalesce(b.nbytes >= 1 AND b.d_off::UBIGINT + b.nbytes <= b.d_slot_bytes
                         AND NOT list_contains(o.aids, b.d_aid), false) AS safe
         FROM b, (SELECT coalesce(list(aid), []) AS aids FROM ov) o WHERE checked AND same)
-    GROUP BY gk HAVING NOT bool_and(safe) OR len(list_distinct(list(cell))) < count(*)
+    GROUP BY psidx, xfer, d_aid HAVING NOT bool_and(safe) OR list_unique(list(cell)) < count(*)
 ), dup AS (  -- destination bytes covered twice by one transfer (among the agreeing descriptors)
     SELECT psidx, xfer, pos FROM (
-        SELECT psidx, xfer, pos, d_addr, nbytes,
+        SELECT b.psidx, b.xfer, pos, d_addr, nbytes,
                max(d_addr + nbytes) OVER (PARTITION BY psidx, xfer, d_aid ORDER BY d_addr, pos
                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
                lead(d_addr) OVER (PARTITION BY psidx, xfer, d_aid ORDER BY d_addr, pos) AS next_start
-        FROM b WHERE checked AND same AND hash(psidx, xfer, d_aid) IN (SELECT gk FROM cand))
+        FROM b SEMI JOIN cand c ON c.psidx = b.psidx AND c.xfer = b.xfer AND c.d_aid IS NOT DISTINCT FROM b.d_aid
+        WHERE checked AND same)
     WHERE d_addr < prev_end OR next_start < d_addr + nbytes
 )
 SELECT b.* EXCLUDE (same, same_geometry, s_alloc_seq, d_alloc_seq), checked AND same AS ok, dup.pos IS NOT NULL AS dup,
