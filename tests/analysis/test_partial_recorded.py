@@ -82,7 +82,11 @@ def _kill_mid_recording(path: str, inject: str | None = None) -> None:
     """Start `kvtrace record --workload production`, SIGKILL it once both shards have
     flushed events and prefill has flushed descriptors (a flush of events alone, with the
     postings' descriptor lists still buffered, leaves no transfer to check: the buggy run
-    then had nothing to find), and make sure it really died mid-run."""
+    then had nothing to find) and decode has flushed once more after that (decode allocates
+    a request's pages before prefill posts them, but its own flush may come later: killed
+    before it, the posted requests' pages on decode are unknown and the buggy run again had
+    nothing to find; seen once in a fresh clone's test run), and make sure it really died
+    mid-run."""
     # production's bf16 index_k has fewer slots than kv, so the injected bug makes NIXL refuse
     # the postings and the run ends in ~2 s; production-dsv4 (more index_k slots) corrupts pages
     # and runs long enough to be killed mid-way
@@ -92,8 +96,11 @@ def _kill_mid_recording(path: str, inject: str | None = None) -> None:
     try:
         deadline = time.monotonic() + 120
         ev = [os.path.join(path, s, "events.arrows") for s in ("prefill", "decode")] + [os.path.join(path, "prefill", "descs.arrows")]
+        decode_at = None   # decode's events file size once the rest was there
         while time.monotonic() < deadline and proc.poll() is None:
-            if all(os.path.exists(p) and os.path.getsize(p) > 20000 for p in ev):
+            if decode_at is None and all(os.path.exists(p) and os.path.getsize(p) > 20000 for p in ev):
+                decode_at = os.path.getsize(ev[1])
+            if decode_at is not None and os.path.getsize(ev[1]) > decode_at:
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the recording finished before it could be killed"
