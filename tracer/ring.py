@@ -202,6 +202,11 @@ class RingRecorder(Recorder):
         Dump before evicting: a process whose flush comes late (a busy engine) would
         otherwise evict what the trigger's window needs before writing it."""
         global _signal_pending
+        # whether this flush is the last one, read before it moves rows: a close() that comes
+        # while a flush thread is past moving its rows (some held back, still being hashed
+        # or out of order) must not let that flush write the window without them; the
+        # close's own final flush, which moves every row first, writes it
+        stopping = self._stop
         super().flush()
         with self._io_lock:
             now = time.monotonic_ns()
@@ -217,12 +222,14 @@ class RingRecorder(Recorder):
             dumped = False
             self._pending += self._triggers.poll()
             unix = time.time()
-            due = self._pending and (self._stop or unix >= float(self._pending[0]["unix"]) + self.tail_s)
-            if due and self._hasher is not None and self._hasher.busy:
-                # write events still being hashed belong to the window: wait, move them into the ring
-                self.wait_hashes()
+            due = self._pending and (stopping or unix >= float(self._pending[0]["unix"]) + self.tail_s)
+            if due:
+                # write events still being hashed belong to the window: wait, then move them
+                # (and what this flush held back behind a hash that has finished since) into the ring
+                if self._hasher is not None and self._hasher.busy:
+                    self.wait_hashes()
                 self._flush_locked()
-            while self._pending and (self._stop or unix >= float(self._pending[0]["unix"]) + self.tail_s):
+            while self._pending and (stopping or unix >= float(self._pending[0]["unix"]) + self.tail_s):
                 self.dumps.append(ring_dump.dump(self, self._pending.pop(0), self.tail_s))
                 dumped = True
             if not self._pending:   # a pending window keeps its start until it is written

@@ -116,7 +116,8 @@ def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace, m
     assert all(w["evicted_events"] > 0 and w["pinned_events"] > 0 for w in windows)  # a real cut
     assert all(w["to_unix"] > man["trigger"]["unix"] for w in windows)   # the tail is in
     found = _findings(dump)
-    assert any(c == "src_free_before_done" for c, _ in found)
+    rows = {s: json.load(open(os.path.join(dump, s, "shard.json"))).get("events") for s in man["shards"]}
+    assert any(c == "src_free_before_done" for c, _ in found), (sorted(found)[:20], windows, man["trigger"], rows)
     full = str(tmp_path / "full.kvtrace")
     wl = load("small", requests=800)
     wl.engine["inject_after"] = 700
@@ -340,3 +341,38 @@ def test_dump_whose_kept_state_was_dropped_is_checked_soundly(tmp_path, validate
         wl.engine["inject_after"] = 700
         run_inprocess(wl, bugs, full)
         assert found <= _findings(full)
+
+
+def test_close_during_a_flush_still_dumps_every_row(tmp_path, monkeypatch):
+    """close() arriving while the flush thread is past moving its rows (a row recorded just
+    after, or held back behind a hash) must not let that flush write the window without the
+    row: the close's final flush writes it. The race is made deterministic by closing from
+    inside the flush, right after the rows moved."""
+    from kvtrace.tracer import open_trace
+    from kvtrace.tracer.recorder import Recorder
+
+    session = str(tmp_path / "s.kvtrace")
+    rec = RingRecorder(session, "a", ring="16MB", flush_interval=60, tail_s=600, signals=False)
+    moved = Recorder.flush
+    state = {"armed": False}
+
+    def flush_then_close_arrives(self):
+        moved(self)
+        if self is rec and state["armed"]:
+            state["armed"] = False
+            self.mark("recorded after the flush thread moved its rows", agent="a")
+            self._stop = True            # what close() does first
+    monkeypatch.setattr(Recorder, "flush", flush_then_close_arrives)
+    try:
+        rec.mark("before the trigger", agent="a")
+        rec.trigger("test")
+        state["armed"] = True
+        rec.flush()                      # the flush thread's flush, interrupted by the close
+        assert not rec.dumps             # not written from a flush that began before the close
+    finally:
+        rec.close()
+    assert len(rec.dumps) == 1
+    events = open_trace(rec.dumps[0]).table("events")
+    texts = [json.loads(d)["text"] for k, d in zip(events.column("kind").to_pylist(),
+                                                    events.column("detail").to_pylist()) if k == "mark"]
+    assert texts == ["before the trigger", "recorded after the flush thread moved its rows"]
