@@ -373,13 +373,17 @@ def open_trace(path: str, known: dict | None = None, scan_only: bool = False) ->
     for name in present:
         sdir = os.path.join(path, name)
         info = _shard_info(sdir, name, notes)
-        if info and not info.get("closed"):
+        window = ring_window_of(info)
+        if window is not None:   # a flight-recorder dump: unclosed and seq jumps by design
+            notes.append(f"shard {name}: a flight-recorder window ({window}), not a whole run: what happened "
+                         "after its end is unknown")
+        elif info and not info.get("closed"):
             notes.append(f"shard {name}: not closed (the process stopped while recording; data up to its last flush is used)")
         summary = (known or {}).get(name)
         if usable_summary(summary):
             streams, stream_notes, seq_notes = _known_streams(sdir, summary)
         else:
-            streams, stream_notes, seq_notes = _read_streams(sdir, name, scan_only)
+            streams, stream_notes, seq_notes = _read_streams(sdir, name, scan_only, window is not None)
         notes.extend(stream_notes)
         notes.extend(_loss_notes(name, info))
         notes.extend(seq_notes)
@@ -387,7 +391,19 @@ def open_trace(path: str, known: dict | None = None, scan_only: bool = False) ->
     return Trace(path, man, shards, notes)
 
 
-def _read_streams(sdir: str, name: str, scan_only: bool = False) -> tuple[dict, list[str], list[str]]:
+def ring_window_of(info) -> str | None:
+    """What a flight-recorder dump's shard says of its window (shard.json ``ring``: the
+    trigger's reason), or None: not a ring window."""
+    ring = info.get("ring") if isinstance(info, dict) else None
+    if not isinstance(ring, dict) or not isinstance(ring.get("window"), dict):
+        return None
+    trig = ring.get("trigger")
+    reason = trig.get("reason") if isinstance(trig, dict) else None
+    return f"dumped on: {_printable(reason)}" if isinstance(reason, str) and reason else "dumped on a trigger"
+
+
+def _read_streams(sdir: str, name: str, scan_only: bool = False,
+                  window: bool = False) -> tuple[dict, list[str], list[str]]:
     """Every stream of a shard read (memory-mapped; ``scan_only``: scanned, see
     open_trace); the notes on streams missing or cut short, and on event seqs out of
     sequence."""
@@ -409,7 +425,7 @@ def _read_streams(sdir: str, name: str, scan_only: bool = False) -> tuple[dict, 
             notes.append(f"shard {name}: {tname}.arrows truncated — kept {sr.batches} complete batches "
                          f"({sr.num_rows} rows), lost {sr.lost_bytes} trailing bytes")
         streams[tname] = LazyStream(p, tname, sr.summary()) if scan_only else sr
-    return streams, notes, seqs.notes(name)
+    return streams, notes, seqs.notes(name, window)
 
 
 def shard_summary(shard: "Shard") -> dict:
@@ -536,7 +552,9 @@ class SeqScan:
                 self.missing += int(np.sum(step[gaps].astype(np.float64) - 1))
             self.last, self.n = int(v[-1]), self.n + len(v)
 
-    def notes(self, name: str) -> list[str]:
+    def notes(self, name: str, window: bool = False) -> list[str]:
+        """``window``: the shard is a flight-recorder window, whose seqs jump where the
+        ring let go of events no kept fact needed (not a loss)."""
         if self.n < 2:
             return []
         notes = []
@@ -544,7 +562,10 @@ class SeqScan:
             after, before = self.first_back
             notes.append(f"shard {name}: event seqs not strictly increasing in {self.n_back:,} places "
                          f"(first: seq {after} after {before}) — this shard's event order is unreliable")
-        if self.n_gaps:
+        if self.n_gaps and window:
+            notes.append(f"shard {name}: {self.missing:,} events of the run are not in this window (its seqs jump "
+                         f"in {self.n_gaps:,} places: the ring keeps what the window's facts refer to)")
+        elif self.n_gaps:
             frm, to = self.first_gap
             notes.append(f"shard {name}: {self.missing:,} events missing from the trace — seq jumps in {self.n_gaps:,} places "
                          f"(first: from {frm} to {to})")

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..tracer.reader import lost_rows as reader_lost_rows
+from ..tracer.reader import ring_window_of
 from ..tracer.reader import untraced_counts
 from ..tracer.schema import UNTRACED_AFTER_CLOSE
 from .window import apply as apply_start
@@ -48,6 +49,8 @@ _RECORD = {
     "missing": "copy the shard's folder into the trace (every process that ran NIXL must be recorded)",
     "truncated": "the stream was cut mid-write; record again and let the process exit normally",
     "unclosed": "let the recorded process exit normally (a kill -9 loses what the recorder had not flushed yet)",
+    "window_end": ("dump a longer tail after the trigger (kvtrace record --ring-tail DURATION), or record the "
+                   "whole run without --ring"),
     "descs": "the descriptor rows of the last transfers were lost; record again and let the process exit normally",
     "gaps": "events were lost while recording (see the recorder's loss note); record again with a larger recorder backlog",
     "lost_send": "record every process that sends to this one (or let the sender exit normally)",
@@ -230,7 +233,9 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
                 at = lost_after(s)
                 how = "its seqs jump there" if at == seq_break(s) else "the recorder numbered more events than it holds"
                 c.cut_to(at, f"shard {s.name}: events are missing after seq {at} ({how})", "gaps")
-            if "unclosed" in reasons:
+            if "unclosed" in reasons and ring_window_of(s.info) is not None:
+                c.cut_to(end, f"shard {s.name}: a flight-recorder window, which ends there", "window_end")
+            elif "unclosed" in reasons:
                 c.cut_to(end, f"shard {s.name}: not closed, so events after its last flush are lost", "unclosed")
             # a post whose descriptor rows (or prepared lists) did not survive: the writer
             # flushes those before the events, so only the last posts can lack them
@@ -310,7 +315,8 @@ def unknowns(cuts: dict[str, ShardCut], missing: list[str]) -> list[Unknown]:
         if not c.kinds:
             continue
         beyond = 0 if c.last_seq is None or c.cut is None else max(0, c.last_seq - c.cut)
-        kind = next(k for k in ("lost_send", "descs", "lost_descs", "gaps", "truncated", "unclosed") if k in c.kinds)
+        kind = next(k for k in ("lost_send", "descs", "lost_descs", "gaps", "truncated", "unclosed", "window_end")
+                    if k in c.kinds)
         what = (f"shard {c.shard}: what happened after its last recorded event"
                 if beyond == 0 else f"shard {c.shard}: {beyond:,} recorded events after seq {c.cut} are not analysed")
         out.append(Unknown(f"{what} ({'; '.join(_dedupe(c.why))})", beyond, _RECORD[kind]))

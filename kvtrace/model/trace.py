@@ -460,7 +460,10 @@ class TraceModel:
         writes, reads, checksums, and whether every shard closed cleanly."""
         if self._caps is None:
             row = self.ask("capabilities").to_pylist()[0]
-            row["closed"] = not any(("missing" in n or "not closed" in n or "truncated" in n) for n in self.notes)
+            # every shard closed (a ring window never is: its end is a cut), and nothing
+            # missing or cut short (the reader's and the cut's notes)
+            row["closed"] = (all(s.closed for s in self.trace.shards)
+                             and not any(("missing" in n or "not closed" in n or "truncated" in n) for n in self.notes))
             self._caps = {k: bool(row[k]) for k in CAPABILITY_NAMES}
         return self._caps
 

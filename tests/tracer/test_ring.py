@@ -376,3 +376,37 @@ def test_close_during_a_flush_still_dumps_every_row(tmp_path, monkeypatch):
     texts = [json.loads(d)["text"] for k, d in zip(events.column("kind").to_pylist(),
                                                     events.column("detail").to_pylist()) if k == "mark"]
     assert texts == ["before the trigger", "recorded after the flush thread moved its rows"]
+
+
+def test_a_dump_is_described_as_a_window_not_a_crash(tmp_path):
+    """A dump's shards are unclosed and their seqs jump by design: the notes say it is a
+    flight-recorder window (with the trigger) and how to see past its end, never that the
+    process stopped or lost events; the checks that need a whole run still do not run.
+    Twin: the same recorder killed before close (no ring) still reads as a crash."""
+    from kvtrace.tracer import open_trace
+
+    session = str(tmp_path / "s.kvtrace")
+    rec = RingRecorder(session, "a", ring="16MB", flush_interval=0.05, signals=False)
+    try:
+        for i in range(3):
+            rec.mark(f"m{i}", agent="a")
+        out = rec.dump_now("operator asked")
+    finally:
+        rec.close()
+    notes = open_trace(out).notes
+    assert any("flight-recorder window (dumped on: operator asked)" in n for n in notes), notes
+    assert not any("process stopped" in n or "events missing" in n for n in notes), notes
+    with TraceSession(out) as s:
+        s.findings()
+        assert any("--ring-tail" in n for n in s.notes), s.notes
+        assert not any("exit normally" in n for n in s.notes), s.notes
+        assert "leak" in {name for name, _ in s.checks_skipped}
+
+    from kvtrace.tracer.recorder import Recorder
+    crashed = str(tmp_path / "c.kvtrace")
+    plain = Recorder(crashed, "a", flush_interval=0.05)
+    plain.mark("m", agent="a")
+    plain.flush()      # on disk, never closed: what a kill -9 leaves
+    notes = open_trace(crashed).notes
+    assert any("not closed (the process stopped" in n for n in notes), notes
+    plain.close()
