@@ -116,8 +116,13 @@ def test_late_bug_dump_holds_the_corrupting_transfer(tmp_path, validate_trace, m
     assert all(w["evicted_events"] > 0 and w["pinned_events"] > 0 for w in windows)  # a real cut
     assert all(w["to_unix"] > man["trigger"]["unix"] for w in windows)   # the tail is in
     found = _findings(dump)
-    rows = {s: json.load(open(os.path.join(dump, s, "shard.json"))).get("events") for s in man["shards"]}
-    assert any(c == "src_free_before_done" for c, _ in found), (sorted(found)[:20], windows, man["trigger"], rows)
+    if not any(c == "src_free_before_done" for c, _ in found):   # say what the dump held and why
+        rows = {s: json.load(open(os.path.join(dump, s, "shard.json"))).get("events") for s in man["shards"]}
+        with TraceSession(dump) as s:
+            s.findings()
+            notes = s.notes
+        raise AssertionError(f"no src_free_before_done in the dump: {sorted(found)[:20]} {windows} "
+                             f"{man['trigger']} {rows} {notes}")
     full = str(tmp_path / "full.kvtrace")
     wl = load("small", requests=800)
     wl.engine["inject_after"] = 700
