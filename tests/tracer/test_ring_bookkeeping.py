@@ -523,3 +523,25 @@ def test_book_bytes_covers_the_bookkeeping_on_any_sequence(flushes):
 
 #: the bookkeeping's containers' first hash tables (eight dicts and sets, ~0.2-0.7 KB each)
 _FIRST_TABLES = 4096
+
+
+def test_a_request_let_go_elsewhere_is_kept_until_that_shard_stopped_not_until_read():
+    """Prefill is done with r at 1 s; decode holds r until 2 s and says so, but prefill
+    reads that only at 2.7 s. Prefill must keep r up to 2 s, as decode does, not up to
+    2.7 s: at an eviction cut of 2.3 s decode has let r go, and a prefill still holding it
+    would dump r's receive without decode's send (the analysis then cuts both windows).
+    Twin: had decode held r until 2.5 s, both keep it at that cut."""
+    from kvtrace.tracer.schema import EVENTS as _EV
+    S = 1_000_000_000
+    for decode_stop, kept in ((2 * S, set()), (5 * S // 2, {"r"})):
+        st = RingStore(window_ns=4 * S, slack_ns=S)
+        st.add("events", pa.RecordBatch.from_pylist([
+            {"seq": 0, "t_ns": S, "kind": "req_start", "request": "r", "agent": "p"},
+            {"seq": 1, "t_ns": S + 1, "kind": "req_done", "request": "r", "agent": "p"}], schema=_EV))
+        st.set_remote({"r"}, {}, 3 * S // 2)                       # decode holds r
+        st.set_remote(set(), {"r": decode_stop}, 27 * S // 10)     # read late: decode let r go
+        st.add("events", pa.RecordBatch.from_pylist([
+            {"seq": 2, "t_ns": 8 * S, "kind": "mark", "agent": "p"}], schema=_EV))
+        st.evict(83 * S // 10)                                      # cut: 8.3 s - 4 s - 2 slacks = 2.3 s
+        held = {o for _, _, owners in st.pinned for o in owners if isinstance(o, str)}   # what eviction kept
+        assert held == kept, (decode_stop, held)
