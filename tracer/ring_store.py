@@ -512,10 +512,10 @@ class RingStore:
             # shard read it: both shards must keep it up to the same time, or a dump holds
             # one end of it (a receive whose send the other shard let go: measured, prefill
             # kept a request ~0.5 s longer than decode, and the analysis cut both windows at
-            # its receive). Now only if that shard no longer says (it forgot the request).
-            t = last.get(o, now_ns)
-            if o in self._last_t and t > self._last_t[o]:
-                self._last_t[o] = t
+            # its receive). The loop below takes ``last``; now only if that shard no longer
+            # says (it forgot the request).
+            if o not in last and o in self._last_t and now_ns > self._last_t[o]:
+                self._last_t[o] = now_ns
         for o, t in last.items():
             if o in self._last_t and t > self._last_t[o]:
                 self._last_t[o] = t
