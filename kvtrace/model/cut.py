@@ -24,7 +24,9 @@ Otherwise the analysis views (``events``, ``descs``) read the cut prefix;
 A shard can also be cut at its *start*: a flight-recorder window whose kept state was
 dropped (shard.json ``ring.window.state_complete`` not true). window.py leaves what
 depends on its unknown past out of ``events`` and ``descs``; a receive whose send lies in
-such a start gap does not cut its receiver.
+such a start gap does not cut its receiver. Nor does one whose send a window with complete
+kept state let go (its shards decide apart what finished before the window's cut): that
+sender is then cut at its start as well.
 
 Postings NIXL ran that a recorder saw but could not record (shard.json
 ``untraced_postings``: a handle made before the tap) cut nothing, since every recorded
@@ -42,7 +44,7 @@ from ..tracer.reader import ring_window_of
 from ..tracer.reader import untraced_counts
 from ..tracer.schema import UNTRACED_AFTER_CLOSE
 from .window import apply as apply_start
-from .window import send_in_start_gap, start_cuts
+from .window import send_in_start_gap, start_cuts, window_from_seq
 
 #: what the user can do about each reason a shard's facts end early
 _RECORD = {
@@ -71,6 +73,9 @@ class ShardCut:
     cut: int | None = None        #: last analysed seq (None: the whole shard)
     why: list[str] = dataclasses.field(default_factory=list)   #: reasons, user text
     kinds: set[str] = dataclasses.field(default_factory=set)   #: reason keys (see _RECORD)
+    #: receives elsewhere whose send this shard's ring window let go before its start (user
+    #: text): its start is then known only in part, whatever its shard.json says (window.py)
+    start_gap: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -269,10 +274,14 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
     for shard, seq, peer, t_ns in unpaired:
         home = homes.get(peer)
         lost = (state.get(home) if home is not None else incomplete)
-        if lost and home in starts and send_in_start_gap(trace, home, shard, t_ns):
-            # the sender is a ring window whose start was cut, recorded up to after this
-            # receive: the send lies in its unknown start, not in a lost tail (window.py
-            # keeps the facts that depend on what is unknown there out of the checks)
+        if lost and home is not None and send_in_start_gap(trace, home, shard, t_ns):
+            # the sender is a ring window recorded up to after this receive: the send lies
+            # before its window, not in a lost tail. A window whose kept state is complete
+            # let it go all the same (each process decides alone which requests finished
+            # before the window's cut): its start is known only in part too. window.py keeps
+            # the facts that depend on what is unknown there out of the checks.
+            if home not in starts and home in cuts:
+                cuts[home].start_gap.append(f"shard {shard} received at seq {seq} what {peer} sent before it")
             continue
         if lost and shard in cuts:
             where = f"shard {home}'s lost tail" if home else (f"missing shard {', '.join(missing)}" if missing else "an unrecorded sender")
@@ -352,14 +361,18 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     con.from_arrow(shard_cut_table(trace, cuts, missing)).create("shard_cut")
     con.execute(query_sql("cut_events"))
     con.execute(query_sql("cut_descs"))
-    return cuts, unknowns(cuts, missing) + start_unknowns(model) + untraced_unknowns(trace)
+    return cuts, unknowns(cuts, missing) + start_unknowns(model, cuts) + untraced_unknowns(trace)
 
 
-def start_unknowns(model) -> list[Unknown]:
-    """Shards cut at their start (a ring window whose kept state was dropped): leave what
-    depends on their unknown past out of ``events`` and ``descs`` (window.py); its notes."""
+def start_unknowns(model, cuts: dict[str, ShardCut]) -> list[Unknown]:
+    """Shards cut at their start (a ring window whose kept state was dropped, or one that let
+    go of what a receive elsewhere was sent by: ``ShardCut.start_gap``): leave what depends
+    on their unknown past out of ``events`` and ``descs`` (window.py); its notes."""
     starts = start_cuts(model.trace)
-    return [Unknown(*u) for u in apply_start(model, starts)] if starts else []
+    gaps = {n: c.start_gap for n, c in cuts.items() if c.start_gap and n not in starts}
+    for name in gaps:
+        starts[name] = window_from_seq(model.trace, name)
+    return [Unknown(*u) for u in apply_start(model, starts, gaps)] if starts else []
 
 
 def ordering_unknowns(model) -> list[Unknown]:

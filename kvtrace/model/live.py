@@ -267,7 +267,7 @@ class LiveModel(TraceModel):
         self.con.from_arrow(cut.shard_cut_table(self.trace, self.cuts, [])).create("shard_cut")
         self.con.execute(query_sql("cut_events"))
         self.con.execute(query_sql("cut_descs"))
-        self.unknowns = (cut.unknowns(self.cuts, missing) + cut.start_unknowns(self)
+        self.unknowns = (cut.unknowns(self.cuts, missing) + cut.start_unknowns(self, self.cuts)
                          + cut.untraced_unknowns(self.trace))
         self.notes += [u.note() for u in self.unknowns]
         return True

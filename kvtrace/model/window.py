@@ -58,6 +58,11 @@ RECORD = ("record with a larger ring (`--ring SIZE`: the kept facts fit in half 
           "leaves the batches), or a shorter window (`--ring DURATION`)")
 
 
+#: what the user can do about requests a window's processes disagree on at its start
+LET_GO = ("nothing for the requests that began inside the window; to check the ones at its start, dump a "
+          "longer window (`--ring DURATION`) so that they begin inside it")
+
+
 def start_cuts(trace) -> dict[str, int]:
     """Per shard whose ring window's kept state is incomplete, its ``from_seq``: events
     before it are present facts, their absence proves nothing. A window that says nothing
@@ -75,6 +80,18 @@ def start_cuts(trace) -> dict[str, int]:
         f = w.get("from_seq") if isinstance(w, dict) else None
         out[s.name] = f if isinstance(f, int) and not isinstance(f, bool) else 2**62
     return out
+
+
+def window_from_seq(trace, name: str) -> int:
+    """The first seq of shard ``name``'s ring window (``ring.window.from_seq``); past its
+    last seq when the window says nothing trustworthy (as start_cuts reads it)."""
+    for s in trace.shards:
+        if s.name == name and isinstance(s.info, dict) and isinstance(s.info.get("ring"), dict):
+            w = s.info["ring"].get("window")
+            f = w.get("from_seq") if isinstance(w, dict) else None
+            if isinstance(f, int) and not isinstance(f, bool):
+                return f
+    return 2**62
 
 
 def send_in_start_gap(trace, sender: str, receiver: str, t_ns) -> bool:
@@ -136,11 +153,13 @@ def start_table(trace, starts: dict[str, int]) -> pa.Table:
                      "from_t_ns": pa.array([t0(n) for n in starts], pa.int64())})
 
 
-def apply(model, starts: dict[str, int]) -> list[tuple[str, int, str]]:
+def apply(model, starts: dict[str, int], let_go: dict[str, list[str]] | None = None) -> list[tuple[str, int, str]]:
     """Leave out of the analysed ``events`` and ``descs`` what depends on facts before a
     start-cut shard's window (module doc). Call after cut.py pointed them at the cut
-    prefix (``recorded_*`` and ``shard_cut`` exist). Returns, per start-cut shard, what is
-    unknown, how many events were left out, and what to record (cut.Unknown's fields)."""
+    prefix (``recorded_*`` and ``shard_cut`` exist). ``let_go``: start-cut shards whose
+    window says its kept state is complete, yet let go of sends that receives elsewhere
+    show (cut.py; user text per receive). Returns, per start-cut shard, what is unknown,
+    how many events were left out, and what to record (cut.Unknown's fields)."""
     from .sqltext import query_sql
 
     con = model.con
@@ -153,6 +172,16 @@ def apply(model, starts: dict[str, int]) -> list[tuple[str, int, str]]:
     for shard, f in starts.items():
         n = int(left.get(shard, 0))
         at = "every event of it is before its window" if f >= 2**62 else f"before seq {f:,}"
+        if let_go and shard in let_go:
+            seen = let_go[shard]
+            out.append((
+                f"shard {shard}: its ring window let go of requests another shard's window still holds at its start "
+                f"({seen[0]}{f', and {len(seen) - 1:,} more receive(s)' if len(seen) > 1 else ''}: each process decides "
+                f"alone which requests finished before the window), so what happened {at} is known only in part; "
+                f"{len(unsure):,} request(s) whose facts reach back there (or share a page generation with one) are "
+                f"not checked, nor transfers without a request posted before it or this shard's registrations; "
+                f"requests that began inside the window are checked whole", n, LET_GO))
+            continue
         out.append((
             f"shard {shard}: a ring window whose kept state was dropped (ring.window.state_complete is not true), so "
             f"what happened {at} is known only in part; {len(unsure):,} request(s) whose facts reach back there (or "

@@ -215,6 +215,42 @@ def ring_window(frac: float, keep: str = "none", p: float = 0.5, seed: int = 0, 
     return t
 
 
+def let_go_at_window_start(shard: str):
+    """After ``ring_window``: ``shard``'s ring let go, before the window, of the last request
+    that ended there while the other shards kept it whole (each shard decides alone which
+    requests finished before the window's cut; docs/ring.md). Every event of that request on
+    ``shard``, and the descriptors of its posts, are dropped; shard.json still says
+    ``state_complete``."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "events.arrows")
+        ev = _read(p)
+        with open(os.path.join(trace, shard, "shard.json")) as f:
+            info = json.load(f)
+        start = info["ring"]["window"]["from_seq"]
+        others = set()
+        for sh in _shards(trace):
+            if sh != shard:
+                others |= set(_read(os.path.join(trace, sh, "events.arrows")).column("request").to_pylist())
+        reqs, seqs = ev.column("request").to_pylist(), ev.column("seq").to_pylist()
+        last: dict = {}
+        for r, s in zip(reqs, seqs):
+            if r is not None:
+                last[r] = s
+        ended = [(s, r) for r, s in last.items() if s < start and r in others]
+        if not ended:
+            raise ValueError(f"no request of shard {shard} ends before its window and lives on elsewhere")
+        gone = max(ended)[1]
+        keep = pc.invert(pc.fill_null(pc.equal(ev.column("request"), gone), False))
+        posts = pc.filter(ev.column("xfer"), pc.and_(keep, pc.equal(ev.column("kind"), "xfer_post")))
+        _write(p, ev.filter(keep))
+        ds = _read(os.path.join(trace, shard, "descs.arrows"))
+        _write(os.path.join(trace, shard, "descs.arrows"),
+               ds.filter(pc.is_in(ds.column("xfer"), value_set=posts.cast(ds.schema.field("xfer").type))))
+        _info(trace, shard, lambda i: i.update(events=i["events"] - (len(ev) - pc.sum(keep.cast(pa.int64())).as_py())))
+    t.__name__ = f"let_go_at_window_start({shard})"
+    return t
+
+
 def ring_info(window):
     """Every shard's shard.json ``ring.window`` replaced by ``window`` (untrusted input: a
     value of the wrong type, a string where a bool belongs, no window at all)."""
@@ -267,6 +303,10 @@ DAMAGE = {
     "ring_window_owners": [ring_window(0.4, "owners", 0.7, seed=3)],
     "ring_window_random": [ring_window(0.5, "random", 0.8, seed=5)],
     "ring_window_kept": [ring_window(0.5, "all", complete=True)],
+    # windows that kept everything, but one shard let go of a request at the window's cut
+    # that the other kept: a receive there has no send in the dump
+    "ring_window_kept_prefill_let_go": [ring_window(0.5, "all", complete=True), let_go_at_window_start("prefill")],
+    "ring_window_kept_decode_let_go": [ring_window(0.5, "all", complete=True), let_go_at_window_start("decode")],
     # a window that says nothing trustworthy is cut after its last event: nothing is checked
     "ring_window_garbage": [ring_window(0.4, "owners", 0.5, seed=1), ring_info({"state_complete": "true", "from_seq": "7"})],
     "ring_window_missing": [ring_window(0.4), ring_info(None)],

@@ -51,7 +51,7 @@ EXPECT_FOUND = {
     # slots not held, out-of-bounds ranges and checksum mismatches where the kept facts were
     # missing, and on real dumps the start gap read as a lost tail cut the whole window away)
     **{(ex, d): check for d in ("ring_window_bare", "ring_window_late", "ring_window_owners", "ring_window_random",
-                                "ring_window_kept")
+                                "ring_window_kept", "ring_window_kept_prefill_let_go", "ring_window_kept_decode_let_go")
        for ex, check in (("uniform-slot-count", "layer_offset_mismatch"), ("early-src-free", "src_free_before_done"),
                          ("abort-free-inflight", "write_after_free"), ("notify-first-handle", "read_before_done"))},
 }
