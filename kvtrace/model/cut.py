@@ -280,9 +280,12 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
             # let it go all the same (each process decides alone which requests finished
             # before the window's cut): its start is known only in part too. window.py keeps
             # the facts that depend on what is unknown there out of the checks.
-            if home not in starts and home in cuts:
+            if home in starts:
+                continue
+            if home in cuts and state.get(home, set()) <= {"unclosed"}:
+                # nothing lost inside the window either, so the send is before it
                 cuts[home].start_gap.append(f"shard {shard} received at seq {seq} what {peer} sent before it")
-            continue
+                continue
         if lost and shard in cuts:
             where = f"shard {home}'s lost tail" if home else (f"missing shard {', '.join(missing)}" if missing else "an unrecorded sender")
             cuts[shard].cut_to(int(seq) - 1, f"shard {shard}: from seq {seq} on it received from {peer} what was sent in {where}", "lost_send")

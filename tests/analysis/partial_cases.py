@@ -307,6 +307,10 @@ DAMAGE = {
     # that the other kept: a receive there has no send in the dump
     "ring_window_kept_prefill_let_go": [ring_window(0.5, "all", complete=True), let_go_at_window_start("prefill")],
     "ring_window_kept_decode_let_go": [ring_window(0.5, "all", complete=True), let_go_at_window_start("decode")],
+    # ... and its twin that lost events inside prefill's window too: a receive whose send is
+    # missing may then have been sent inside it, so the receiver is cut there as for a lost tail
+    "ring_window_kept_prefill_let_go_lost_middle": [ring_window(0.5, "all", complete=True), let_go_at_window_start("prefill"),
+                                                    lose_events("prefill", 0.8, 25)],
     # a window that says nothing trustworthy is cut after its last event: nothing is checked
     "ring_window_garbage": [ring_window(0.4, "owners", 0.5, seed=1), ring_info({"state_complete": "true", "from_seq": "7"})],
     "ring_window_missing": [ring_window(0.4), ring_info(None)],

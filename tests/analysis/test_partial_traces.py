@@ -124,6 +124,29 @@ def test_unordered_page_message_says_what_to_record(tmp_path, capsys):
     assert "ruled out" not in out
 
 
+@pytest.mark.parametrize("shard", ["prefill", "decode"])
+def test_a_window_that_let_go_of_a_request_its_peer_kept_is_cut_at_its_start_not_at_the_receive(tmp_path, shard):
+    """Each process of a dump decides alone which finished requests to keep at the window's
+    cut: the receive of one request kept by one side only has no send in the dump. The
+    sender is read as cut at its start (only requests reaching back there go unchecked); the
+    receiver is not cut there, so the window's own findings stay."""
+    path = damaged(tmp_path, "early-src-free", f"ring_window_kept_{shard}_let_go")
+    with TraceSession(path) as s:
+        found = s.findings()
+        notes = [u.note() for u in s.unknowns]
+        ends = {n: (c.cut, c.last_seq) for n, c in s.cuts.items()}
+    assert "src_free_before_done" in {f.check for f in found}
+    assert any(f"shard {shard}: its ring window let go of requests another shard's window still holds" in n
+               for n in notes), notes
+    assert not any("lost tail" in n or "sent after its cut" in n for n in notes), notes
+    # both windows are analysed to their last event, none cut at the receive
+    assert all(cut == last for cut, last in ends.values()), ends
+    # twin: the same window without the let-go request reads as it is, no start cut
+    twin = damaged(tmp_path, "early-src-free", "ring_window_kept")
+    with TraceSession(twin) as s:
+        assert not any("let go" in u.note() for u in s.unknowns)
+
+
 def test_complete_traces_are_untouched():
     """Nothing is cut or unknown in a complete trace, and its verdict can rule out."""
     with TraceSession(os.path.join(TRACES, "engine-clean.kvtrace")) as s:
