@@ -229,6 +229,11 @@ class RingRecorder(Recorder):
                 if self._hasher is not None and self._hasher.busy:
                     self.wait_hashes()
                 self._flush_locked()
+                # and take the other shards' latest stop times, not ones up to exchange_s old:
+                # which finished requests the window keeps is decided from them, on each shard
+                # alone, and a request a peer still held at the window's cut is kept whole
+                self._exchanged = 0
+                self._exchange_live(time.monotonic_ns())
             while self._pending and (stopping or unix >= float(self._pending[0]["unix"]) + self.tail_s):
                 self.dumps.append(ring_dump.dump(self, self._pending.pop(0), self.tail_s))
                 dumped = True

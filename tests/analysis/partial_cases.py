@@ -215,12 +215,15 @@ def ring_window(frac: float, keep: str = "none", p: float = 0.5, seed: int = 0, 
     return t
 
 
-def let_go_at_window_start(shard: str):
+def let_go_at_window_start(shard: str, seed: int | None = None):
     """After ``ring_window``: ``shard``'s ring let go, before the window, of the last request
     that ended there while the other shards kept it whole (each shard decides alone which
     requests finished before the window's cut; docs/ring.md). Every event of that request on
     ``shard``, and the descriptors of its posts, are dropped; shard.json still says
-    ``state_complete``."""
+    ``state_complete``. ``seed``: a random one of those requests instead of the last, and
+    nothing done where there is none (fuzzing)."""
+    import random
+
     def t(trace: str) -> None:
         p = os.path.join(trace, shard, "events.arrows")
         ev = _read(p)
@@ -237,9 +240,11 @@ def let_go_at_window_start(shard: str):
             if r is not None:
                 last[r] = s
         ended = [(s, r) for r, s in last.items() if s < start and r in others]
+        if not ended and seed is not None:
+            return
         if not ended:
             raise ValueError(f"no request of shard {shard} ends before its window and lives on elsewhere")
-        gone = max(ended)[1]
+        gone = max(ended)[1] if seed is None else random.Random(seed).choice(sorted(ended))[1]
         keep = pc.invert(pc.fill_null(pc.equal(ev.column("request"), gone), False))
         posts = pc.filter(ev.column("xfer"), pc.and_(keep, pc.equal(ev.column("kind"), "xfer_post")))
         _write(p, ev.filter(keep))
@@ -247,7 +252,7 @@ def let_go_at_window_start(shard: str):
         _write(os.path.join(trace, shard, "descs.arrows"),
                ds.filter(pc.is_in(ds.column("xfer"), value_set=posts.cast(ds.schema.field("xfer").type))))
         _info(trace, shard, lambda i: i.update(events=i["events"] - (len(ev) - pc.sum(keep.cast(pa.int64())).as_py())))
-    t.__name__ = f"let_go_at_window_start({shard})"
+    t.__name__ = f"let_go_at_window_start({shard}{'' if seed is None else f',{seed}'})"
     return t
 
 

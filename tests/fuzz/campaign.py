@@ -15,8 +15,8 @@ times at random; prints a cut trace that shows a violation the whole trace does 
 with a finding, or a hypothesis "ruled out" on a cut trace. ``--cut start`` cuts every shard
 at its *start* instead, like a flight-recorder dump's window (partial_cases.ring_window: a
 random start, before it nothing, the whole owners a ring keeps after dropping its kept
-facts, random events, or everything with ``state_complete`` true), then at times a stream
-tail too.
+facts, random events, or everything with ``state_complete`` true, where one process then
+at times let go of a finished request its peer kept), then at times a stream tail too.
 """
 from __future__ import annotations
 
@@ -85,10 +85,13 @@ def format_campaign(seed: int, cases: int, work: str) -> int:
 def ring_damage(rng: random.Random, shards=("prefill", "decode")) -> list:
     """A flight-recorder window of the whole trace (see the module doc), now and then with a
     stream cut short as well."""
-    from partial_cases import cut_stream, ring_window
+    from partial_cases import cut_stream, let_go_at_window_start, ring_window
 
     keep = rng.choice(["none", "owners", "owners", "random", "all"])
     out = [ring_window(rng.uniform(0.05, 0.9), keep, rng.random(), rng.randint(0, 10**6), complete=keep == "all")]
+    if keep == "all" and len(shards) > 1 and rng.random() < 0.5:
+        # one process let go of a finished request its peer kept (each decides alone at the cut)
+        out.append(let_go_at_window_start(rng.choice(shards), rng.randint(0, 10**6)))
     if rng.random() < 0.25:
         out.append(cut_stream(rng.choice(shards), rng.choice(["events", "descs"]), rng.uniform(0.5, 1)))
     return out
