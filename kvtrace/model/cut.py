@@ -287,7 +287,8 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
                 cuts[home].start_gap.append(f"shard {shard} received at seq {seq} what {peer} sent before it")
                 continue
         if lost and shard in cuts:
-            where = f"shard {home}'s lost tail" if home else (f"missing shard {', '.join(missing)}" if missing else "an unrecorded sender")
+            where = ((f"events shard {home} lost while recording" if "gaps" in state.get(home, ()) else f"shard {home}'s lost tail")
+                     if home else (f"missing shard {', '.join(missing)}" if missing else "an unrecorded sender"))
             cuts[shard].cut_to(int(seq) - 1, f"shard {shard}: from seq {seq} on it received from {peer} what was sent in {where}", "lost_send")
     _close(cuts, pairs)
     return cuts
