@@ -77,21 +77,23 @@ def start_cuts(trace) -> dict[str, int]:
         w = ring.get("window")
         if isinstance(w, dict) and w.get("state_complete") is True:
             continue
-        f = w.get("from_seq") if isinstance(w, dict) else None
-        out[s.name] = f if isinstance(f, int) and not isinstance(f, bool) else 2**62
+        out[s.name] = _from_seq(w)
     return out
 
 
 def window_from_seq(trace, name: str) -> int:
-    """The first seq of shard ``name``'s ring window (``ring.window.from_seq``); past its
-    last seq when the window says nothing trustworthy (as start_cuts reads it)."""
+    """The first seq of shard ``name``'s ring window, read as start_cuts reads it."""
     for s in trace.shards:
         if s.name == name and isinstance(s.info, dict) and isinstance(s.info.get("ring"), dict):
-            w = s.info["ring"].get("window")
-            f = w.get("from_seq") if isinstance(w, dict) else None
-            if isinstance(f, int) and not isinstance(f, bool):
-                return f
+            return _from_seq(s.info["ring"].get("window"))
     return 2**62
+
+
+def _from_seq(window) -> int:
+    """A shard.json ``ring.window``'s ``from_seq``; past the shard's last seq when it is
+    not an integer (the window says nothing trustworthy)."""
+    f = window.get("from_seq") if isinstance(window, dict) else None
+    return f if isinstance(f, int) and not isinstance(f, bool) else 2**62
 
 
 def send_in_start_gap(trace, sender: str, receiver: str, t_ns) -> bool:
