@@ -6,6 +6,7 @@
 #   bash .gpu/sglang_h200.sh cases thru     # the bug/clean cases, NIXL VRAM throughput
 #   bash .gpu/sglang_h200.sh tests          # pytest -m gpu tests/engines (duckdb312.txz packed; TESTS=files)
 #   bash .gpu/sglang_h200.sh hetero         # head-sliced hetero TP (MHA pools, send_kvcache_slice)
+#   bash .gpu/sglang_h200.sh pp             # pipeline-parallel prefill (2 stages) into one decode
 #   ROUNDS=2 bash .gpu/sglang_h200.sh ring  # the flight recorder's cost on VRAM, interleaved arms
 #   bash .gpu/sglang_h200.sh ringab         # the same, this kvtrace vs .gpu/old/'s (another checkout)
 #   REQ=384 ROUNDS=4 bash .gpu/sglang_h200.sh abthru   # ring without checksums vs none vs .gpu/old, longer transfer phase
@@ -281,6 +282,29 @@ step_ringgil() {
   done
   for f in $T/gil*.json.prefill; do echo "$f"; python3 "$ROOT/bench/paused_waves.py" $f; done
   rm -rf $T/gil*.kvtrace
+}
+
+# SGLang's pipeline-parallel prefill: two stages, each registering half of the layers, into
+# one decode that holds them all (SGLang refuses a destination with more entries than the
+# source outside VRAM). With the layer ids SGLang pairs entries by (--layer-ids model: MLA kv
+# and an index-K region per layer, as DeepSeek-V3.2/V4) and without them (none: a plain MLA
+# pool, placed by the stage's prefill_start_layer); unrecorded first, then recorded; and
+# 0.5.21's uniform-slot-count bug (bytes-sized index-K) under the same stages. With .gpu/old
+# (another checkout): its hooks too.
+step_pp() {
+  nvidia-smi -L
+  local g="--memory vram --kv-layers 4 --prefill-pp 2 --timeout 90"
+  for v in 0.5.21 0.5.23; do
+    run pp2-${v//./}-ids-plain $v - $g --index-layers 4 --index-k tokens --layer-ids model
+    run pp2-${v//./}-ids $v sglang $g --index-layers 4 --index-k tokens --layer-ids model
+    run pp2-${v//./}-noids-plain $v - $g --index-layers 0 --layer-ids none
+    run pp2-${v//./}-noids $v sglang $g --index-layers 0 --layer-ids none
+  done
+  run pp2-0521-ids-usc 0.5.21 sglang $g --index-layers 4 --index-k bytes --index-dtype bf16 --layer-ids model
+  if [ -d "$PACK/old" ]; then
+    KV=old run pp2-0521-ids-oldhooks 0.5.21 sglang $g --index-layers 4 --index-k tokens --layer-ids model
+    KV=old run pp2-0521-noids-oldhooks 0.5.21 sglang $g --index-layers 0 --layer-ids none
+  fi
 }
 
 # NIXL VRAM throughput through SGLang's connector: bigger pages, unrecorded and recorded,

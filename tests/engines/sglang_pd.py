@@ -42,9 +42,18 @@ KV transfer is not implemented safely yet"), so it needs ``--memory vram`` (a GP
 prefill's bootstrap thread raises that when decode registers, nothing is sent, and the run
 ends at ``--timeout``.
 
+``--prefill-pp N``: prefill runs as N pipeline stages, one OS process and NIXL agent each,
+published to SGLang as ``pp_size = N`` with the stage's ``pp_rank``; stage k registers only
+its share of the kv layers and of the index-K layers (each group split evenly), with
+``prefill_start_layer`` and the layer ids of its entries (``kv_layer_ids``: per group, the
+model layer each entry holds, as a hybrid pool reports them). Decode (one stage) holds every
+layer; SGLang pairs each stage's entries with decode's by those ids, and decode hears from
+every stage. Stamps name the global region, so the verifier checks the same thing.
+
     python tests/engines/sglang_pd.py --index-k bytes --index-dtype bf16 --report out.json
     python tests/engines/sglang_pd.py --index-k tokens --prefill-tp 2 --report out.json
     python tests/engines/sglang_pd.py --kv-heads 4 --prefill-tp 2 --memory vram --report out.json
+    python tests/engines/sglang_pd.py --kv-layers 4 --index-layers 2 --prefill-pp 2 --report out.json
 """
 from __future__ import annotations
 
@@ -84,6 +93,27 @@ def geometry(a, tp: int = 1, rank: int = 0) -> dict:
     idx_slots = a.slots if a.index_k == "tokens" else (a.slots * kv_item) // idx_item
     regions = [(kv_item, a.slots)] * a.kv_layers + [(idx_item, idx_slots)] * a.index_layers
     return {"regions": regions, "aux": (AUX_ITEM, a.requests)}
+
+
+def stage_regions(a, geom) -> list[int]:
+    """The global region indices this process holds: all of them, or with ``--prefill-pp``
+    on prefill, pipeline stage ``a.pp_rank``'s share of the kv and of the index-K regions."""
+    if a.role != "prefill" or a.prefill_pp == 1:
+        return list(range(len(geom["regions"])))
+    kv_per, idx_per = a.kv_layers // a.prefill_pp, a.index_layers // a.prefill_pp
+    k = a.pp_rank
+    return (list(range(k * kv_per, (k + 1) * kv_per))
+            + [a.kv_layers + j for j in range(k * idx_per, (k + 1) * idx_per)])
+
+
+def layer_ids(a, regions: list[int]) -> list[int]:
+    """The model layer of each held region, per group (kv regions, then index-K regions):
+    what SGLang pairs prefill and decode entries by (``kv_layer_ids``); none with
+    ``--layer-ids none`` (a plain MLA pool reports none: SGLang pairs by position, and a
+    pipeline stage's entries by its ``prefill_start_layer``)."""
+    if a.layer_ids == "none":
+        return []
+    return [g if g < a.kv_layers else g - a.kv_layers for g in regions]
 
 
 def workload(a) -> list[dict]:
@@ -165,10 +195,14 @@ def sync(memory: str) -> None:
         torch.cuda.synchronize()
 
 
-def make_regions(geom, memory: str = "dram", gpu: int = 0) -> tuple[list[Pool], list[np.ndarray]]:
+def make_regions(geom, memory: str = "dram", gpu: int = 0,
+                 held: list[int] | None = None) -> tuple[list[Pool], list[np.ndarray]]:
+    """The pools of ``geom``'s regions (``held``: their global region indices, which the
+    stamps name), stamped "never written"."""
     kv = [Pool(item * n, memory, gpu) for item, n in geom["regions"]]
     aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
-    for r, (pool, (item, n)) in enumerate(zip(kv, geom["regions"])):
+    held = held if held is not None else list(range(len(kv)))
+    for r, pool, (item, n) in zip(held, kv, geom["regions"]):
         if "heads" in geom:
             stamp_cells(pool.host, geom, item, np.arange(n), MAGIC_UNWRITTEN, -1, r, np.arange(n))
         else:
@@ -231,9 +265,10 @@ def sglang_version() -> str:
     return __version__
 
 
-def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int = 0):
+def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int = 0, pp: int = 1, pp_rank: int = 0):
     """What a launcher publishes: server args (device, NIXL, loopback) and parallel ranks
-    (``tp`` > 1: this process is attention-TP rank ``rank`` of ``tp``)."""
+    (``tp`` > 1: this process is attention-TP rank ``rank`` of ``tp``; ``pp`` > 1: pipeline
+    stage ``pp_rank`` of ``pp``)."""
     from sglang.srt.runtime_context import get_context, get_parallel
     get_context().override_server_args(
         device=device, host="127.0.0.1", disaggregation_bootstrap_port=port,
@@ -242,6 +277,8 @@ def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int 
                  pp_rank=0, tp_rank=0, pp_group=None)
     if tp > 1:
         ranks.update(tp_size=tp, attn_tp_size=tp, moe_tp_size=tp, tp_rank=rank, attn_tp_rank=rank)
+    if pp > 1:
+        ranks.update(pp_size=pp, pp_rank=pp_rank)
     par = get_parallel()
     from sglang.srt import runtime_context as rc
     fields = rc._parallel_fields()
@@ -249,24 +286,24 @@ def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int 
     return get_context().server_args
 
 
-def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0, rank=0):
+def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0, rank=0, ids=None, pp_rank=0, start_layer=0):
     """What prefill.py/decode.py's ``_init_kv_manager`` fills (MHA: the rank's head count and
     the model's total, no layer ids: a plain ``MHATokenToKVPool`` reports none)."""
     from sglang.srt.disaggregation.base.conn import KVArgs
     a = KVArgs()
     a.engine_rank = rank
-    a.pp_rank = 0
+    a.pp_rank = pp_rank
     a.system_dp_rank = 0
     a.rust_http_port = None
     a.kv_data_ptrs = [b.ptr for b in kv]
     a.kv_data_lens = [b.nbytes for b in kv]
     a.kv_item_lens = [item for item, _ in geom["regions"]]
-    a.kv_layer_ids = [] if "heads" in geom else list(range(len(kv)))
+    a.kv_layer_ids = [] if "heads" in geom else list(ids if ids is not None else range(len(kv)))
     a.kv_data_mem_kinds = ["VRAM" if memory == "vram" else "DRAM"] * len(kv)
     a.kv_cache_dtype_str = "bfloat16"
     a.num_draft_entries = 0
-    a.prefill_start_layer = 0
-    a.prefill_end_layer = len(kv)
+    a.prefill_start_layer = start_layer
+    a.prefill_end_layer = start_layer + len(kv)   # (read only by tails this driver has none of)
     a.aux_data_ptrs = [b.ctypes.data for b in aux]
     a.aux_data_lens = [b.nbytes for b in aux]
     a.aux_item_lens = [geom["aux"][0]]
@@ -313,16 +350,20 @@ def wait(objs, want, timeout, what):
 # ----------------------------------------------------------------- the two sides
 def run_prefill(a) -> int:
     geom = geometry(a, a.prefill_tp, a.rank)
-    configure("prefill", a.port, device(a), a.prefill_tp, a.rank)
+    held = stage_regions(a, geom)   # global region indices (a pipeline stage holds a share)
+    geom["regions"] = [geom["regions"][g] for g in held]
+    configure("prefill", a.port, device(a), a.prefill_tp, a.rank, a.prefill_pp, a.pp_rank)
     from sglang.srt.disaggregation.nixl.conn import NixlKVBootstrapServer, NixlKVManager, NixlKVSender
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.runtime_context import get_context
-    kv, aux = make_regions(geom, a.memory, a.gpu)
-    if a.rank == 0:  # one bootstrap server per prefill instance; every TP rank registers with it
+    kv, aux = make_regions(geom, a.memory, a.gpu, held)
+    if a.rank == 0 and a.pp_rank == 0:  # one bootstrap server per prefill instance; every rank registers with it
         call_kw(NixlKVBootstrapServer, host="127.0.0.1", port=a.port)
     else:
         wait_listening(a.port, a.timeout)
-    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank), DisaggregationMode.PREFILL,
+    start = a.pp_rank * (a.kv_layers // a.prefill_pp)
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank, layer_ids(a, held),
+                                a.pp_rank, start), DisaggregationMode.PREFILL,
                         get_context().server_args, not a.kv_heads)
     alloc, release = allocator(geom["regions"][0][1], a.seed + 1)
     addr = f"127.0.0.1:{a.port}"
@@ -339,12 +380,12 @@ def run_prefill(a) -> int:
         senders, pages = {}, {}
         for r in wave:
             senders[r["room"]] = call_kw(NixlKVSender, mgr=mgr, bootstrap_addr=addr, bootstrap_room=r["room"],
-                                         dest_tp_ranks=[0], pp_rank=0)
+                                         dest_tp_ranks=[0], pp_rank=a.pp_rank)
         wait(senders, "WaitingForInput", a.timeout, "prefill bootstrap")
         for r in wave:
             s = senders[r["room"]]
             p = pages[r["room"]] = alloc(r["pages"])
-            for reg, (pool, (item, _)) in enumerate(zip(kv, geom["regions"])):
+            for reg, pool, (item, _) in zip(held, kv, geom["regions"]):
                 if a.kv_heads:  # this rank's heads of every token of every page
                     stamp_cells(pool.host, geom, item, p, MAGIC_WRITTEN, r["room"], reg, np.arange(len(p)))
                 for g, slot in enumerate(p):  # the forward pass fills the request's pages
@@ -374,7 +415,8 @@ def run_prefill(a) -> int:
     print(f"prefill: {len(workload(a))} requests sent", flush=True)
     time.sleep(a.linger)   # still serving: a trigger from decode reaches this process's ring
     if a.report:
-        with open(a.report + ".prefill" + (str(a.rank) if a.rank else ""), "w") as f:
+        with open(a.report + ".prefill" + (str(a.rank) if a.rank else "") + (f"pp{a.pp_rank}" if a.pp_rank else ""),
+                  "w") as f:
             json.dump({"version": sglang_version(), "timing": timing}, f)
     # the bootstrap thread is not a daemon: leave as a killed scheduler would, after the
     # interpreter's exit handlers (atexit) have run
@@ -392,7 +434,8 @@ def run_decode(a) -> int:
     from sglang.srt.runtime_context import get_context
     kv = [Pool(item * n, a.memory, a.gpu) for item, n in geom["regions"]]  # decode's own memory: zeros until written
     aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
-    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank), DisaggregationMode.DECODE,
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank,
+                                layer_ids(a, list(range(len(kv))))), DisaggregationMode.DECODE,
                         get_context().server_args, not a.kv_heads)
     addr = f"127.0.0.1:{a.port}"
     t_end = time.monotonic() + a.timeout
@@ -584,7 +627,14 @@ def parser() -> argparse.ArgumentParser:
                    help="prefill attention-TP size: one process (own NIXL agent) per rank")
     p.add_argument("--decode-tp", type=int, default=1,
                    help="decode attention-TP size: one process (own NIXL agent) per rank")
+    p.add_argument("--prefill-pp", type=int, default=1,
+                   help="prefill pipeline stages: one process (own NIXL agent) per stage, each with its share "
+                        "of the layers (decode holds them all)")
+    p.add_argument("--layer-ids", choices=("model", "none"), default="model",
+                   help="MLA: give SGLang each entry's model layer (kv_layer_ids, as a hybrid pool does) "
+                        "or none (as a plain MLA pool does)")
     p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)  # set by --role both
+    p.add_argument("--pp-rank", type=int, default=0, help=argparse.SUPPRESS)  # set by --role both
     p.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)  # decode: exit at stdin's EOF
     return p
 
@@ -599,6 +649,11 @@ def main(argv=None) -> int:
     if a.kv_heads and a.head_dim * 2 < CELL.itemsize:
         print(f"sglang_pd: --head-dim {a.head_dim} is too small for a cell stamp ({CELL.itemsize} B)",
               file=sys.stderr)
+        return 2
+    if a.prefill_pp > 1 and (a.kv_heads or a.prefill_tp > 1 or a.decode_tp > 1
+                             or a.kv_layers % a.prefill_pp or a.index_layers % a.prefill_pp):
+        print(f"sglang_pd: --prefill-pp {a.prefill_pp} needs MLA pools, TP 1 on both sides and kv and index-K "
+              "layer counts it divides", file=sys.stderr)
         return 2
     if a.memory == "vram" and (why := cuda_missing(a.gpu)):
         print(f"sglang_pd: --memory vram needs a CUDA GPU: {why}", file=sys.stderr)
@@ -616,10 +671,12 @@ def main(argv=None) -> int:
     procs = {"prefill": [], "decode": []}
     for role, tp in (("prefill", a.prefill_tp), ("decode", a.decode_tp)):
         for r in range(tp):
-            hold = hetero and role == "decode"
-            procs[role].append(subprocess.Popen(
-                base + ["--role", role, "--port", str(port)] + (["--rank", str(r)] if tp > 1 else [])
-                + (["--hold"] if hold else []), stdin=subprocess.PIPE if hold else None))
+            for k in range(a.prefill_pp if role == "prefill" else 1):
+                hold = hetero and role == "decode"
+                procs[role].append(subprocess.Popen(
+                    base + ["--role", role, "--port", str(port)] + (["--rank", str(r)] if tp > 1 else [])
+                    + (["--pp-rank", str(k)] if k else [])
+                    + (["--hold"] if hold else []), stdin=subprocess.PIPE if hold else None))
     rcs = [p.wait() for p in procs["prefill"]]
     for p in procs["decode"]:
         if p.stdin is not None:

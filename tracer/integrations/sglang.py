@@ -125,6 +125,27 @@ def _pool_names(entries: list[tuple[int, int]]) -> tuple[list[tuple[str, int]], 
     return out, note
 
 
+def _model_layers(names: list[tuple[str, int]], layer_ids) -> list[tuple[str, int]] | None:
+    """(pool, layer) of each entry with the layer numbered by SGLang's own ``kv_layer_ids``
+    (the model layer of each entry), or None where they cannot number them.
+
+    SGLang pairs a prefill entry with the decode entry of the same layer id
+    (``build_transfer_entry_pairs``), so a pipeline stage that registers layers 30-60 sends
+    its entry 0 into decode's entry 30: numbered by position, the two ends of every such
+    descriptor would name different layers (a false layer mismatch). The ids number them
+    as SGLang pairs them. Not where a pool repeats an id (K and V of one layer): there the
+    position keeps them apart."""
+    ids = list(layer_ids or [])
+    if len(ids) != len(names):
+        return None
+    per_pool: dict[str, list[int]] = {}
+    for (pool, _), lid in zip(names, ids):
+        per_pool.setdefault(pool, []).append(int(lid))
+    if any(len(set(v)) != len(v) for v in per_pool.values()):
+        return None
+    return [(pool, int(lid)) for (pool, _), lid in zip(names, ids)]
+
+
 def _ranges(ix: list[int]) -> str:
     return f"{ix[0]}-{ix[-1]}" if len(ix) > 1 and ix[-1] - ix[0] == len(ix) - 1 else ",".join(map(str, ix))
 
@@ -139,6 +160,25 @@ def regions(_out, self) -> None:
     kinds = list(getattr(a, "kv_data_mem_kinds", None) or ["VRAM"] * len(a.kv_data_ptrs))
     entries = [(int(item), int(n) // int(item)) for n, item in zip(a.kv_data_lens, a.kv_item_lens)]
     names, note = _pool_names(entries)
+    by_id = _model_layers(names, getattr(a, "kv_layer_ids", None))
+    if by_id is not None:
+        names = by_id
+        note = (note + "; " if note else "") + "layers numbered by SGLang's layer ids (kv_layer_ids: the model's layers)"
+    elif _pipeline_stage(self, a) and st.mode == "prefill" and getattr(self, "is_mla_backend", False):
+        # a plain MLA pool reports no ids: SGLang sends a stage's entry i into the entry
+        # prefill_start_layer + i of a decode that holds every layer (its MLA PP offsets)
+        start = _stage_start(a)
+        names = [(pool, start + layer) for pool, layer in names]
+        note = (note + "; " if note else "") + (
+            f"pipeline stage: layers numbered from the stage's first model layer ({start}), as SGLang "
+            "places them in a decode that holds every layer")
+    elif _pipeline_stage(self, a):
+        from ._patch import say
+        say(f"SGLang runs {st.agent} as a pipeline stage without layer ids: kvtrace numbers its layers "
+            "from 0, so where its peer numbers the same layers otherwise, layer_offset_mismatch "
+            "findings on its descriptors are not reliable")
+        note = (note + "; " if note else "") + (
+            "pipeline stage without layer ids: layers numbered from 0 within the stage")
     page_tokens = int(getattr(a, "page_size", 1) or 1)
     for (pool, layer), ptr, (item, slots), mem in zip(names, a.kv_data_ptrs, entries, kinds):
         dev = int(a.gpu_id) if mem == "VRAM" else 0
@@ -158,6 +198,18 @@ def regions(_out, self) -> None:
             _prefill_mgrs.append(self)
     if note:
         rec.mark(note, st.agent, pools={p: [r.layer for r in st.kv if r.pool == p] for p in st.pools})
+
+
+def _stage_start(a) -> int:
+    return int(getattr(a, "prefill_start_layer", 0) or 0)
+
+
+def _pipeline_stage(mgr, a) -> bool:
+    """Whether this manager registers one pipeline stage's layers (SGLang's pp_size > 1)."""
+    try:
+        return int(getattr(mgr, "pp_size", 1) or 1) > 1 or _stage_start(a) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 # ------------------------------------------------------------------ prefill: pages and writes
