@@ -8,7 +8,12 @@ What each hook point says (rows in table.py):
   count) in order: pool ``kv0`` holds the first group's entries as layers 0..n-1,
   ``kv1`` the next, and a ``mark`` event in the trace says which entries each holds.
   ``KVTRACE_SGLANG_POOLS="kv:2,index_k:2"`` names them instead (entry counts in order).
-  ``aux`` entries are pool ``aux``, one layer per entry.
+  ``aux`` entries are pool ``aux``, one layer per entry. Layers are numbered as SGLang
+  pairs entries across the two sides: by ``kv_args.kv_layer_ids`` where it gives one id per
+  entry (distinct within a pool); else a prefill pipeline stage of MLA pools from its
+  ``prefill_start_layer`` (SGLang places its entry i at that layer of a decode holding every
+  layer); else by position (a pipeline stage numbered so is warned about: its layer
+  findings are not reliable).
 - ``NixlKVSender.send`` (prefill, before the chunk is queued): the chunk's pages are the
   request's next page ordinals (continuing across chunks) in every pool, and the
   producer has written them: checksums of each (pool, layer) slot (the events ordered
