@@ -49,6 +49,9 @@ its share of the kv layers and of the index-K layers (each group split evenly), 
 model layer each entry holds, as a hybrid pool reports them). Decode (one stage) holds every
 layer; SGLang pairs each stage's entries with decode's by those ids, and decode hears from
 every stage. Stamps name the global region, so the verifier checks the same thing.
+``--decode-pp N`` (with ``--prefill-pp N``, as SGLang requires a decode's stages to equal
+prefill's or be 1): decode runs as the same N stages, each receiving from its own prefill
+stage and verifying its share of the layers; the report merges them (``stage`` per entry).
 
     python tests/engines/sglang_pd.py --index-k bytes --index-dtype bf16 --report out.json
     python tests/engines/sglang_pd.py --index-k tokens --prefill-tp 2 --report out.json
@@ -96,14 +99,21 @@ def geometry(a, tp: int = 1, rank: int = 0) -> dict:
 
 
 def stage_regions(a, geom) -> list[int]:
-    """The global region indices this process holds: all of them, or with ``--prefill-pp``
-    on prefill, pipeline stage ``a.pp_rank``'s share of the kv and of the index-K regions."""
-    if a.role != "prefill" or a.prefill_pp == 1:
+    """The global region indices this process holds: all of them, or as a pipeline stage
+    (``--prefill-pp`` / ``--decode-pp``), stage ``a.pp_rank``'s share of the kv and of the
+    index-K regions."""
+    pp = stages(a)
+    if pp == 1:
         return list(range(len(geom["regions"])))
-    kv_per, idx_per = a.kv_layers // a.prefill_pp, a.index_layers // a.prefill_pp
+    kv_per, idx_per = a.kv_layers // pp, a.index_layers // pp
     k = a.pp_rank
     return (list(range(k * kv_per, (k + 1) * kv_per))
             + [a.kv_layers + j for j in range(k * idx_per, (k + 1) * idx_per)])
+
+
+def stages(a) -> int:
+    """Pipeline stages of this process's side."""
+    return a.prefill_pp if a.role == "prefill" else a.decode_pp
 
 
 def layer_ids(a, regions: list[int]) -> list[int]:
@@ -428,14 +438,16 @@ def run_prefill(a) -> int:
 
 def run_decode(a) -> int:
     geom = geometry(a, a.decode_tp, a.rank)
-    configure("decode", a.port, device(a), a.decode_tp, a.rank)
+    held = stage_regions(a, geom)   # global region indices (a pipeline stage holds a share)
+    geom["regions"] = [geom["regions"][g] for g in held]
+    configure("decode", a.port, device(a), a.decode_tp, a.rank, a.decode_pp, a.pp_rank)
     from sglang.srt.disaggregation.nixl.conn import NixlKVManager, NixlKVReceiver
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.runtime_context import get_context
     kv = [Pool(item * n, a.memory, a.gpu) for item, n in geom["regions"]]  # decode's own memory: zeros until written
     aux = [np.zeros(geom["aux"][0] * geom["aux"][1], dtype=np.uint8)]
-    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank,
-                                layer_ids(a, list(range(len(kv))))), DisaggregationMode.DECODE,
+    mgr = NixlKVManager(kv_args(kv, aux, geom, a.page_tokens, a.memory, a.gpu, a.rank, layer_ids(a, held),
+                                a.pp_rank), DisaggregationMode.DECODE,
                         get_context().server_args, not a.kv_heads)
     addr = f"127.0.0.1:{a.port}"
     t_end = time.monotonic() + a.timeout
@@ -464,7 +476,7 @@ def run_decode(a) -> int:
         for r in wave:  # the verifier: whose bytes does each destination page hold?
             p = pages[r["room"]]
             report["requests"].append({"room": r["room"], "pages": [int(x) for x in p]})
-            for reg, (pool, (item, _)) in enumerate(zip(kv, geom["regions"])):
+            for reg, pool, (item, _) in zip(held, kv, geom["regions"]):
                 for g, slot in enumerate(p):
                     if a.kv_heads:  # every head slice of every token of the page
                         bad = check_cells(pool.host, geom, item, int(slot), r["room"], reg, g)
@@ -482,7 +494,7 @@ def run_decode(a) -> int:
             recvs[r["room"]].clear()
             release(p)
     report["loop_cpu_s"] = time.process_time() - cpu0
-    if a.decode_tp > 1:  # which NIXL agent this rank's pages belong to (the merged report names it)
+    if a.decode_tp > 1 or a.decode_pp > 1:  # which NIXL agent this rank's pages belong to (the merged report names it)
         name = mgr.agent.name
         report["agent"] = name.decode() if isinstance(name, bytes) else str(name)
     bad = report["misaddressed"]
@@ -496,7 +508,8 @@ def run_decode(a) -> int:
     for m in bad[:8]:
         print(f"  room {m['room']} region {m['region']} page {m['page']} (slot {m['slot']}) holds {m['holds']}")
     if a.report:
-        with open(a.report + (f".decode{a.rank}" if a.rank else ""), "w") as f:
+        with open(a.report + (f".decode{a.rank}" if a.rank else "") + (f"pp{a.pp_rank}" if a.pp_rank else ""),
+                  "w") as f:
             json.dump(report, f)
     import atexit
     sys.stdout.flush()
@@ -546,18 +559,19 @@ def wait_listening(port: int, timeout: float) -> None:
             time.sleep(0.05)
 
 
-def merge_decode_reports(path: str, tp: int) -> None:
-    """Decode TP > 1: rank 0's report gets every rank's verifier results (``rank`` and the
-    rank's NIXL ``agent`` on each request and misaddressed page) and ``ranks``."""
+def merge_decode_reports(path: str, tp: int, suffix: str = ".decode", key: str = "rank") -> None:
+    """Decode TP > 1 (or pipeline stages: ``suffix`` "pp", ``key`` "stage"): rank 0's report
+    gets every rank's verifier results (``key`` and the rank's NIXL ``agent`` on each request
+    and misaddressed page) and ``ranks``."""
     reports = []
     for r in range(tp):
-        with open(path + (f".decode{r}" if r else "")) as f:
+        with open(path + (f"{suffix}{r}" if r else "")) as f:
             reports.append(json.load(f))
     merged = dict(reports[0], requests=[], misaddressed=[], ranks=tp)
     merged.pop("agent")
     for r, rep in enumerate(reports):
-        merged["requests"] += [dict(x, rank=r, agent=rep["agent"]) for x in rep["requests"]]
-        merged["misaddressed"] += [dict(x, rank=r, agent=rep["agent"]) for x in rep["misaddressed"]]
+        merged["requests"] += [dict(x, **{key: r}, agent=rep["agent"]) for x in rep["requests"]]
+        merged["misaddressed"] += [dict(x, **{key: r}, agent=rep["agent"]) for x in rep["misaddressed"]]
     with open(path, "w") as f:
         json.dump(merged, f)
 
@@ -630,6 +644,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill-pp", type=int, default=1,
                    help="prefill pipeline stages: one process (own NIXL agent) per stage, each with its share "
                         "of the layers (decode holds them all)")
+    p.add_argument("--decode-pp", type=int, default=1,
+                   help="decode pipeline stages (1, or --prefill-pp's): one process per stage")
     p.add_argument("--layer-ids", choices=("model", "none"), default="model",
                    help="MLA: give SGLang each entry's model layer (kv_layer_ids, as a hybrid pool does) "
                         "or none (as a plain MLA pool does)")
@@ -649,6 +665,9 @@ def main(argv=None) -> int:
     if a.kv_heads and a.head_dim * 2 < CELL.itemsize:
         print(f"sglang_pd: --head-dim {a.head_dim} is too small for a cell stamp ({CELL.itemsize} B)",
               file=sys.stderr)
+        return 2
+    if a.decode_pp not in (1, a.prefill_pp):
+        print(f"sglang_pd: --decode-pp {a.decode_pp} must be 1 or --prefill-pp's ({a.prefill_pp})", file=sys.stderr)
         return 2
     if a.prefill_pp > 1 and (a.kv_heads or a.prefill_tp > 1 or a.decode_tp > 1
                              or a.kv_layers % a.prefill_pp or a.index_layers % a.prefill_pp):
@@ -671,7 +690,7 @@ def main(argv=None) -> int:
     procs = {"prefill": [], "decode": []}
     for role, tp in (("prefill", a.prefill_tp), ("decode", a.decode_tp)):
         for r in range(tp):
-            for k in range(a.prefill_pp if role == "prefill" else 1):
+            for k in range(a.prefill_pp if role == "prefill" else a.decode_pp):
                 hold = hetero and role == "decode"
                 procs[role].append(subprocess.Popen(
                     base + ["--role", role, "--port", str(port)] + (["--rank", str(r)] if tp > 1 else [])
@@ -684,6 +703,8 @@ def main(argv=None) -> int:
     rcs += [p.wait() for p in procs["decode"]]
     if a.report and a.decode_tp > 1 and max(rcs) == 0:
         merge_decode_reports(a.report, a.decode_tp)
+    if a.report and a.decode_pp > 1 and max(rcs) == 0:
+        merge_decode_reports(a.report, a.decode_pp, "pp", "stage")
     return max(rcs)
 
 

@@ -10,10 +10,11 @@ What each hook point says (rows in table.py):
   ``KVTRACE_SGLANG_POOLS="kv:2,index_k:2"`` names them instead (entry counts in order).
   ``aux`` entries are pool ``aux``, one layer per entry. Layers are numbered as SGLang
   pairs entries across the two sides: by ``kv_args.kv_layer_ids`` where it gives one id per
-  entry (distinct within a pool); else a prefill pipeline stage of MLA pools from its
-  ``prefill_start_layer`` (SGLang places its entry i at that layer of a decode holding every
-  layer); else by position (a pipeline stage numbered so is warned about: its layer
-  findings are not reliable).
+  entry (distinct within a pool); else, on a prefill pipeline stage, as the decode numbers
+  the entry SGLang sends each one into (``_build_transfer_dst_indices``: a decode holding
+  every layer takes a plain MLA stage's entry i at ``prefill_start_layer + i``, a decode
+  running the same stages at i), so its layouts are recorded when the first decode
+  registers; else by position.
 - ``NixlKVSender.send`` (prefill, before the chunk is queued): the chunk's pages are the
   request's next page ordinals (continuing across chunks) in every pool, and the
   producer has written them: checksums of each (pool, layer) slot (the events ordered
@@ -80,6 +81,9 @@ class _State:
         self.kv: list[_Region] = []
         self.aux: list[_Region] = []
         self.pools: list[str] = []
+        self.deferred: list[tuple] | None = None   # a pipeline stage's kv layouts until its first peer
+        self.deferred_note: str | None = None
+        self.entry_map: list[int] | None = None
 
 
 def _agent_name(mgr) -> str:
@@ -169,29 +173,20 @@ def regions(_out, self) -> None:
     if by_id is not None:
         names = by_id
         note = (note + "; " if note else "") + "layers numbered by SGLang's layer ids (kv_layer_ids: the model's layers)"
-    elif _pipeline_stage(self, a) and st.mode == "prefill" and getattr(self, "is_mla_backend", False):
-        # a plain MLA pool reports no ids: SGLang sends a stage's entry i into the entry
-        # prefill_start_layer + i of a decode that holds every layer (its MLA PP offsets)
-        start = _stage_start(a)
-        names = [(pool, start + layer) for pool, layer in names]
-        note = (note + "; " if note else "") + (
-            f"pipeline stage: layers numbered from the stage's first model layer ({start}), as SGLang "
-            "places them in a decode that holds every layer")
-    elif _pipeline_stage(self, a):
-        from ._patch import say
-        say(f"SGLang runs {st.agent} as a pipeline stage without layer ids: kvtrace numbers its layers "
-            "from 0, so where its peer numbers the same layers otherwise, layer_offset_mismatch "
-            "findings on its descriptors are not reliable")
-        note = (note + "; " if note else "") + (
-            "pipeline stage without layer ids: layers numbered from 0 within the stage")
+    # a prefill pipeline stage without ids: where SGLang sends its entries depends on the
+    # decode (one holding every layer, or the same stages), known when one registers
+    defer = by_id is None and st.mode == "prefill" and _pipeline_stage(self, a)
     page_tokens = int(getattr(a, "page_size", 1) or 1)
     for (pool, layer), ptr, (item, slots), mem in zip(names, a.kv_data_ptrs, entries, kinds):
         dev = int(a.gpu_id) if mem == "VRAM" else 0
         st.kv.append(_Region(pool, layer, ptr, item, slots, mem, dev))
         if pool not in st.pools:
             st.pools.append(pool)
-        rec.layout(st.agent, pool, layer, int(ptr), item, slots, page_tokens=page_tokens,
-                   mem_type=mem, device=dev)
+        if not defer:
+            rec.layout(st.agent, pool, layer, int(ptr), item, slots, page_tokens=page_tokens,
+                       mem_type=mem, device=dev)
+    if defer:
+        st.deferred, st.deferred_note, st.page_tokens = list(st.kv), note, page_tokens
     for i, (ptr, n, item) in enumerate(zip(a.aux_data_ptrs, a.aux_data_lens, a.aux_item_lens)):
         r = _Region("aux", i, ptr, item, int(n) // int(item), "DRAM", 0)
         st.aux.append(r)
@@ -201,8 +196,47 @@ def regions(_out, self) -> None:
     if st.mode == "prefill":  # before __init__ starts the bootstrap thread that receives messages
         with _lock:
             _prefill_mgrs.append(self)
-    if note:
+    if note and not defer:
         rec.mark(note, st.agent, pools={p: [r.layer for r in st.kv if r.pool == p] for p in st.pools})
+
+
+def entry_map(out, self, *args, peer_info=None, **kwargs) -> None:
+    """SGLang chose which decode entry each of this prefill's entries goes to: a pipeline
+    stage's layouts (deferred in ``regions``) take the layers the decode numbers those
+    entries by (its own grouping, by item size, in order), then are recorded."""
+    st, rec = _state(self), default_recorder()
+    if st is None or rec is None or out is None:
+        return
+    dst = [int(j) for j in out]
+    if st.deferred is None:
+        if st.entry_map is not None and dst != st.entry_map:
+            from ._patch import say_once
+            say_once(("sglang-entry-map", st.agent),
+                     f"SGLang sends {st.agent}'s entries into a second decode's at other positions than the "
+                     "first's: its layers stay numbered as for the first, so layer findings on descriptors "
+                     "into the second are not reliable")
+        return
+    items = [int(x) for x in (getattr(peer_info, "dst_kv_item_lens", None) or [])]
+    seen: dict[int, int] = {}
+    layer_of = []   # the decode's layer of each of its entries (per item size, in order)
+    for it in items:
+        layer_of.append(seen.get(it, 0))
+        seen[it] = seen.get(it, 0) + 1
+    regions, st.deferred = st.deferred, None
+    st.entry_map = dst
+    shifted = False
+    for i, r in enumerate(regions):
+        if i < len(dst):
+            j = dst[i]
+            layer = layer_of[j] if j < len(layer_of) else j
+            shifted |= layer != r.layer
+            r.layer = layer
+        rec.layout(st.agent, r.pool, r.layer, r.ptr, r.item, r.slots, page_tokens=st.page_tokens,
+                   mem_type=r.mem, device=r.device)
+    note = (st.deferred_note + "; " if st.deferred_note else "") + (
+        "pipeline stage: layers numbered as the decode numbers the entries SGLang sends them into"
+        + (" (not the stage's own positions)" if shifted else ""))
+    rec.mark(note, st.agent, pools={p: [r.layer for r in regions if r.pool == p] for p in st.pools})
 
 
 def _stage_start(a) -> int:

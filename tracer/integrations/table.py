@@ -54,6 +54,7 @@ SGLANG = Engine(
     hooks=(
         Hook(_SGL, "NixlKVManager", "__init__", "around", "manager_init", "setup"),
         Hook(_SGL, "NixlKVManager", "register_buffer_to_engine", "after", "regions", "layout"),
+        Hook(_SGL, "NixlKVManager", "_build_transfer_dst_indices", "after", "entry_map", "layout"),
         Hook(_SGL, "NixlKVSender", "init", "after", "sender_init", "pages"),
         Hook(_SGL, "NixlKVSender", "send", "before", "sender_send", "pages"),
         Hook(_SGL, "NixlKVSender", "clear", "after", "sender_clear", "pages"),
