@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 
+from ..errors import TraceError
 from ..tracer import manifest as _manifest
 from ..tracer.recorder import Recorder
 
@@ -92,6 +93,12 @@ def _descs(rec: Recorder, rows: list) -> None:
         return
     rows = sorted(rows, key=lambda r: r["pos"])
     r0 = rows[0]
+    for side in ("src", "dst"):   # one posting: every descriptor from the same list, or none from one
+        odd = next((r for r in rows if (r[f"{side}_dlist"], r[f"{side}_idx"] is None)
+                    != (r0[f"{side}_dlist"], r0[f"{side}_idx"] is None)), None)
+        if odd is not None:
+            raise TraceError(f"transfer {r0['xfer']} mixes descriptors of different {side} lists (positions "
+                             f"{r0['pos']} and {odd['pos']}): one NIXL posting takes all from one prepared list or none")
     col = lambda k: [r[k] for r in rows]  # noqa: E731
     idx = lambda k: None if r0[k] is None else col(k)  # noqa: E731
     rec.descs_array(r0["xfer"], r0["op"], r0["src_agent"], r0["dst_agent"], col("src_addr"), col("dst_addr"),

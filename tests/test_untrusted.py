@@ -133,3 +133,48 @@ def test_sql_csv_of_list_columns_and_query_after_options(hostile):
     assert r.returncode == 0, r.stderr
     rows = r.stdout.splitlines()
     assert rows[0] == "seq,slots,checksums,msg" and any('"[5, 6]"' in row for row in rows)
+
+
+# ----------------------------------------------------------------------------- descriptor lists
+def _rewrite_descs(trace: str, shard: str, change) -> None:
+    """Rewrite one shard's descs stream with ``change(columns: dict of lists)`` applied."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    path = os.path.join(trace, shard, "descs.arrows")
+    with pa.memory_map(path) as src:
+        t = ipc.open_stream(src).read_all()
+    cols = {n: t.column(n).to_pylist() for n in t.schema.names}
+    change(cols)
+    t = pa.table({n: pa.array(v, t.schema.field(n).type) for n, v in cols.items()}, schema=t.schema)
+    with ipc.new_stream(path, t.schema) as w:
+        w.write_table(t)
+
+
+def test_descriptor_index_without_its_list_is_refused(tmp_path):
+    """A dst_idx with no dst_dlist (one flipped bit in a real trace, found by the fuzzer:
+    replay's writer then failed on a None index) names no entry of any list: every command
+    refuses the trace in one line, and validate reports it."""
+    trace = _small(tmp_path / "t.kvtrace")
+
+    def stray_index(c):
+        c["dst_idx"][0] = 3
+    _rewrite_descs(trace, "prefill", stray_index)
+    for cmd in (["check", trace], ["info", trace],
+                ["replay", trace, "--scheduler", "random", "--seed", "1", "-o", tmp_path / "r.kvtrace"]):
+        assert "hold one of dst_idx and dst_dlist without the other" in _one_line_refusal(_cli(*cmd))
+    r = _cli("validate", trace)
+    assert r.returncode != 0 and "hold one of dst_idx and dst_dlist without the other" in r.stdout + r.stderr
+
+
+def test_posting_that_mixes_listed_and_plain_descriptors_is_refused_by_replay(tmp_path):
+    """Each row consistent, but one posting's descriptors half from a prepared list and half
+    not: no NIXL call posts that, and replay's output (one list per posting) cannot say it:
+    replay refuses in one line naming the transfer; the checks read each row as it is."""
+    trace = _small(tmp_path / "t.kvtrace")
+
+    def half_listed(c):
+        c["dst_dlist"][0], c["dst_idx"][0] = 9, 0
+    _rewrite_descs(trace, "prefill", half_listed)
+    out = _one_line_refusal(_cli("replay", trace, "--scheduler", "random", "--seed", "1", "-o", tmp_path / "r.kvtrace"))
+    assert "mixes descriptors of different dst lists" in out
+    assert _cli("check", trace).returncode in (0, 1)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import TraceError
 from .schema import (FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS, SHARD_INFO,
-                     TABLES, contract_nulls)
+                     TABLES, contract_nulls, contract_unpaired)
 
 
 @dataclasses.dataclass
@@ -138,6 +138,7 @@ def _read_batches(path, source, size, schema, required, keep, on_batch, stream) 
     if missing:
         raise TraceError(f"{path}: lacks the required column{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
     batches, good_pos, truncated, rows, nonempty, nulls, nread = [], 0, False, 0, 0, {}, 0
+    unpaired: dict = {}
     while True:
         try:
             b = reader.read_next_batch()
@@ -162,14 +163,18 @@ def _read_batches(path, source, size, schema, required, keep, on_batch, stream) 
             part = _table_of(path, [b], file_schema, schema)
             for name, n in _nulls(part, schema, stream).items():
                 nulls[name] = nulls.get(name, 0) + n
-            if on_batch is not None and not any(nulls.values()):
+            for pair, n in (contract_unpaired(stream, part) if stream else {}).items():
+                unpaired[pair] = unpaired.get(pair, 0) + n
+            if on_batch is not None and not any(nulls.values()) and not any(unpaired.values()):
                 on_batch(part)
     if not keep:
         _refuse_nulls(path, nulls)
+        _refuse_unpaired(path, unpaired)
         return StreamRead(schema.empty_table(), nonempty, truncated, max(0, size - good_pos) if truncated else 0,
                           rows=rows)
     table = _table_of(path, batches, file_schema, schema)
     _refuse_nulls(path, _nulls(table, schema, stream))
+    _refuse_unpaired(path, contract_unpaired(stream, table) if stream else {})
     return StreamRead(table, nonempty, truncated, max(0, size - good_pos) if truncated else 0)
 
 
@@ -204,6 +209,14 @@ def _refuse_nulls(path: str, nulls: dict) -> None:
         if n:
             raise TraceError(f"{path}: column {name} has {n} null "
                              f"value(s); the format requires every row to have one")
+
+
+def _refuse_unpaired(path: str, unpaired: dict) -> None:
+    """A descriptor's index and its prepared list come together (schema.PAIRED_COLUMNS)."""
+    for (a, b), n in unpaired.items():
+        if n:
+            raise TraceError(f"{path}: {n} row(s) hold one of {a} and {b} without the other; "
+                             f"the format requires both or neither")
 
 
 def _cut_in_header(path: str, size: int) -> bool:

@@ -161,6 +161,28 @@ def contract_nulls(name: str, table: pa.Table) -> dict[str, int]:
     return out
 
 
+#: columns that come together: a row holds both or neither (a descriptor's index into a
+#: prepared list means nothing without the list, and a list without an index names no entry)
+PAIRED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "descs": (("src_idx", "src_dlist"), ("dst_idx", "dst_dlist")),
+}
+
+
+def contract_unpaired(name: str, table: pa.Table) -> dict[tuple[str, str], int]:
+    """Per pair of PAIRED_COLUMNS of stream ``name``, how many rows of ``table`` hold one
+    of the two and not the other."""
+    import pyarrow.compute as pc
+
+    out = {}
+    for a, b in PAIRED_COLUMNS.get(name, ()):
+        if a in table.schema.names and b in table.schema.names:
+            if table.column(a).null_count == table.column(b).null_count == 0:
+                continue
+            odd = pc.not_equal(pc.is_valid(table.column(a)), pc.is_valid(table.column(b)))
+            out[(a, b)] = pc.sum(odd).as_py() or 0
+    return out
+
+
 def empty_table(name: str) -> pa.Table:
     """An empty table with the schema of ``name``."""
     return SCHEMAS[name].empty_table()

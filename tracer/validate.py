@@ -21,7 +21,8 @@ import pyarrow.ipc as ipc
 
 from .reader import corrupt_column, lost_rows
 from .schema import (FORMAT_NAME, MANIFEST, REQUIRED_COLUMNS, SCHEMA_VERSION, SCHEMAS,
-                     SHARD_INFO, SLOT_KINDS, EventKind, contract_nulls)
+                     SHARD_INFO, SLOT_KINDS, EventKind, contract_nulls,
+                     contract_unpaired)
 
 _KINDS = frozenset(k.value for k in EventKind)
 _SLOT_KINDS = frozenset(k.value for k in SLOT_KINDS)
@@ -116,6 +117,9 @@ def _columns(name: str, t: pa.Table, where: str, v: Validation) -> None:
     for col, n in contract_nulls(name, t).items():
         if n:
             v.problems.append(f"{where}.{col}: {n} null value(s) in a column every row needs")
+    for (a, b), n in contract_unpaired(name, t).items():
+        if n:
+            v.problems.append(f"{where}: {n} row(s) hold one of {a} and {b} without the other")
 
 
 def _events(ev: pa.Table, where: str, v: Validation) -> set:
