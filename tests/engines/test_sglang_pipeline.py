@@ -7,7 +7,8 @@ stage after the first would name different layers: a false layer_offset_mismatch
 number them as SGLang pairs them (tracer/integrations/sglang.py).
 
 SGLang refuses a destination with more entries than its source outside VRAM, so the real
-run needs a GPU (``gpu``-marked here; run on the H200 by ``scripts/gpu/sglang_h200.sh pp``).
+run needs a GPU (``gpu``-marked here; run on the H200 by ``scripts/gpu/sglang_h200.sh pp``;
+not yet run there: no GPU could be had the day this was written).
 What runs without one: the driver's stage split, the hooks' numbering rule, and
 a decode that runs the same stages (SGLang pairs them position by position, on DRAM too),
 clean and with 0.5.21's uniform-slot-count bug.
