@@ -288,16 +288,16 @@ step_ringgil() {
 # one decode that holds them all (SGLang refuses a destination with more entries than the
 # source outside VRAM). With the layer ids SGLang pairs entries by (--layer-ids model: MLA kv
 # and an index-K region per layer, as DeepSeek-V3.2/V4) and without them (none: a plain MLA
-# pool, placed by the stage's prefill_start_layer); unrecorded first, then recorded; and
+# pool, placed by the stage's prefill_start_layer); unrecorded first (0.5.21), then recorded; and
 # 0.5.21's uniform-slot-count bug (bytes-sized index-K) under the same stages. With .gpu/old
 # (another checkout): its hooks too.
 step_pp() {
   nvidia-smi -L
   local g="--memory vram --kv-layers 4 --prefill-pp 2 --timeout 90"
   for v in 0.5.21 0.5.23; do
-    run pp2-${v//./}-ids-plain $v - $g --index-layers 4 --index-k tokens --layer-ids model
+    [ $v = 0.5.21 ] && run pp2-${v//./}-ids-plain $v - $g --index-layers 4 --index-k tokens --layer-ids model
     run pp2-${v//./}-ids $v sglang $g --index-layers 4 --index-k tokens --layer-ids model
-    run pp2-${v//./}-noids-plain $v - $g --index-layers 0 --layer-ids none
+    [ $v = 0.5.21 ] && run pp2-${v//./}-noids-plain $v - $g --index-layers 0 --layer-ids none
     run pp2-${v//./}-noids $v sglang $g --index-layers 0 --layer-ids none
   done
   run pp2-0521-ids-usc 0.5.21 sglang $g --index-layers 4 --index-k bytes --index-dtype bf16 --layer-ids model
