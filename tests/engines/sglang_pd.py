@@ -56,7 +56,7 @@ stage and verifying its share of the layers; the report merges them (``stage`` p
     python tests/engines/sglang_pd.py --index-k bytes --index-dtype bf16 --report out.json
     python tests/engines/sglang_pd.py --index-k tokens --prefill-tp 2 --report out.json
     python tests/engines/sglang_pd.py --kv-heads 4 --prefill-tp 2 --memory vram --report out.json
-    python tests/engines/sglang_pd.py --kv-layers 4 --index-layers 2 --prefill-pp 2 --report out.json
+    python tests/engines/sglang_pd.py --kv-layers 4 --index-layers 4 --prefill-pp 2 --memory vram --report out.json
 """
 from __future__ import annotations
 
