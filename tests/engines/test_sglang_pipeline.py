@@ -24,7 +24,7 @@ from engine_runs import PY, check, driver, findings, need_engines, record, suppo
 
 import sglang_pd as drv
 
-from kvtrace.tracer.integrations.sglang import _model_layers
+from kvtrace.tracer.integrations.sglang import _model_layers, stage_layers
 
 SGL = driver("sglang_pd.py")
 # MLA kv and an index-K region per layer (ids: SGLang pairs them by layer), or a plain MLA
@@ -58,6 +58,17 @@ def test_hooks_number_layers_by_the_ids_sglang_pairs_entries_by():
     assert _model_layers(names, [2, 3]) is None               # not one per entry
     # K and V of one layer in one pool (an id twice): the position keeps them apart
     assert _model_layers([("kv0", 0), ("kv0", 1)], [5, 5]) is None
+
+
+def test_a_stage_without_ids_takes_the_layers_of_the_decode_entries_it_is_sent_into():
+    # stage 1 of a plain MLA pool into a decode holding all 4 layers: SGLang offsets it
+    assert stage_layers([0, 1], [2, 3], [576] * 4) == [2, 3]
+    # into a decode running the same stages (positional): the stage's own numbering, even
+    # where two of its pools share an item size (the decode's slot counts are not sent, so
+    # numbering by item size alone would run the second pool's layers on from the first's)
+    assert stage_layers([0, 1, 0, 1], [0, 1, 2, 3], [576] * 4) == [0, 1, 0, 1]
+    # offset into a decode of two item sizes: each entry by its place among its size
+    assert stage_layers([0, 1], [3, 5], [576, 576, 128, 576, 128, 128]) == [2, 2]
 
 
 def test_driver_refuses_stages_it_cannot_split(tmp_path):

@@ -81,8 +81,9 @@ class _State:
         self.kv: list[_Region] = []
         self.aux: list[_Region] = []
         self.pools: list[str] = []
-        self.deferred: list[tuple] | None = None   # a pipeline stage's kv layouts until its first peer
+        self.deferred: list[_Region] | None = None   # a pipeline stage's kv layouts until its first peer
         self.deferred_note: str | None = None
+        self.page_tokens = 1
         self.entry_map: list[int] | None = None
 
 
@@ -200,10 +201,37 @@ def regions(_out, self) -> None:
         rec.mark(note, st.agent, pools={p: [r.layer for r in st.kv if r.pool == p] for p in st.pools})
 
 
+def stage_layers(own: list[int], dst: list[int], dst_items: list[int]) -> list[int]:
+    """The layer of each of a pipeline stage's entries, as the decode numbers the entry
+    SGLang sends it into (``dst[i]``; ``dst_items``: the decode's item size per entry).
+
+    Positional pairing (``dst[i] == i``: a decode running the same stages, or stage 0 into a
+    decode holding every layer) keeps the stage's own numbering: the decode registers the
+    same entries and groups them the same way. Otherwise SGLang is offsetting a plain MLA
+    pool into a decode holding every layer (``_build_transfer_dst_indices``): the decode
+    numbers an entry by its position among its entries of that item size. The decode's
+    slot counts are not sent, so two decode groups of one item size are told apart only in
+    the positional case."""
+    if dst[:len(own)] == list(range(min(len(own), len(dst)))):
+        return list(own)
+    seen: dict[int, int] = {}
+    layer_of = []
+    for it in dst_items:
+        layer_of.append(seen.get(it, 0))
+        seen[it] = seen.get(it, 0) + 1
+    out = []
+    for i, layer in enumerate(own):
+        if i < len(dst):
+            j = dst[i]
+            layer = layer_of[j] if j < len(layer_of) else j
+        out.append(layer)
+    return out
+
+
 def entry_map(out, self, *args, peer_info=None, **kwargs) -> None:
     """SGLang chose which decode entry each of this prefill's entries goes to: a pipeline
     stage's layouts (deferred in ``regions``) take the layers the decode numbers those
-    entries by (its own grouping, by item size, in order), then are recorded."""
+    entries by (``stage_layers``), then are recorded."""
     st, rec = _state(self), default_recorder()
     if st is None or rec is None or out is None:
         return
@@ -217,20 +245,12 @@ def entry_map(out, self, *args, peer_info=None, **kwargs) -> None:
                      "into the second are not reliable")
         return
     items = [int(x) for x in (getattr(peer_info, "dst_kv_item_lens", None) or [])]
-    seen: dict[int, int] = {}
-    layer_of = []   # the decode's layer of each of its entries (per item size, in order)
-    for it in items:
-        layer_of.append(seen.get(it, 0))
-        seen[it] = seen.get(it, 0) + 1
     regions, st.deferred = st.deferred, None
     st.entry_map = dst
-    shifted = False
-    for i, r in enumerate(regions):
-        if i < len(dst):
-            j = dst[i]
-            layer = layer_of[j] if j < len(layer_of) else j
-            shifted |= layer != r.layer
-            r.layer = layer
+    layers = stage_layers([r.layer for r in regions], dst, items)
+    shifted = any(r.layer != layer for r, layer in zip(regions, layers))
+    for r, layer in zip(regions, layers):
+        r.layer = layer
         rec.layout(st.agent, r.pool, r.layer, r.ptr, r.item, r.slots, page_tokens=st.page_tokens,
                    mem_type=r.mem, device=r.device)
     note = (st.deferred_note + "; " if st.deferred_note else "") + (
