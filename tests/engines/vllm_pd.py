@@ -15,18 +15,30 @@ short ``--lease`` prefill's blocks are freed and reused first: vllm #52234's sha
 ``packed`` (K and V inside each block: one region per layer), ``split`` (all K blocks,
 then all V blocks: two regions per layer) or ``mla`` (one latent vector per token, a
 DeepSeek-style model: one region per layer).
+``--prefill-tp N --decode-tp M`` runs each engine tensor-parallel: every TP rank is an OS
+process of its own with its own NIXL agent and vLLM's parallel state (world size N or M,
+gloo over TCP), as vLLM's ``external_launcher`` executor runs one engine per rank: each
+rank's scheduler half sees the same requests and hands out the same blocks; the side channel
+is served once (rank 0's scheduler, with every rank's handshake metadata, as vLLM's engine
+core serves its workers'). vLLM's own handshake and TP mapping decide who reads what: with
+decode TP > prefill TP each decode rank READs its heads out of a prefill rank's blocks, with
+prefill TP > decode TP a decode rank READs from several prefill ranks. Caches are shaped as
+vLLM's CPU attention backend shapes them (heads outermost inside a block) and every head
+slice is stamped, so the verifier catches a slice read from the wrong head, block or request.
 ``--memory vram`` puts every layer's cache on the GPU (``--gpu N``): CUDA tensors that
 vLLM's own ``register_kv_caches`` registers with NIXL as VRAM (``kv_buffer_device``
 cuda, vLLM's CUDA platform); the stamps are written and read back through torch.
 
     python tests/engines/vllm_pd.py --report out.json
     python tests/engines/vllm_pd.py --memory vram --report out.json
+    python tests/engines/vllm_pd.py --prefill-tp 1 --decode-tp 2 --report out.json
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -40,6 +52,7 @@ from free_ports import free_port, free_port_run
 
 _SETUP = threading.Lock()
 STAMP = np.dtype([("magic", "<u4"), ("req", "<i4"), ("layer", "<i4"), ("block", "<i4")])
+HEAD_STAMP = np.dtype(STAMP.descr + [("head", "<i4")])  # tensor-parallel runs: one per head slice
 MAGIC_WRITTEN, MAGIC_UNWRITTEN = 0x4B565752, 0x4B56554E
 
 
@@ -77,7 +90,7 @@ def model_dir(a) -> str:
 
 def configs(a, role: str, engine_id: str):
     import torch
-    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, VllmConfig
+    from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, ParallelConfig, VllmConfig
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
     extra = {"kv_lease_duration": a.lease} if a.lease else {}
     if a.nixl_backend != "UCX":
@@ -87,7 +100,12 @@ def configs(a, role: str, engine_id: str):
     kt = KVTransferConfig(kv_connector="NixlConnector", kv_role=role,
                           kv_buffer_device="cuda" if a.memory == "vram" else "cpu",
                           engine_id=engine_id, kv_connector_extra_config=extra)
-    cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt)
+    tp = tp_size(a, role)
+    # one engine per TP rank, in the rank's own process (vLLM's external_launcher executor)
+    pc = ParallelConfig(tensor_parallel_size=tp, distributed_executor_backend="external_launcher") if tp > 1 \
+        else ParallelConfig()
+    cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt, parallel_config=pc)
+    a.rank_heads = a.heads // tp  # each rank's share of the KV heads (what vLLM's spec and cache hold)
     cfg.cache_config.kv_cache_layout = "LBHNC"  # what the engine core resolves for the connector
     if a.kv_layout == "mla":
         a.kernel_block = kernel_block_size(a, cfg)
@@ -98,7 +116,7 @@ def configs(a, role: str, engine_id: str):
         from vllm.v1.kv_cache_interface import MLAAttentionSpec
         spec = MLAAttentionSpec(block_size=a.block_size, num_kv_heads=1, head_size=a.head_size, dtype=torch.float32)
     else:
-        spec = FullAttentionSpec(block_size=a.block_size, num_kv_heads=a.heads, head_size=a.head_size,
+        spec = FullAttentionSpec(block_size=a.block_size, num_kv_heads=a.rank_heads, head_size=a.head_size,
                                  dtype=torch.float32)
     page = spec.page_size_bytes
     tensors = [KVCacheTensor(size=page * a.blocks, layers=[n], layer_stride=page * a.blocks, block_stride=page)
@@ -122,11 +140,47 @@ def kernel_block_size(a, cfg) -> int:
     return select_common_block_size(a.block_size, [backend], [None])
 
 
-def parallel_state(port: int) -> None:
+def parallel_state(port: int, world: int = 1, rank: int = 0) -> None:
     from vllm.distributed.parallel_state import ensure_model_parallel_initialized, init_distributed_environment
-    init_distributed_environment(world_size=1, rank=0, local_rank=0,
+    init_distributed_environment(world_size=world, rank=rank, local_rank=rank,
                                  distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo")
-    ensure_model_parallel_initialized(1, 1)
+    ensure_model_parallel_initialized(world, 1)
+
+
+def tp_size(a, role: str) -> int:
+    """The engine's tensor-parallel size (``role``: vLLM's kv_role)."""
+    return a.prefill_tp if role == "kv_producer" else a.decode_tp
+
+
+def ranked(a) -> bool:
+    """A tensor-parallel run (either engine TP > 1): per-rank processes and head-slice stamps."""
+    return a.prefill_tp > 1 or a.decode_tp > 1
+
+
+def tp_barrier() -> None:
+    """The TP ranks of an engine meet, as their forward pass's all-reduce makes them: no rank's
+    scheduler hands a request over before every rank has written its KV."""
+    import torch.distributed as dist
+    from vllm.distributed.parallel_state import get_tp_group
+    dist.barrier(group=get_tp_group().cpu_group)
+
+
+def gather_handshakes(a, meta):
+    """Every prefill rank's handshake metadata, for rank 0's scheduler to serve (vLLM's engine
+    core collects its workers' with a collective RPC); None on the other ranks."""
+    mine = os.path.join(a.xchg, f"prefill-handshake.r{a.rank}.pkl")
+    with open(mine + ".tmp", "wb") as f:
+        pickle.dump(meta, f)
+    os.replace(mine + ".tmp", mine)
+    if a.rank != 0:
+        return None
+    out = {}
+    for r in range(a.prefill_tp):
+        path = os.path.join(a.xchg, f"prefill-handshake.r{r}.pkl")
+        wait_file(path, a.timeout, load=False)
+        with open(path, "rb") as f:
+            out[(0, r)] = pickle.load(f)  # (pp, tp) rank
+    return out
 
 
 def connector(a, role: str, engine_id: str):
@@ -139,7 +193,7 @@ def connector(a, role: str, engine_id: str):
     if a.memory == "vram":
         torch.cuda.set_device(a.gpu)  # the engine's device: vLLM's CUDA platform binds NIXL to it
     with _SETUP, set_current_vllm_config(cfg):  # one engine at a time sets up vLLM's process-wide state
-        parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1)
+        parallel_state(a.dist_port if role == "kv_producer" else a.dist_port + 1, tp_size(a, role), a.rank)
         worker = NixlConnector(cfg, KVConnectorRole.WORKER, kcc)
         apart = role == "kv_producer" and a.prefill_scheduler == "process"
         sched = None if apart else NixlConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
@@ -149,6 +203,9 @@ def connector(a, role: str, engine_id: str):
     meta = worker.get_handshake_metadata()
     if sched is None:
         sched = SchedulerProcess(a, meta)
+    elif meta is not None and role == "kv_producer" and ranked(a):
+        if (every := gather_handshakes(a, meta)) is not None:
+            sched.set_xfer_handshake_metadata_pp_aware(every)
     elif meta is not None and role == "kv_producer":  # prefill serves the side channel; decode asks it
         sched.set_xfer_handshake_metadata_pp_aware({(0, 0): meta})  # (pp, tp) rank
     return cfg, worker, sched, raw, names, page
@@ -192,9 +249,12 @@ def cache_view(a, raw):
     if a.kv_layout == "mla":  # one latent vector per token, block-major, in the backend's kernel blocks
         k = getattr(a, "kernel_block", a.block_size)
         return f.view(a.blocks * (a.block_size // k), k, a.head_size)
+    heads = getattr(a, "rank_heads", a.heads)
     if a.kv_layout == "split":  # every K block, then every V block; indexed [block, K/V, ...]
-        return f.view(2, a.blocks, a.heads, a.block_size, a.head_size).permute(1, 0, 2, 3, 4)
-    return f.view(a.blocks, 2, a.heads, a.block_size, a.head_size)  # K and V inside each block
+        return f.view(2, a.blocks, heads, a.block_size, a.head_size).permute(1, 0, 2, 3, 4)
+    if ranked(a):  # vLLM's CPU attention backend: [blocks, heads, tokens, K|V], heads outermost in a block
+        return f.view(a.blocks, heads, a.block_size, 2 * a.head_size)
+    return f.view(a.blocks, 2, heads, a.block_size, a.head_size)  # K and V inside each block
 
 
 def segments(a, page: int, block: int) -> list[tuple[int, int]]:
@@ -273,7 +333,23 @@ def scheduler_main(args: dict, conn, handshake) -> None:
 
 
 # ----------------------------------------------------------------- stamps
+def head_slices(a, page: int, block: int) -> list[tuple[int, int, int, int]]:
+    """(offset, bytes, part, head) of every KV head's slice of ``block`` on this rank (heads
+    outermost inside a block, so each is contiguous); ``head`` is the model's (global) head.
+    MLA's latent is one slice, replicated on every rank (head 0)."""
+    heads = 1 if a.kv_layout == "mla" else a.rank_heads
+    first = 0 if a.kv_layout == "mla" else a.rank * a.rank_heads
+    return [(off + j * (n // heads), n // heads, part, first + j)
+            for part, (off, n) in enumerate(segments(a, page, block)) for j in range(heads)]
+
+
 def stamp(a, buf, page, block, magic, req, layer) -> None:
+    if ranked(a):  # a stamp per head slice: a slice read from the wrong rank or offset shows
+        for off, n, part, head in head_slices(a, page, block):
+            row = np.array([(magic, req, layer * 16 + part, block, head)], dtype=HEAD_STAMP).view(np.uint8)
+            buf[off: off + min(n, 256)] = np.resize(row, min(n, 256))
+            buf[off + 256: off + n: 509] = (req * 3 + layer * 7 + block * 13 + part + head * 5) % 251
+        return
     for part, (off, n) in enumerate(segments(a, page, block)):
         row = np.array([(magic, req, layer * 16 + part, block)], dtype=STAMP).view(np.uint8)
         buf[off: off + min(n, 256)] = np.resize(row, min(n, 256))
@@ -288,11 +364,21 @@ def read_stamps(a, buf, page, block) -> list[tuple]:
     return out
 
 
+def read_head_stamps(a, buf, page, block) -> list[tuple[int, int, tuple]]:
+    """(part, head, stamp) of every head slice of ``block`` on this rank."""
+    out = []
+    for off, _n, part, head in head_slices(a, page, block):
+        s = buf[off: off + HEAD_STAMP.itemsize].view(HEAD_STAMP)[0]
+        out.append((part, head, tuple(int(s[k]) for k in HEAD_STAMP.names)))
+    return out
+
+
 def describe(st) -> str:
-    magic, req, layer, block = st
+    magic, req, layer, block = st[:4]
     if magic == MAGIC_WRITTEN:
-        return f"request {req} layer {layer // 16} part {layer % 16} block {block}"
-    return "zeros (nothing arrived)" if st == (0, 0, 0, 0) else f"unknown bytes {st}"
+        return f"request {req} layer {layer // 16} part {layer % 16} block {block}" + \
+            (f" head {st[4]}" if len(st) > 4 else "")
+    return "zeros (nothing arrived)" if not any(st) else f"unknown bytes {st}"
 
 
 def allocator(n: int, seed: int):
@@ -326,12 +412,14 @@ def workload(a) -> list[dict]:
             for i in range(a.requests)]
 
 
-def wait_file(path, timeout):
+def wait_file(path, timeout, load: bool = True):
     t_end = time.monotonic() + timeout
     while not os.path.exists(path):
         if time.monotonic() > t_end:
             raise TimeoutError(f"{path} never appeared")
         time.sleep(0.01)
+    if not load:
+        return None
     with open(path) as f:
         return json.load(f)
 
@@ -356,12 +444,15 @@ def run_prefill(a):
             for b in blocks:
                 stamp(a, bufs[n].host, page, b, MAGIC_WRITTEN, r["num"], li)
             bufs[n].push([s for b in blocks for s in segments(a, page, b)])
+        if tp_size(a, "kv_producer") > 1:
+            tp_barrier()
         req = Req(r["id"], r["blocks"] * a.block_size, {"do_remote_decode": True})
         sched.update_state_after_alloc(req, None, 0)
         step(worker, sched)
         _delay, params = sched.request_finished(req, blocks)
         step(worker, sched)
-        put_file(os.path.join(a.xchg, f"{r['num']}.json"), {"params": params, "blocks": r["blocks"]})
+        if a.rank == 0:  # the engine's one answer to the proxy (every rank's scheduler computed the same)
+            put_file(os.path.join(a.xchg, f"{r['num']}.json"), {"params": params, "blocks": r["blocks"]})
         t_end = time.monotonic() + a.timeout
         while True:  # the engine loop: blocks stay held until vLLM says they are sent (or expired)
             sent = worker.get_transfer_results(set()).finished_sending  # what vLLM's model runner calls
@@ -376,7 +467,8 @@ def run_prefill(a):
         did["requests"].append({"id": r["id"], "blocks": blocks})
     print(f"prefill: {len(did['requests'])} requests sent", flush=True)
     # a server stays up: decode may still handshake and read (late reads are the fault mode)
-    wait_file(os.path.join(a.xchg, "decode-done.json"), a.timeout)
+    for d in range(a.decode_tp if ranked(a) else 1):
+        wait_file(os.path.join(a.xchg, done_name(a, d)), a.timeout)
     for _ in range(20):  # take decode's last notifications, as the engine loop would
         worker.get_transfer_results(set())
         tally(worker, did["vllm_stats"])
@@ -387,8 +479,17 @@ def run_prefill(a):
     did["notifications"] = (len(did["requests"]) - vs.get("num_kv_expired_reqs", 0)
                             + vs.get("num_notifications_after_expiry", 0))
     if a.report:
-        put_file(a.report + ".prefill", did)
+        put_file(a.report + ".prefill" + rank_suffix(a), did)
     return worker
+
+
+def rank_suffix(a) -> str:
+    """A TP rank's own report file (merged by the launching process): '' without TP."""
+    return f".rank{a.rank}" if ranked(a) else ""
+
+
+def done_name(a, rank: int) -> str:
+    return f"decode-done.r{rank}.json" if ranked(a) else "decode-done.json"
 
 
 def registered(worker) -> dict:
@@ -436,7 +537,7 @@ def run_decode(a):
     cfg, worker, sched, bufs, names, page = connector(a, "kv_consumer", "decode")
     alloc, release = allocator(a.blocks, a.seed + 2)
     report = {"requests": [], "misaddressed": [], "vllm_stats": {}, "kv_layout": a.kv_layout,
-              "memory": a.memory}
+              "memory": a.memory, "rank": a.rank}
     report.update(registered(worker))
     finished: set[str] = set()  # --decode-finish runner: last step's finished requests
     for r in workload(a):
@@ -451,6 +552,8 @@ def run_decode(a):
                 for off, k in segments(a, page, b):
                     bufs[n].host[off:off + k] = 0
             bufs[n].push([s for b in blocks for s in segments(a, page, b)])
+        if tp_size(a, "kv_consumer") > 1:  # the ranks step together (their forward's all-reduce)
+            tp_barrier()
         meta = NixlConnectorMetadata()
         meta.add_new_req_to_recv(request_id=r["id"], local_block_ids=[blocks],
                                  kv_transfer_params=got["params"], awaiting_kvs=True)
@@ -478,7 +581,13 @@ def run_decode(a):
         for li, n in enumerate(names):  # the verifier: whose bytes does each block hold?
             bufs[n].pull([s for b in blocks for s in segments(a, page, b)])
             for g, b in enumerate(blocks):
-                for part, st in enumerate(read_stamps(a, bufs[n].host, page, b)):
+                src = got["params"]["remote_block_ids"][0][g]
+                for part, head, st in (read_head_stamps(a, bufs[n].host, page, b) if ranked(a) else ()):
+                    if st != (MAGIC_WRITTEN, r["num"], li * 16 + part, src, head):
+                        report["misaddressed"].append({"request": r["id"], "layer": li, "part": part, "block": b,
+                                                       "page": g, "head": head, "rank": a.rank,
+                                                       "holds": describe(st)})
+                for part, st in enumerate(() if ranked(a) else read_stamps(a, bufs[n].host, page, b)):
                     want = (MAGIC_WRITTEN, r["num"], li * 16 + part, got["params"]["remote_block_ids"][0][g])
                     if st != want:
                         report["misaddressed"].append({"request": r["id"], "layer": li, "part": part, "block": b,
@@ -497,13 +606,16 @@ def run_decode(a):
     vs = report["vllm_stats"]
     report["transfers"], report["descriptors"] = vs.get("transfer_duration", 0), vs.get("num_descriptors", 0)
     bad = report["misaddressed"]
-    print(f"decode: {len(report['requests'])} requests received, {len(bad)} misaddressed block(s)", flush=True)
+    who = f"decode rank {a.rank}" if ranked(a) else "decode"
+    what = "head slice(s)" if ranked(a) else "block(s)"
+    print(f"{who}: {len(report['requests'])} requests received, {len(bad)} misaddressed {what}", flush=True)
     for m in bad[:8]:
-        print(f"  {m['request']} layer {m['layer']} block {m['block']} holds {m['holds']}")
+        head = f" head {m['head']}" if "head" in m else ""
+        print(f"  {m['request']} layer {m['layer']} block {m['block']}{head} holds {m['holds']}")
     if a.report:
-        put_file(a.report, report)
+        put_file(a.report + rank_suffix(a), report)
     time.sleep(0.2)  # let the last notification leave before prefill stops listening
-    put_file(os.path.join(a.xchg, "decode-done.json"), {})
+    put_file(os.path.join(a.xchg, done_name(a, a.rank)), {})
     return worker
 
 
@@ -525,7 +637,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--role", choices=("both", "prefill", "decode", "one-process"), default="both",
                    help="both: two processes; one-process: prefill and decode engines as two threads of one")
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=1)
+    p.add_argument("--heads", type=int, default=None,
+                   help="the model's KV heads (default: the larger TP size; 1 without TP)")
     p.add_argument("--head-size", type=int, default=16)
     p.add_argument("--kv-layout", choices=("packed", "split", "mla"), default="packed",
                    help="each layer's cache: K and V in each block, K blocks then V blocks, or an MLA latent")
@@ -547,6 +660,9 @@ def parser() -> argparse.ArgumentParser:
                    help="where each layer's cache lives (vram: CUDA tensors, kv_buffer_device cuda, NIXL VRAM)")
     p.add_argument("--gpu", type=int, default=0, help="the GPU of VRAM caches (both engines)")
     p.add_argument("--nixl-backend", default="UCX", help="the NIXL backend vLLM asks for (kv_connector_extra_config)")
+    p.add_argument("--prefill-tp", type=int, default=1, help="prefill's tensor-parallel size (one process per rank)")
+    p.add_argument("--decode-tp", type=int, default=1, help="decode's tensor-parallel size (one process per rank)")
+    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)  # this process's TP rank (set by the launch)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--side-port", type=int, default=0)
     p.add_argument("--dist-port", type=int, default=0)
@@ -597,8 +713,64 @@ def cuda_missing(gpu: int) -> str | None:
     return None
 
 
+def tp_refusal(a) -> str | None:
+    """Why this tensor-parallel run cannot be made, in one line (None: it can)."""
+    for name, tp in (("--prefill-tp", a.prefill_tp), ("--decode-tp", a.decode_tp)):
+        if tp < 1:
+            return f"{name} must be at least 1"
+        if a.kv_layout != "mla" and a.heads % tp:
+            return f"{name} {tp} does not divide the model's {a.heads} KV heads (--heads)"
+    big, small = max(a.prefill_tp, a.decode_tp), min(a.prefill_tp, a.decode_tp)
+    if big % small:
+        return f"vLLM needs one TP size to divide the other (prefill {a.prefill_tp}, decode {a.decode_tp})"
+    if a.memory == "vram":
+        return "tensor-parallel runs keep the KV cache in DRAM (--memory dram)"
+    if a.role == "one-process":
+        return "tensor-parallel runs put every rank in a process of its own (--role both)"
+    if a.prefill_scheduler == "process":
+        return "tensor-parallel runs run a scheduler half beside each rank's worker (--prefill-scheduler inline)"
+    return None
+
+
+def merge_reports(a, report: str) -> None:
+    """One report per engine from its ranks' (each rank's verifier and vLLM's per-rank stats):
+    decode's misaddressed head slices of every rank, stats summed; ``ranks`` keeps each rank's."""
+    def load(path):
+        with open(path) as f:
+            return json.load(f)
+
+    def summed(parts, key):
+        out: dict = {}
+        for part in parts:
+            for k, v in part[key].items():
+                out[k] = out.get(k, 0) + v
+        return out
+    for suffix, tp in ((".prefill", a.prefill_tp), ("", a.decode_tp)):
+        paths = [f"{report}{suffix}.rank{r}" for r in range(tp)]
+        if not all(os.path.exists(p) for p in paths):
+            continue
+        parts = [load(p) for p in paths]
+        merged = dict(parts[0], vllm_stats=summed(parts, "vllm_stats"), ranks=parts,
+                      prefill_tp=a.prefill_tp, decode_tp=a.decode_tp)
+        merged.pop("rank", None)
+        if suffix:
+            merged["notifications"] = sum(p["notifications"] for p in parts)
+        else:
+            merged["misaddressed"] = [m for p in parts for m in p["misaddressed"]]
+            merged["transfers"] = sum(p["transfers"] for p in parts)
+            merged["descriptors"] = sum(p["descriptors"] for p in parts)
+        put_file(report + suffix, merged)
+        for p in paths:
+            os.remove(p)
+
+
 def main(argv=None) -> int:
     a = parser().parse_args(argv)
+    if a.heads is None:
+        a.heads = max(a.prefill_tp, a.decode_tp)
+    if ranked(a) and a.role in ("both", "one-process") and (why := tp_refusal(a)):
+        print(f"vllm_pd: {why}", file=sys.stderr)
+        return 2
     if a.memory == "vram" and a.role in ("both", "one-process"):  # once, before any engine starts
         if a.kv_layout == "mla":
             print("vllm_pd: --memory vram takes --kv-layout packed or split (mla's block size comes from "
@@ -622,10 +794,20 @@ def main(argv=None) -> int:
         return one_process(a, side, dist, xchg)
     skip = {"--role", "both"}
     base = [sys.executable, os.path.abspath(__file__)] + [x for x in (argv or sys.argv[1:]) if x not in skip]
-    procs = [subprocess.Popen(base + ["--role", role, "--side-port", str(side), "--dist-port", str(dist + i * 7),
-                                      "--xchg", xchg])
-             for i, role in enumerate(("prefill", "decode"))]
-    return max(p.wait() for p in procs)
+    if not ranked(a):
+        procs = [subprocess.Popen(base + ["--role", role, "--side-port", str(side), "--dist-port", str(dist + i * 7),
+                                          "--xchg", xchg])
+                 for i, role in enumerate(("prefill", "decode"))]
+        return max(p.wait() for p in procs)
+    # one process per TP rank; an engine's ranks share its torch.distributed rendezvous port
+    procs = [subprocess.Popen(base + ["--role", role, "--rank", str(r), "--side-port", str(side),
+                                      "--dist-port", str(dist + i * 7), "--xchg", xchg])
+             for i, (role, tp) in enumerate((("prefill", a.prefill_tp), ("decode", a.decode_tp)))
+             for r in range(tp)]
+    rc = max(p.wait() for p in procs)
+    if a.report:
+        merge_reports(a, a.report)
+    return rc
 
 
 if __name__ == "__main__":

@@ -100,6 +100,10 @@ class _State:
         name = worker.nixl_wrapper.name
         self.agent = name.decode() if isinstance(name, bytes) else str(name)
         self.engine = str(getattr(worker, "engine_id", ""))
+        # the worker's rank among its engine's transfer ranks (TP ranks; DCP shards on a TP-1
+        # PCP engine), each a process with its own NIXL agent
+        self.tp_rank = int(getattr(worker, "transfer_tp_rank", getattr(worker, "tp_rank", 0)) or 0)
+        self.tp_size = int(getattr(worker, "transfer_tp_size", getattr(worker, "world_size", 1)) or 1)
         self.kv: list[_Region] = []
         self.sending: dict[str, dict[str, list[int]]] = {}   # prefill: request -> pool -> blocks held
         self.recving: dict[str, tuple] = {}  # decode: local id -> (request, group blocks, group first page)
@@ -356,10 +360,38 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
             if _on("messages"):  # kv_transfer_params (remote_block_ids) leave for decode, via the proxy
                 rec.event(K.MSG_SEND, st.agent, req, msg=np.asarray(_flat(params["remote_block_ids"]),
                                                                    dtype=np.int32).tobytes(),
-                          detail={"id": f"blocks:{req}", "what": "prefill blocks (kv_transfer_params)"})
+                          detail={"id": _params_id(req, st.tp_rank, st.tp_size), "what": _PARAMS})
     else:  # decode: the request is done with its blocks
         for st in sts:
             _finish(st, rec, [request.request_id])
+
+
+_PARAMS = "prefill blocks (kv_transfer_params)"
+
+
+def _params_id(req: str, prefill_rank: int, prefill_tp: int) -> str:
+    """``detail.id`` of the kv_transfer_params message as prefill TP rank ``prefill_rank`` of
+    ``prefill_tp`` hands it over: one per prefill rank, so each rank's blocks and writes are
+    ordered before decode's READs (plain ``blocks:{req}`` without TP)."""
+    return f"blocks:{req}" if prefill_tp <= 1 else f"blocks:{req}@p{prefill_rank}"
+
+
+def _params_received(st: _State, rec, req: str, remote, prefill_tp: int) -> None:
+    """Decode got ``req``'s kv_transfer_params. vLLM's prefill engine hands them over once,
+    after every prefill TP rank's forward pass (their all-reduce); the decode engine's
+    scheduler hands them to every decode TP rank's worker. Recorded as: decode rank 0 receives
+    every prefill rank's message (each rank's blocks and writes are ordered before it), then
+    hands it on to decode ranks 1.. (``blocks:{req}>d{rank}``); a rank > 0 receives that.
+    Each id has one sender and one receiver, whatever the two TP sizes (neither engine knows
+    how many ranks the other has when it sends)."""
+    blocks = np.asarray(_flat(remote.block_ids), dtype=np.int32).tobytes()
+    if st.tp_rank > 0:
+        rec.event(K.MSG_RECV, st.agent, req, msg=blocks, detail={"id": f"blocks:{req}>d{st.tp_rank}", "what": _PARAMS})
+        return
+    for p in range(max(int(prefill_tp or 1), 1)):
+        rec.event(K.MSG_RECV, st.agent, req, msg=blocks, detail={"id": _params_id(req, p, prefill_tp), "what": _PARAMS})
+    for d in range(1, st.tp_size):  # the decode engine's scheduler hands them to its other ranks
+        rec.event(K.MSG_SEND, st.agent, req, msg=blocks, detail={"id": f"blocks:{req}>d{d}", "what": _PARAMS})
 
 
 def _group_block_size(obj, g: int) -> int:
@@ -470,8 +502,7 @@ def start_load_kv(self, metadata, *a, **kw) -> None:
         if not groups:
             continue
         if remote is not None and _on("messages"):
-            rec.event(K.MSG_RECV, st.agent, req, msg=np.asarray(_flat(remote.block_ids), dtype=np.int32).tobytes(),
-                      detail={"id": f"blocks:{req}", "what": "prefill blocks (kv_transfer_params)"})
+            _params_received(st, rec, req, remote, getattr(meta, "tp_size", 1))
         rec.event(K.REQ_START, st.agent, req, detail={"pages": sum(map(len, groups.values()))})
         first = _first_pages(self, meta, groups)
         if _on("pages"):
