@@ -47,3 +47,25 @@ def uncovered(trace: str) -> list[tuple]:
             if len(hit) != 1:
                 bad.append((side, agent, addr, d["nbytes"], len(hit)))
     return bad
+
+
+def slot_spans(trace: str) -> list[dict]:
+    """Every descriptor's two ends as (agent, slot, byte offset in the slot, slot bytes) of
+    the one layout of its agent that holds the end (None when no layout or more than one
+    does, or the bytes run past the slot): where in a slot each head slice was read from and
+    written to."""
+    lay = layouts(trace)
+    out = []
+    for d in open_trace(trace).table("descs").to_pylist():
+        row = {"xfer": d["xfer"], "nbytes": d["nbytes"]}
+        for side in ("src", "dst"):
+            addr, agent = d[f"{side}_addr"], d[f"{side}_agent"]
+            hit = [r for r in lay.get(agent, ()) if r["addr"] <= addr < r["addr"] + r["nbytes"]]
+            if len(hit) != 1 or (addr - hit[0]["addr"]) % hit[0]["slot_bytes"] + d["nbytes"] > hit[0]["slot_bytes"]:
+                row[side] = None
+                continue
+            r = hit[0]
+            row[side] = {"agent": agent, "layer": r["layer"], "slot": (addr - r["addr"]) // r["slot_bytes"],
+                         "off": (addr - r["addr"]) % r["slot_bytes"], "slot_bytes": r["slot_bytes"]}
+        out.append(row)
+    return out

@@ -105,7 +105,10 @@ def configs(a, role: str, engine_id: str):
     pc = ParallelConfig(tensor_parallel_size=tp, distributed_executor_backend="external_launcher") if tp > 1 \
         else ParallelConfig()
     cfg = VllmConfig(model_config=mc, cache_config=cc, kv_transfer_config=kt, parallel_config=pc)
-    a.rank_heads = a.heads // tp  # each rank's share of the KV heads (what vLLM's spec and cache hold)
+    # each rank's KV heads (what vLLM's spec and cache hold): its share, or one replicated head
+    # when the engine has more ranks than the model has KV heads
+    a.rank_heads = max(1, a.heads // tp)
+    a.first_head = a.rank * a.heads // tp
     cfg.cache_config.kv_cache_layout = "LBHNC"  # what the engine core resolves for the connector
     if a.kv_layout == "mla":
         a.kernel_block = kernel_block_size(a, cfg)
@@ -338,7 +341,7 @@ def head_slices(a, page: int, block: int) -> list[tuple[int, int, int, int]]:
     outermost inside a block, so each is contiguous); ``head`` is the model's (global) head.
     MLA's latent is one slice, replicated on every rank (head 0)."""
     heads = 1 if a.kv_layout == "mla" else a.rank_heads
-    first = 0 if a.kv_layout == "mla" else a.rank * a.rank_heads
+    first = 0 if a.kv_layout == "mla" else a.first_head
     return [(off + j * (n // heads), n // heads, part, first + j)
             for part, (off, n) in enumerate(segments(a, page, block)) for j in range(heads)]
 
@@ -436,7 +439,7 @@ def run_prefill(a):
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata import NixlConnectorMetadata  # noqa: F401
     cfg, worker, sched, bufs, names, page = connector(a, "kv_producer", "prefill")
     alloc, release = allocator(a.blocks, a.seed + 1)
-    did = {"requests": [], "vllm_stats": {}}
+    did = {"requests": [], "vllm_stats": {}, "rank": a.rank}
     did.update(registered(worker))
     for r in workload(a):
         blocks = alloc(r["blocks"])
@@ -537,7 +540,7 @@ def run_decode(a):
     cfg, worker, sched, bufs, names, page = connector(a, "kv_consumer", "decode")
     alloc, release = allocator(a.blocks, a.seed + 2)
     report = {"requests": [], "misaddressed": [], "vllm_stats": {}, "kv_layout": a.kv_layout,
-              "memory": a.memory, "rank": a.rank}
+              "memory": a.memory, "rank": a.rank, "heads": a.heads}
     report.update(registered(worker))
     finished: set[str] = set()  # --decode-finish runner: last step's finished requests
     for r in workload(a):
@@ -718,8 +721,12 @@ def tp_refusal(a) -> str | None:
     for name, tp in (("--prefill-tp", a.prefill_tp), ("--decode-tp", a.decode_tp)):
         if tp < 1:
             return f"{name} must be at least 1"
-        if a.kv_layout != "mla" and a.heads % tp:
-            return f"{name} {tp} does not divide the model's {a.heads} KV heads (--heads)"
+        if a.kv_layout != "mla" and a.heads % tp and tp % a.heads:
+            return f"{name} {tp} and the model's {a.heads} KV heads (--heads) must divide one or the other"
+    if a.kv_layout != "mla" and a.decode_tp < a.prefill_tp and a.prefill_tp > a.heads:
+        return (f"vLLM does not read a prefill whose {a.prefill_tp} ranks replicate the model's {a.heads} KV "
+                "heads into fewer decode ranks (an assertion in its handshake: "
+                "NixlBaseConnectorWorker._validate_remote_agent_handshake)")
     big, small = max(a.prefill_tp, a.decode_tp), min(a.prefill_tp, a.decode_tp)
     if big % small:
         return f"vLLM needs one TP size to divide the other (prefill {a.prefill_tp}, decode {a.decode_tp})"
