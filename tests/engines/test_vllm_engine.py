@@ -23,6 +23,7 @@ import pytest
 
 from engine_runs import check, driver, env_for, findings, need_engines, record
 from kvtrace.tracer import open_trace
+from vllm_facts import prefill_report
 
 pytestmark = pytest.mark.slow
 ENGINE = driver("vllm_engine_pd.py")
@@ -127,3 +128,45 @@ def test_vllm_engine_sliding_window_group_checks_clean(tmp_path):
     sw = [e for e in _events(run.trace) if e["kind"] == "alloc" and e["pool"] == "kv1"]
     assert sw and all(0 not in e["slots"] for e in sw)
     assert any(min(e["pages"]) > 0 for e in sw)   # window tails: the sequence's last pages
+
+
+# vLLM's multiprocess executor (any TP > 1) runs prefill's scheduler in one process and its
+# worker in another: the scheduler half has no NIXL agent to tie its blocks to, so the worker's
+# process records them from the scheduler outputs the model runner's glue gets each step.
+WORKER_PROCESS = ["--prefill-workers", "process"]
+
+
+def test_vllm_engine_worker_process_records_prefill_blocks(tmp_path):
+    """The legal workload with prefill's worker in its own process checks clean, and prefill's
+    blocks, writes, hand-offs and frees are recorded by the worker's process, as the scheduler
+    half records them in one process: sharedB holds sharedA's first blocks as prefix-cache hits."""
+    need_engines()
+    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS)] + WORKER_PROCESS, hooks="vllm", env=IN_FLIGHT)
+    assert run.rc == 0, run.stderr[-3000:]
+    assert run.report["misaddressed"] == [], run.report["misaddressed"][:4]
+    res = check(run.trace)
+    assert findings(res) == [], [f["message"] for f in findings(res)][:3]
+    assert res["attribution"] == [] and not any("no allocation" in str(n) for n in res["notes"]), res["notes"]
+    ev, did = _events(run.trace), prefill_report(run)
+    worker = f"vllm_engine_pd-{did['worker_pid']}"
+    pre = [e for e in ev if e["agent"] == did["agent"]]
+    assert pre and {e["shard"] for e in pre if e["kind"] in ("alloc", "write", "free", "msg_send")} == {worker}
+    reqs = {e["request"] for e in pre if e["kind"] == "write"}
+    assert reqs == set(did["requests"]) and len(reqs) == 8
+    a = [e for e in pre if e["kind"] == "alloc" and e["request"] == "sharedA"]
+    b = [e for e in pre if e["kind"] == "alloc" and e["request"] == "sharedB"]
+    assert len(a) == 1 and len(b) == 2 and b[0]["slots"] == a[0]["slots"][:2] and '"shared"' in b[0]["detail"]
+    assert sorted(e["request"] for e in pre if e["kind"] == "free") == sorted(reqs)
+
+
+def test_vllm_engine_worker_process_finds_the_expired_lease(tmp_path):
+    """The expired lease with prefill's worker in its own process: found as in one process
+    (before, prefill's blocks were not recorded there and check could only say so)."""
+    need_engines()
+    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS), "--bug", "prefill-lease", "--timeout", "60"]
+                 + WORKER_PROCESS, hooks="vllm", env=IN_FLIGHT)
+    assert run.rc == 0, run.stderr[-3000:]
+    got = findings(check(run.trace))
+    assert {"sharedA", "sharedB"} <= {f["request"] for f in got if f["check"] == "src_free_before_done"}, \
+        [f["message"] for f in got][:3]
+    assert {f["check"] for f in got} <= {"src_free_before_done"} | CONSEQUENCES["src_free_before_done"]

@@ -108,7 +108,9 @@ class Engine:
     worker's connector (vLLM's KV transfer group) behind the CPU model runner's glue,
     and the KV cache tensors the forward pass writes."""
 
-    def __init__(self, a, role: str, engine_id: str, blocks: int, lease: int):
+    def __init__(self, a, role: str, engine_id: str, blocks: int, lease: int, part: str = "both"):
+        """``part``: ``both`` (vLLM's uniprocess executor: scheduler and worker in this
+        process), ``scheduler`` or ``worker`` (its multiprocess executor's two processes)."""
         import torch
         from vllm.config import (CacheConfig, DeviceConfig, KVTransferConfig, ModelConfig, SchedulerConfig,
                                  VllmConfig, set_current_vllm_config)
@@ -151,27 +153,35 @@ class Engine:
                             kv_cache_groups=groups)
         init_none_hash(sha256)
         self.hasher = get_request_block_hasher(a.block_size, sha256)
-        port = a.dist_port + (0 if role == "kv_producer" else 1)
+        port = a.dist_port + (0 if role == "kv_producer" else 1) + (2 if part == "worker" else 0)
+        self.sched = self.kv = self.worker = None
         with set_current_vllm_config(cfg):
             init_distributed_environment(world_size=1, rank=0, local_rank=0,
                                          distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo")
             ensure_model_parallel_initialized(1, 1)
-            ensure_kv_transfer_initialized(cfg, kcc)  # the worker's connector, as the GPU/CPU worker makes it
-            self.sched = Scheduler(vllm_config=cfg, kv_cache_config=kcc,
-                                   structured_output_manager=StructuredOutputManager(cfg),
-                                   block_size=a.block_size, log_stats=True)
-            raw = {n: torch.zeros(blocks * page, dtype=torch.uint8) for n in self.names}
-            caches = {n: raw[n].view(torch.float32).view(blocks, 2, a.heads, a.block_size, a.head_size)
-                      for n in self.names}
-            self.kv = ActiveKVConnector(cfg, caches)  # registers the caches with NIXL
+            if part != "scheduler":
+                ensure_kv_transfer_initialized(cfg, kcc)  # the worker's connector, as the GPU/CPU worker makes it
+            if part != "worker":
+                self.sched = Scheduler(vllm_config=cfg, kv_cache_config=kcc,
+                                       structured_output_manager=StructuredOutputManager(cfg),
+                                       block_size=a.block_size, log_stats=True)
+            if part != "scheduler":
+                raw = {n: torch.zeros(blocks * page, dtype=torch.uint8) for n in self.names}
+                caches = {n: raw[n].view(torch.float32).view(blocks, 2, a.heads, a.block_size, a.head_size)
+                          for n in self.names}
+                self.kv = ActiveKVConnector(cfg, caches)  # registers the caches with NIXL
+                self.bufs = {n: raw[n].numpy() for n in self.names}
         self.cfg = cfg
-        self.bufs = {n: raw[n].numpy() for n in self.names}
-        from vllm.distributed.kv_transfer import get_kv_transfer_group
-        self.worker = get_kv_transfer_group()
-        if role == "kv_producer":  # the engine core hands the workers' handshake to its scheduler's connector
-            self.sched.get_kv_connector().set_xfer_handshake_metadata_pp_aware(
-                {(0, 0): self.worker.get_handshake_metadata()})
+        if part != "scheduler":
+            from vllm.distributed.kv_transfer import get_kv_transfer_group
+            self.worker = get_kv_transfer_group()
+        if role == "kv_producer" and part == "both":  # the engine core hands the workers' handshake to its scheduler's connector
+            self.handshake(self.worker.get_handshake_metadata())
+        self.reqs: dict[str, tuple[list[int], list[list[int]]]] = {}   # worker part: tokens, blocks per group
         self.steps = 0
+
+    def handshake(self, meta) -> None:
+        self.sched.get_kv_connector().set_xfer_handshake_metadata_pp_aware({(0, 0): meta})
 
     def request(self, rid: str, tokens: list[int], params: dict, max_tokens: int):
         from vllm import SamplingParams
@@ -203,6 +213,43 @@ class Engine:
         self.steps += 1
         return so, kvo, [o for eo in outs.values() for o in eo.outputs]
 
+    def worker_step(self, so):
+        """The worker process's step (vLLM's multiprocess executor): the connector glue around
+        a forward that knows the requests only from the scheduler outputs, as vLLM's model
+        runner does. Returns (requests that sample a token, the connector's output)."""
+        self.kv.pre_forward(so)
+        for rid in so.preempted_req_ids or ():
+            self.reqs.pop(rid, None)
+        for nr in so.scheduled_new_reqs:
+            self.reqs[nr.req_id] = (list(nr.prompt_token_ids), [list(g) for g in nr.block_ids])
+        cr = so.scheduled_cached_reqs
+        for rid, new in zip(cr.req_ids, cr.new_block_ids):
+            if new is not None and rid in self.reqs:
+                for g, more in enumerate(new):
+                    self.reqs[rid][1][g].extend(more)
+        starts = {r.req_id: r.num_computed_tokens for r in so.scheduled_new_reqs}
+        starts.update(dict(zip(cr.req_ids, cr.num_computed_tokens)))
+        sample = []
+        for rid, n in so.num_scheduled_tokens.items():
+            toks, gids = self.reqs[rid]
+            end = starts[rid] + n
+            self.write_kv(toks, gids, starts[rid], end)
+            if end >= len(toks):
+                sample.append(rid)
+        self.kv.finish_forward()
+        kvo = self.kv.post_forward(so.finished_req_ids)
+        for rid in so.finished_req_ids:
+            self.reqs.pop(rid, None)
+        return sample, kvo
+
+    def write_kv(self, toks: list[int], gids, start: int, end: int) -> None:
+        bs = self.a.block_size
+        for p in range(start // bs, (end - 1) // bs + 1):
+            for li, name in enumerate(self.names):
+                b = gids[self.group_of[name]][p]
+                if b:  # block 0 is vLLM's null block: a sliding window's skipped page
+                    put(self.bufs[name], self.page, b, kv_bytes(toks[:min((p + 1) * bs, end)], li, self.page))
+
     def next_token(self, rid) -> int:
         req = self.sched.requests.get(rid)
         return 1 + (len(req.all_token_ids) * 7919 if req is not None else 0) % 29000
@@ -219,14 +266,8 @@ class Engine:
             start = starts[rid]
             self.before_compute(rid, req, start)
             gids = self.sched.kv_cache_manager.get_block_ids(rid)
-            toks = list(req.all_token_ids)
             end = start + n
-            bs = self.a.block_size
-            for p in range(start // bs, (end - 1) // bs + 1):
-                for li, name in enumerate(self.names):
-                    b = gids[self.group_of[name]][p]
-                    if b:  # block 0 is vLLM's null block: a sliding window's skipped page
-                        put(self.bufs[name], self.page, b, kv_bytes(toks[:min((p + 1) * bs, end)], li, self.page))
+            self.write_kv(list(req.all_token_ids), gids, start, end)
             if end >= req.num_tokens:
                 ids.append(rid)
         return ids
@@ -269,11 +310,73 @@ def registered(worker) -> dict:
 
 
 # ----------------------------------------------------------------- prefill
+class EngineCoreWithWorkerProcess(Engine):
+    """vLLM's multiprocess executor on prefill: this process runs the engine core (the
+    Scheduler, with the connector's scheduler half) and hands each step's SchedulerOutput to
+    the worker process (``--role prefill-worker``: the connector worker, the model runner's
+    glue, the KV cache, the forward), which returns the connector's output; the scheduler
+    half's process has no NIXL agent."""
+
+    def __init__(self, a, conn):
+        super().__init__(a, "kv_producer", "prefill", a.prefill_blocks, a.lease, part="scheduler")
+        self.conn = conn
+        meta, self.agent, self.worker_pid = conn.recv()   # what the executor collects from its workers
+        self.handshake(meta)
+
+    def step(self, before_post=None):
+        from vllm.v1.outputs import ModelRunnerOutput
+        so = self.sched.schedule()
+        self.conn.send(so)
+        sample, kvo = self.conn.recv()
+        ids = list(so.num_scheduled_tokens)
+        mro = ModelRunnerOutput(req_ids=ids,
+                                sampled_token_ids=[[self.next_token(r)] if r in sample else [] for r in ids],
+                                kv_connector_output=kvo)
+        outs = self.sched.update_from_output(so, mro)
+        self.steps += 1
+        return so, kvo, [o for eo in outs.values() for o in eo.outputs]
+
+    def close(self) -> None:
+        self.conn.send(None)
+
+
+def start_worker_process(a):
+    """The prefill worker's process and the connection the engine core talks to it over."""
+    from multiprocessing.connection import Listener
+    key = os.urandom(16)
+    listener = Listener(("127.0.0.1", 0), authkey=key)
+    args = sys.argv[1:] + ["--role", "prefill-worker", "--worker-port", str(listener.address[1]),
+                           "--worker-key", key.hex()]
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)] + args)
+    conn = listener.accept()
+    listener.close()
+    return proc, conn
+
+
+def run_prefill_worker(a):
+    from multiprocessing.connection import Client
+    fits(a)
+    conn = Client(("127.0.0.1", a.worker_port), authkey=bytes.fromhex(a.worker_key))
+    eng = Engine(a, "kv_producer", "prefill", a.prefill_blocks, a.lease, part="worker")
+    conn.send((eng.worker.get_handshake_metadata(), registered(eng.worker)["agent"], os.getpid()))
+    while (so := conn.recv()) is not None:
+        conn.send(eng.worker_step(so))
+    return eng
+
+
 def run_prefill(a):
     fits(a)
-    eng = Engine(a, "kv_producer", "prefill", a.prefill_blocks, a.lease)
-    did = {"requests": {}, "steps": 0}
-    did.update(registered(eng.worker))
+    proc = None
+    if a.prefill_workers == "process":
+        proc, conn = start_worker_process(a)
+        eng = EngineCoreWithWorkerProcess(a, conn)
+        did = {"requests": {}, "steps": 0, "agent": eng.agent, "worker_pid": eng.worker_pid}
+    else:
+        eng = Engine(a, "kv_producer", "prefill", a.prefill_blocks, a.lease)
+        did = {"requests": {}, "steps": 0}
+        did.update(registered(eng.worker))
+    # decode stalls the process that serves its READs (the one with prefill's NIXL agent)
+    put_file(os.path.join(a.xchg, "prefill-agent.json"), {"pid": did.get("worker_pid", os.getpid())})
     pending = list(prompts(a))
     live: set[str] = set()
     t_end = time.monotonic() + a.timeout
@@ -305,6 +408,9 @@ def run_prefill(a):
         time.sleep(0.01)
     if a.report:
         put_file(a.report + ".prefill", did)
+    if proc is not None:
+        eng.close()
+        proc.wait(timeout=30)
     return eng
 
 
@@ -386,7 +492,7 @@ def run_decode(a):
                 return
             # every step while it waits posts its READs here, inside the stall: vLLM posts in
             # start_load_kv only (a READ deferred by a NIXL handshake too, at the next one)
-            with stalled(a.peer_pid if eng.kv._pending_load_kwargs is not None else None):
+            with stalled(agent_pid(a) if eng.kv._pending_load_kwargs is not None else None):
                 if eng.kv._pending_load_kwargs is not None:
                     eng.kv._start_load_kv()  # vLLM's own call: post this step's READs now
                 for rid in waiting:
@@ -440,6 +546,15 @@ def stalled(pid):
 STALL_WAITS: list[float] = []  # seconds each stall waited for every prefill thread to stop
 
 
+def agent_pid(a) -> int | None:
+    """The process holding prefill's NIXL agent (its worker's, with a worker process)."""
+    try:
+        with open(os.path.join(a.xchg, "prefill-agent.json")) as f:
+            return int(json.load(f)["pid"])
+    except (OSError, ValueError, KeyError):
+        return a.peer_pid
+
+
 def wait_stopped(pid: int, timeout: float = 30.0) -> float:
     """Until every thread of ``pid`` is stopped; returns the seconds waited. ``kill(SIGSTOP)``
     returns once the signal is queued: Linux wakes one thread of the process, which stops
@@ -489,7 +604,10 @@ def done(eng) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--role", choices=("both", "prefill", "decode"), default="both")
+    p.add_argument("--role", choices=("both", "prefill", "decode", "prefill-worker"), default="both")
+    p.add_argument("--prefill-workers", choices=("inline", "process"), default="inline",
+                   help="prefill's worker in the engine core's process (vLLM's uniprocess executor) or in "
+                        "its own (the multiprocess executor, as with TP > 1)")
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--head-size", type=int, default=8)
@@ -506,6 +624,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dist-port", type=int, default=0)
     p.add_argument("--xchg")
     p.add_argument("--peer-pid", type=int, help=argparse.SUPPRESS)  # decode: prefill's process (set by the launcher)
+    p.add_argument("--worker-port", type=int, help=argparse.SUPPRESS)   # prefill-worker: the engine core's
+    p.add_argument("--worker-key", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--report")
     return p
@@ -519,6 +639,8 @@ def main(argv=None) -> int:
         done(run_prefill(a))
     if a.role == "decode":
         done(run_decode(a))
+    if a.role == "prefill-worker":
+        done(run_prefill_worker(a))
     # the distributed stores take ports at offsets up to +11 from dist (see connector())
     side, dist = a.side_port or free_port(), a.dist_port or free_port_run(12)
     xchg = a.xchg or tempfile.mkdtemp(prefix="vllm_engine_pd_")

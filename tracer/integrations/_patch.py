@@ -118,7 +118,7 @@ def apply(engine: Engine, off: frozenset[str]) -> dict:
         if h.group in off and h.group in ("messages", "request", "trigger"):
             continue  # rows that record only this group; handlers check the others per fact
         if h.lazy and h.module not in sys.modules:
-            fn = getattr(handlers, h.handler)
+            fn = _handler(handlers, h.handler)
             with _lock:
                 _deferred.setdefault(h.module, []).append((engine, h, label, fn))
             if not any(isinstance(f, _Finder) for f in sys.meta_path):
@@ -130,7 +130,7 @@ def apply(engine: Engine, off: frozenset[str]) -> dict:
             if h.cls is not None:
                 owner = getattr(owner, h.cls)
             raw = _raw_attr(owner, h.attr)
-            fn = getattr(handlers, h.handler)
+            fn = _handler(handlers, h.handler)
         except (ImportError, AttributeError):
             missing.append(label)
             continue
@@ -141,6 +141,15 @@ def apply(engine: Engine, off: frozenset[str]) -> dict:
             "when_imported": deferred}   # lazy rows: hooked if the program imports their module
     report(engine, info)
     return info
+
+
+def _handler(handlers, name: str):
+    """A row's handler: a function of the engine's handler module, or ``module.function`` for
+    one of another module of this package (an engine's handlers split by concern)."""
+    if "." in name:
+        mod, _, fn = name.rpartition(".")
+        return getattr(importlib.import_module(f"{__package__}.{mod}"), fn)
+    return getattr(handlers, name)
 
 
 def _raw_attr(owner, attr):

@@ -94,6 +94,12 @@ VLLM = Engine(
         # load's once the worker reported it): decode's blocks are free from then on
         Hook("vllm.v1.core.sched.scheduler", "Scheduler", "_free_blocks", "after", "scheduler_free", "pages",
              lazy=True),
+        # the scheduler half in another process (multiprocess executor): prefill's blocks and
+        # writes from the scheduler output the model runner's connector glue gets each step
+        Hook(f"{_VN}.base_scheduler", "NixlBaseConnectorScheduler", "__init__", "after",
+             "vllm_worker.scheduler_here", "pages"),
+        *(Hook(f"vllm.v1.worker.{dev}.kv_connector", "ActiveKVConnector", step, "before", f"vllm_worker.{step}",
+               "pages", lazy=True) for dev in ("cpu", "gpu") for step in ("pre_forward", "post_forward")),
         Hook(f"{_VN}.pull_worker", "NixlPullConnectorWorker", "_read_blocks_for_req", "before",
              "read_blocks_for_req", "request"),
         # what vLLM's model runner calls each step (get_finished is a wrapper around it)
