@@ -275,6 +275,45 @@ def sglang_version() -> str:
     return __version__
 
 
+class StageGroup:
+    """The pipeline group a launcher's torch.distributed gives SGLang's stages, as far as the
+    connector uses it: 0.5.23's prefill stages agree on request status through a store on
+    stage 0 (``PPConsensusStore``), whose address stage 0 broadcasts to the others
+    (``broadcast_object``). Here the stages of one run meet in a file named by the run."""
+
+    def __init__(self, run: str, rank: int):
+        self.path = self.file(run)
+        self.rank_in_group = rank
+
+    @staticmethod
+    def file(run: str) -> str:
+        import tempfile
+        return os.path.join(tempfile.gettempdir(), f"sglang_pd-stages-{run}.json")
+
+    @classmethod
+    def clear(cls, run: str) -> None:
+        """Before and after a run's stages (the launcher): no stage reads another run's address."""
+        try:
+            os.remove(cls.file(run))
+        except FileNotFoundError:
+            pass
+
+    def broadcast_object(self, obj, src: int = 0, timeout: float = 60.0):
+        if self.rank_in_group == src:
+            with open(self.path + ".tmp", "w") as f:
+                json.dump(obj, f)
+            os.replace(self.path + ".tmp", self.path)   # others never read half a file
+            return obj
+        t_end = time.monotonic() + timeout
+        while not os.path.exists(self.path):
+            if time.monotonic() > t_end:
+                raise TimeoutError(f"pipeline stage {self.rank_in_group}: stage {src} never broadcast")
+            time.sleep(0.01)
+        with open(self.path) as f:
+            got = json.load(f)
+        return tuple(got) if isinstance(got, list) else got
+
+
 def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int = 0, pp: int = 1, pp_rank: int = 0):
     """What a launcher publishes: server args (device, NIXL, loopback) and parallel ranks
     (``tp`` > 1: this process is attention-TP rank ``rank`` of ``tp``; ``pp`` > 1: pipeline
@@ -284,7 +323,7 @@ def configure(mode: str, port: int, device: str = "cpu", tp: int = 1, rank: int 
         device=device, host="127.0.0.1", disaggregation_bootstrap_port=port,
         disaggregation_transfer_backend="nixl", disaggregation_mode=mode).install()
     ranks = dict(attn_tp_rank=0, attn_cp_rank=0, attn_dcp_rank=0, attn_dp_rank=0, dp_rank=0,
-                 pp_rank=0, tp_rank=0, pp_group=None)
+                 pp_rank=0, tp_rank=0, pp_group=StageGroup(f"{mode}-{port}", pp_rank) if pp > 1 else None)
     if tp > 1:
         ranks.update(tp_size=tp, attn_tp_size=tp, moe_tp_size=tp, tp_rank=rank, attn_tp_rank=rank)
     if pp > 1:
@@ -321,6 +360,7 @@ def kv_args(kv, aux, geom, page_tokens, memory="dram", gpu=0, rank=0, ids=None, 
     a.state_layer_ids, a.state_dim_per_tensor, a.state_slice_outer_counts = [], [], []
     a.state_conv_shard_groups = []
     a.is_hybrid_mla_backend = False
+    a.mla_compression_ratios = None   # a plain MLA pool (0.5.21 reads it when a stage sends into a whole decode)
     a.ib_device = None
     a.gpu_id = gpu
     a.kv_head_num = geom.get("heads", 1)
@@ -688,6 +728,8 @@ def main(argv=None) -> int:
     # every prefill rank has exited) as a serving decode would, so the others can connect
     hetero = a.prefill_tp != a.decode_tp
     procs = {"prefill": [], "decode": []}
+    for mode in ("prefill", "decode"):
+        StageGroup.clear(f"{mode}-{port}")
     for role, tp in (("prefill", a.prefill_tp), ("decode", a.decode_tp)):
         for r in range(tp):
             for k in range(a.prefill_pp if role == "prefill" else a.decode_pp):
@@ -701,6 +743,8 @@ def main(argv=None) -> int:
         if p.stdin is not None:
             p.stdin.close()
     rcs += [p.wait() for p in procs["decode"]]
+    for mode in ("prefill", "decode"):
+        StageGroup.clear(f"{mode}-{port}")
     if a.report and a.decode_tp > 1 and max(rcs) == 0:
         merge_decode_reports(a.report, a.decode_tp)
     if a.report and a.decode_pp > 1 and max(rcs) == 0:

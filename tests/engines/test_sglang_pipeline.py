@@ -96,14 +96,18 @@ def layouts_by_agent(trace: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
 @pytest.mark.parametrize("ids", ["model", "none"])
-def test_decode_running_the_same_stages_checks_clean(tmp_path, ids):
+def test_decode_running_the_same_stages_checks_clean(tmp_path, ids, version):
     """Decode as the same two stages (DRAM: SGLang pairs stage k with stage k, entry i with
     entry i): every page in place, no finding. With ids each side numbers stage 1's layers
-    2-3 (its model layers); without, both sides number them by position, as SGLang pairs them."""
+    2-3 (its model layers); without, both sides number them by position, as SGLang pairs them.
+    0.5.23's prefill stages also agree on request status through a store on stage 0."""
     need_engines()
-    run = record(tmp_path, SGL, PP_ARGS[ids] + ["--decode-pp", "2", "--layer-ids", ids], hooks="sglang")
+    run = record(tmp_path, SGL, PP_ARGS[ids] + ["--decode-pp", "2", "--layer-ids", ids], hooks="sglang",
+                 sglang=version if version != "0.5.21" else None)
     assert run.rc == 0, run.stderr[-2000:]
+    assert run.report["version"] == version
     assert run.report["misaddressed"] == [] and run.report["ranks"] == 2
     res = check(run.trace)
     assert findings(res) == [], [f["message"] for f in findings(res)][:3]
@@ -139,11 +143,12 @@ def test_uniform_slot_count_bug_found_under_stages(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.skipif(not has_cuda(), reason="SGLang sends pipeline stages into a larger decode only to VRAM: no CUDA GPU")
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
 @pytest.mark.parametrize("ids", ["model", "none"])
-def test_pipeline_stages_into_one_decode_check_clean_vram(tmp_path, ids):
+def test_pipeline_stages_into_one_decode_check_clean_vram(tmp_path, ids, version):
     need_engines()
     run = record(tmp_path, SGL, PP_ARGS[ids] + ["--memory", "vram", "--layer-ids", ids, "--timeout", "90"],
-                 hooks="sglang")
+                 hooks="sglang", sglang=version if version != "0.5.21" else None)
     assert run.rc == 0, run.stderr[-2000:]
     assert run.report["misaddressed"] == []
     res = check(run.trace)
