@@ -40,6 +40,14 @@ What each hook point says (rows in table.py):
 - The kv_transfer_params prefill's ``request_finished`` hands (through the proxy) to
   decode's ``start_load_kv`` are a control message (msg_send / msg_recv, ``detail.id``
   ``blocks:{request}``): it orders prefill's allocs and writes before decode's READs.
+  Tensor-parallel engines (heterogeneous TP included): vLLM hands the params over once,
+  after every prefill rank's forward pass, and the decode engine's scheduler gives them to
+  every decode rank. Neither side knows the other's rank count when it sends, and a message
+  id pairs one sender with one receiver, so prefill rank p sends ``blocks:{request}@p{p}``,
+  decode rank 0 receives one per prefill rank (the params carry prefill's TP size) and hands
+  them on to decode rank d as ``blocks:{request}>d{d}``. Every prefill rank's blocks and
+  writes are then ordered before every decode rank's READs, as the engines' all-reduces
+  order them.
 - ``NixlPullConnectorWorker._read_blocks_for_req``: the request of the READs it posts.
 - ``NixlBaseConnectorWorker.get_transfer_results`` (what the model runner calls each step;
   the legacy ``get_finished`` wraps it): prefill frees what vLLM reports sent (read by
@@ -61,7 +69,10 @@ process, in the scheduler's thread, before it returns to the engine (so before d
 can learn the blocks). vLLM runs the scheduler and a single worker in one process
 (uniprocess executor); with workers in other processes (multiprocess executor, TP > 1)
 the scheduler's process has no worker of its engine: its facts cannot be tied to any
-memory and are not recorded there (said once on stderr). Decode's frees then come from
+memory and are not recorded there (said once on stderr). vLLM's ``external_launcher``
+executor runs a whole engine per TP rank (each rank's process has its scheduler and its one
+worker, scheduling deterministically): each rank's scheduler half records under its own
+worker, so every rank's blocks, writes and frees are in the trace (test_vllm_hetero_tp.py). Decode's frees then come from
 the workers (the finished request ids each step hands them); prefill's blocks and
 writes are missing, so which pages prefill's descriptors read is unknown: `check` says so
 in one note with the remedy and flags nothing there (test_vllm.py,
