@@ -136,12 +136,15 @@ def test_vllm_engine_sliding_window_group_checks_clean(tmp_path):
 WORKER_PROCESS = ["--prefill-workers", "process"]
 
 
-def test_vllm_engine_worker_process_records_prefill_blocks(tmp_path):
+@pytest.mark.parametrize("role", ["kv_producer", "kv_both"])
+def test_vllm_engine_worker_process_records_prefill_blocks(tmp_path, role):
     """The legal workload with prefill's worker in its own process checks clean, and prefill's
     blocks, writes, hand-offs and frees are recorded by the worker's process, as the scheduler
-    half records them in one process: sharedB holds sharedA's first blocks as prefix-cache hits."""
+    half records them in one process: sharedB holds sharedA's first blocks as prefix-cache hits.
+    The same with prefill's kv_role kv_both (how vLLM's NIXL docs launch both sides)."""
     need_engines()
-    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS)] + WORKER_PROCESS, hooks="vllm", env=IN_FLIGHT)
+    run = record(tmp_path, ENGINE, ["--layers", str(LAYERS), "--prefill-role", role] + WORKER_PROCESS,
+                 hooks="vllm", env=IN_FLIGHT)
     assert run.rc == 0, run.stderr[-3000:]
     assert run.report["misaddressed"] == [], run.report["misaddressed"][:4]
     res = check(run.trace)

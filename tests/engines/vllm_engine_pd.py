@@ -175,7 +175,7 @@ class Engine:
         if part != "scheduler":
             from vllm.distributed.kv_transfer import get_kv_transfer_group
             self.worker = get_kv_transfer_group()
-        if role == "kv_producer" and part == "both":  # the engine core hands the workers' handshake to its scheduler's connector
+        if role != "kv_consumer" and part == "both":  # the engine core hands the workers' handshake to its scheduler's connector
             self.handshake(self.worker.get_handshake_metadata())
         self.reqs: dict[str, tuple[list[int], list[list[int]]]] = {}   # worker part: tokens, blocks per group
         self.steps = 0
@@ -318,7 +318,7 @@ class EngineCoreWithWorkerProcess(Engine):
     half's process has no NIXL agent."""
 
     def __init__(self, a, conn):
-        super().__init__(a, "kv_producer", "prefill", a.prefill_blocks, a.lease, part="scheduler")
+        super().__init__(a, a.prefill_role, "prefill", a.prefill_blocks, a.lease, part="scheduler")
         self.conn = conn
         meta, self.agent, self.worker_pid = conn.recv()   # what the executor collects from its workers
         self.handshake(meta)
@@ -357,7 +357,7 @@ def run_prefill_worker(a):
     from multiprocessing.connection import Client
     fits(a)
     conn = Client(("127.0.0.1", a.worker_port), authkey=bytes.fromhex(a.worker_key))
-    eng = Engine(a, "kv_producer", "prefill", a.prefill_blocks, a.lease, part="worker")
+    eng = Engine(a, a.prefill_role, "prefill", a.prefill_blocks, a.lease, part="worker")
     conn.send((eng.worker.get_handshake_metadata(), registered(eng.worker)["agent"], os.getpid()))
     while (so := conn.recv()) is not None:
         conn.send(eng.worker_step(so))
@@ -372,7 +372,7 @@ def run_prefill(a):
         eng = EngineCoreWithWorkerProcess(a, conn)
         did = {"requests": {}, "steps": 0, "agent": eng.agent, "worker_pid": eng.worker_pid}
     else:
-        eng = Engine(a, "kv_producer", "prefill", a.prefill_blocks, a.lease)
+        eng = Engine(a, a.prefill_role, "prefill", a.prefill_blocks, a.lease)
         did = {"requests": {}, "steps": 0}
         did.update(registered(eng.worker))
     # decode stalls the process that serves its READs (the one with prefill's NIXL agent)
@@ -624,6 +624,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dist-port", type=int, default=0)
     p.add_argument("--xchg")
     p.add_argument("--peer-pid", type=int, help=argparse.SUPPRESS)  # decode: prefill's process (set by the launcher)
+    p.add_argument("--prefill-role", choices=("kv_producer", "kv_both"), default="kv_producer",
+                   help="prefill's kv_role (vLLM's NIXL docs launch both sides kv_both)")
     p.add_argument("--worker-port", type=int, help=argparse.SUPPRESS)   # prefill-worker: the engine core's
     p.add_argument("--worker-key", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=float, default=120.0)

@@ -11,7 +11,8 @@ group), the blocks appended to running ones (``scheduled_cached_reqs.new_block_i
 tokens computed so far and scheduled now, the requests preempted and finished, and the
 connector's metadata (``reqs_to_send``: the requests whose blocks vLLM keeps for decode).
 
-So, on a prefill (``kv_producer``) engine whose scheduler half is not in this process:
+So, on a prefill engine (``kv_producer``, or ``kv_both`` for the requests it does not load
+from a remote prefill: ``reqs_to_recv``) whose scheduler half is not in this process:
 
 - ``ActiveKVConnector.pre_forward(scheduler_output)`` (the model runner's connector glue,
   CPU and GPU runners): the bookkeeping above; a request whose scheduled tokens reach the
@@ -60,6 +61,7 @@ class _Steps:
         self.prompt: dict[str, int] = {}               # request -> prompt tokens
         self.completing: list[str] = []                # requests whose prefill this step's forward completes
         self.announced: set[str] = set()               # requests whose blocks were recorded
+        self.received: set[str] = set()                # requests this engine loads from a remote prefill
 
 
 def _worker_state(glue):
@@ -73,7 +75,7 @@ def _worker_state(glue):
         if st.engine in _scheduler_engines:
             return None, None
     cfg = getattr(getattr(glue, "vllm_config", None), "kv_transfer_config", None)
-    if str(getattr(cfg, "kv_role", "")) != "kv_producer":
+    if str(getattr(cfg, "kv_role", "")) not in ("kv_producer", "kv_both"):
         return None, None
     if st.padded:
         # a sliding-window (or mamba) group's blocks leave the window while the request
@@ -101,6 +103,9 @@ def pre_forward(self, scheduler_output=None, *a, **kw) -> None:
     rec = default_recorder()
     meta = getattr(so, "kv_connector_metadata", None)
     keep = set(map(str, getattr(meta, "reqs_to_send", None) or ()))
+    # a kv_both engine also decodes: requests it loads from a remote prefill are decode's
+    # (their blocks recorded where the worker receives them, vllm.py), never announced here
+    steps.received.update(map(str, getattr(meta, "reqs_to_recv", None) or ()))
     for rid in getattr(so, "preempted_req_ids", None) or ():
         _forget(steps, str(rid))      # resumed later as a new request, with its blocks anew
     starts = {}
@@ -122,6 +127,7 @@ def pre_forward(self, scheduler_output=None, *a, **kw) -> None:
             starts[rid] = int(done)
     steps.completing = [str(rid) for rid, n in (getattr(so, "num_scheduled_tokens", None) or {}).items()
                         if str(rid) in starts and str(rid) not in steps.announced
+                        and str(rid) not in steps.received
                         and starts[str(rid)] + int(n) >= steps.prompt.get(str(rid), 1 << 62)]
     for rid in map(str, getattr(so, "finished_req_ids", None) or ()):
         if rid in steps.announced and rid not in keep:
@@ -138,6 +144,7 @@ def _forget(steps: _Steps, rid: str) -> None:
     steps.blocks.pop(rid, None)
     steps.prompt.pop(rid, None)
     steps.announced.discard(rid)
+    steps.received.discard(rid)
 
 
 def post_forward(self, *a, **kw) -> None:
