@@ -29,10 +29,16 @@ def tp(ptp: int, dtp: int) -> list[str]:
 
 
 @pytest.mark.slow
-@SHAPES
-def test_vllm_hetero_tp_clean_checks_clean_and_trace_holds_every_post(tmp_path, ptp, dtp):
+@pytest.mark.parametrize("ptp,dtp,extra", [
+    (1, 2, []), (2, 1, []),
+    (2, 1, ["--kv-layout", "split"]),   # K blocks then V blocks: each piece split by heads
+    (1, 2, ["--kv-layout", "mla"]),     # one latent per token, replicated on every rank: read whole
+    (1, 2, ["--heads", "1"]),           # more decode ranks than KV heads: the head is replicated
+], ids=["decode-tp-2-of-1", "prefill-tp-2-into-1", "split-kv-prefill-tp-2-into-1", "mla-decode-tp-2-of-1",
+        "replicated-head-decode-tp-2-of-1"])
+def test_vllm_hetero_tp_clean_checks_clean_and_trace_holds_every_post(tmp_path, ptp, dtp, extra):
     need_engines()
-    assert_clean_hetero(record(tmp_path, VLLM, tp(ptp, dtp), hooks="vllm"), ptp, dtp)
+    assert_clean_hetero(record(tmp_path, VLLM, tp(ptp, dtp) + extra, hooks="vllm"), ptp, dtp)
 
 
 def assert_clean_hetero(run, ptp: int, dtp: int) -> None:
@@ -54,31 +60,58 @@ def assert_clean_hetero(run, ptp: int, dtp: int) -> None:
     assert len(set(pagents + dagents)) == ptp + dtp and set(lay) == set(pagents + dagents)
     for side in pre["ranks"] + rep["ranks"]:
         assert as_registered(lay[side["agent"]]) == sorted(side["regions"], key=lambda r: r["addr"])
-    layers = len(rep["ranks"][0]["regions"])
+    layers = len(rep["ranks"][0]["regions"])    # regions per rank: a layer's, or its K and V pieces
     blocks = sum(len(r["blocks"]) for r in rep["requests"])
-    # a READ per (request, prefill rank, decode rank that reads it): the larger TP size per request
-    reads = max(ptp, dtp) * len(rep["requests"])
+    # READs per request: one per decode rank, or one per prefill rank when prefill's ranks each
+    # hold a share of a decode rank's heads
+    per_req = ptp if ptp > dtp and not replicated(rep, ptp) else dtp
+    reads = per_req * len(rep["requests"])
     assert got["transfers"] == rep["transfers"] == reads
-    # a descriptor per (block, layer region) of each READ
-    assert got["descriptors"] == rep["descriptors"] == max(ptp, dtp) * blocks * layers
-    # every byte of every block of the whole model (all heads) crosses once
-    model_block_bytes = sum(r["block_len"] for side in pre["ranks"] for r in side["regions"])
-    assert got["bytes"] == rep["vllm_stats"]["bytes_transferred"] == blocks * model_block_bytes
+    # a descriptor per (block, region) of each READ
+    assert got["descriptors"] == rep["descriptors"] == per_req * blocks * layers
+    # every decode rank's blocks are filled whole, once
+    decode_block_bytes = sum(r["block_len"] for side in rep["ranks"] for r in side["regions"])
+    assert got["bytes"] == rep["vllm_stats"]["bytes_transferred"] == blocks * decode_block_bytes
     # each READ notifies the prefill rank it read; every rank wrote, read and freed its own share
     assert got["kinds"]["notif_recv"] == reads
+    assert pre["read_by_all"] == ptp * len(rep["requests"])   # no lease expired: every rank's every request
     n = len(rep["requests"])
     assert got["kinds"]["write"] == ptp * n * layers and got["kinds"]["read"] == dtp * n * layers
-    assert got["kinds"]["alloc"] == got["kinds"]["free"] == (ptp + dtp) * n
+    pools = len({r["pool"] for rows in lay.values() for r in rows})   # kv, or kv.K and kv.V
+    assert got["kinds"]["alloc"] == got["kinds"]["free"] == (ptp + dtp) * n * pools
     # kv_transfer_params: one per prefill rank into decode rank 0, handed on to decode's other ranks
     assert got["kinds"]["msg_send"] == got["kinds"]["msg_recv"] == n * (ptp + dtp - 1)
     assert_head_slices(run, ptp, dtp)
+    assert_freed_after_every_reader(run, pagents)
+
+
+def assert_freed_after_every_reader(run, pagents: list[str]) -> None:
+    """Each prefill rank frees a request's blocks only after the notifications of all the
+    decode ranks that read it (the count each notification carries, ``"{request}:{readers}"``)."""
+    from kvtrace.tracer import open_trace
+    ev = open_trace(run.trace).table("events").to_pylist()
+    for agent in pagents:
+        mine = [e for e in ev if e["agent"] == agent]
+        for r in run.report["requests"]:
+            notes = [(e["seq"], bytes(e["msg"]).decode()) for e in mine if e["kind"] == "notif_recv"
+                     and bytes(e["msg"]).decode().rsplit(":", 1)[0] == r["id"]]
+            frees = [e["seq"] for e in mine if e["kind"] == "free" and e["request"] == r["id"]]
+            assert notes and frees, (agent, r["id"])
+            readers = {int(m.rsplit(":", 1)[1]) for _seq, m in notes}
+            assert readers == {len(notes)} and min(frees) > max(seq for seq, _m in notes), (agent, r["id"], notes)
+
+
+def replicated(rep, ptp: int) -> bool:
+    """The KV is not split by heads between the engines: MLA's latent, or more ranks than heads."""
+    return rep["use_mla"] or max(ptp, len(rep["ranks"])) > rep["heads"]
 
 
 def assert_head_slices(run, ptp: int, dtp: int) -> None:
-    """Every descriptor copies page g of a layer from the prefill block to the decode block
+    """Every descriptor copies page g of a region from the prefill block to the decode block
     of that page, between the ranks vLLM pairs, at the offsets of the heads they share: decode
-    rank d of a larger decode TP reads slice d % ratio of prefill rank d // ratio's block; a
-    decode rank of a smaller TP receives prefill rank p's whole block in slice p % ratio."""
+    rank d of a larger decode TP reads slice d % ratio of prefill rank d // ratio's block (the
+    whole block when the KV is replicated); a decode rank of a smaller TP receives prefill rank
+    p's whole block in slice p % ratio."""
     rep, pre = run.report, prefill_report(run)
     rank_of = {r["agent"]: i for i, r in enumerate(pre["ranks"])}
     rank_of.update({r["agent"]: i for i, r in enumerate(rep["ranks"])})
@@ -87,9 +120,12 @@ def assert_head_slices(run, ptp: int, dtp: int) -> None:
     assert spans and all(s["src"] and s["dst"] for s in spans), [s for s in spans if not (s["src"] and s["dst"])][:3]
     for s in spans:
         src, dst = s["src"], s["dst"]
-        assert src["layer"] == dst["layer"] and (src["slot"], dst["slot"]) in pairs, s
+        assert (src["pool"], src["layer"]) == (dst["pool"], dst["layer"]) and (src["slot"], dst["slot"]) in pairs, s
         p, d = rank_of[src["agent"]], rank_of[dst["agent"]]
-        if dtp >= ptp:
+        if dtp >= ptp and replicated(rep, ptp):
+            assert p == d // (dtp // ptp) and s["nbytes"] == dst["slot_bytes"] == src["slot_bytes"], s
+            assert (src["off"], dst["off"]) == (0, 0), s
+        elif dtp >= ptp:
             ratio = dtp // ptp
             assert p == d // ratio and s["nbytes"] == dst["slot_bytes"] == src["slot_bytes"] // ratio, s
             assert (src["off"], dst["off"]) == ((d % ratio) * dst["slot_bytes"], 0), s

@@ -65,7 +65,8 @@ def slot_spans(trace: str) -> list[dict]:
                 row[side] = None
                 continue
             r = hit[0]
-            row[side] = {"agent": agent, "layer": r["layer"], "slot": (addr - r["addr"]) // r["slot_bytes"],
+            row[side] = {"agent": agent, "pool": r["pool"], "layer": r["layer"],
+                         "slot": (addr - r["addr"]) // r["slot_bytes"],
                          "off": (addr - r["addr"]) % r["slot_bytes"], "slot_bytes": r["slot_bytes"]}
         out.append(row)
     return out

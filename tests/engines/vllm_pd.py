@@ -72,8 +72,11 @@ def fits(a) -> None:
 def model_dir(a) -> str:
     d = os.path.join(a.xchg, "model")  # one path for both sides: it is part of vLLM's compatibility hash
     os.makedirs(d, exist_ok=True)
-    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": a.heads * a.head_size,
-           "num_attention_heads": a.heads, "num_key_value_heads": a.heads, "num_hidden_layers": a.layers,
+    # query heads: the KV heads, times the group size that lets every TP size divide them (vLLM
+    # requires it; a TP size above the KV heads then replicates KV heads over ranks, as GQA does)
+    q_heads = a.heads * max(1, max(a.prefill_tp, a.decode_tp) // a.heads)
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": q_heads * a.head_size,
+           "num_attention_heads": q_heads, "num_key_value_heads": a.heads, "num_hidden_layers": a.layers,
            "intermediate_size": 64, "vocab_size": 256, "max_position_embeddings": 4096,
            "torch_dtype": "float32", "rms_norm_eps": 1e-5, "head_dim": a.head_size}
     if a.kv_layout == "mla":  # latent width = kv_lora_rank + qk_rope_head_dim = head_size
@@ -83,8 +86,10 @@ def model_dir(a) -> str:
                     "n_routed_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1,
                     "first_k_dense_replace": a.layers})
         cfg.pop("head_dim")
-    with open(os.path.join(d, "config.json"), "w") as f:
+    path = os.path.join(d, "config.json")
+    with open(f"{path}.{os.getpid()}", "w") as f:  # every engine process writes it: whole, or not at all
         json.dump(cfg, f)
+    os.replace(f"{path}.{os.getpid()}", path)
     return d
 
 
@@ -478,9 +483,12 @@ def run_prefill(a):
         time.sleep(0.01)
     if isinstance(sched, SchedulerProcess):
         sched.close()
-    vs = did["vllm_stats"]  # notifications prefill took: one per read unless its lease had expired
-    did["notifications"] = (len(did["requests"]) - vs.get("num_kv_expired_reqs", 0)
-                            + vs.get("num_notifications_after_expiry", 0))
+    vs = did["vllm_stats"]
+    if ranked(a):  # requests vLLM released once every decode rank reading this rank had notified it
+        did["read_by_all"] = len(did["requests"]) - vs.get("num_kv_expired_reqs", 0)
+    else:  # notifications prefill took: one per read unless its lease had expired
+        did["notifications"] = (len(did["requests"]) - vs.get("num_kv_expired_reqs", 0)
+                                + vs.get("num_notifications_after_expiry", 0))
     if a.report:
         put_file(a.report + ".prefill" + rank_suffix(a), did)
     return worker
@@ -761,7 +769,7 @@ def merge_reports(a, report: str) -> None:
                       prefill_tp=a.prefill_tp, decode_tp=a.decode_tp)
         merged.pop("rank", None)
         if suffix:
-            merged["notifications"] = sum(p["notifications"] for p in parts)
+            merged["read_by_all"] = sum(p["read_by_all"] for p in parts)
         else:
             merged["misaddressed"] = [m for p in parts for m in p["misaddressed"]]
             merged["transfers"] = sum(p["transfers"] for p in parts)
