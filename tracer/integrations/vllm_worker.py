@@ -24,8 +24,9 @@ from a remote prefill: ``reqs_to_recv``) whose scheduler half is not in this pro
   of each transfer group; leading blocks another announced request still holds are
   prefix-cache hits, shared references written by their first holder, by the rule vllm.py
   uses), the producer wrote the others (checksums), and its blocks leave for decode: the same
-  ``blocks:{request}`` control message the scheduler half records in one process, sent
-  here before vLLM returns the request's output, so before decode can read.
+  kv_transfer_params control message the scheduler half records in one process (one per
+  prefill TP rank, ``_params_id`` in vllm.py), sent here before vLLM returns the request's
+  output, so before decode can read.
 - Freed once sent, or once their lease expired, when the worker reports them sent
   (``get_transfer_results``, vllm.py), as in one process.
 
@@ -41,7 +42,7 @@ import numpy as np
 from ..autotrace import default_recorder
 from ..schema import EventKind as K
 from ._patch import say_once
-from .vllm import ENGINE, _alloc, _content, _flat, _on, _prefix_hits, _state
+from .vllm import _PARAMS, ENGINE, _alloc, _content, _flat, _on, _params_id, _prefix_hits, _state
 
 _lock = threading.Lock()
 _scheduler_engines: set[str] = set()   # engines whose connector scheduler half runs in this process
@@ -174,5 +175,5 @@ def post_forward(self, *a, **kw) -> None:
                      first={g: hits.get(g, 0) for g in groups})
         if _on("messages"):
             rec.event(K.MSG_SEND, st.agent, rid, msg=np.asarray(_flat(list(groups.values())), dtype=np.int32).tobytes(),
-                      detail={"id": f"blocks:{rid}", "what": "prefill blocks (seen by the worker)"})
+                      detail={"id": _params_id(rid, st.tp_rank, st.tp_size), "what": _PARAMS})
     steps.completing = []
