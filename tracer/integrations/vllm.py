@@ -69,13 +69,16 @@ process, in the scheduler's thread, before it returns to the engine (so before d
 can learn the blocks). vLLM runs the scheduler and a single worker in one process
 (uniprocess executor); with workers in other processes (multiprocess executor, TP > 1)
 the scheduler's process has no worker of its engine: its facts cannot be tied to any
-memory and are not recorded there (said once on stderr). vLLM's ``external_launcher``
-executor runs a whole engine per TP rank (each rank's process has its scheduler and its one
-worker, scheduling deterministically): each rank's scheduler half records under its own
-worker, so every rank's blocks, writes and frees are in the trace (test_vllm_hetero_tp.py). Decode's frees then come from
-the workers (the finished request ids each step hands them); prefill's blocks and
-writes are missing, so which pages prefill's descriptors read is unknown: `check` says so
-in one note with the remedy and flags nothing there (test_vllm.py,
+memory and are not recorded there (said once on stderr). Each worker's process records
+prefill's instead, from the scheduler outputs vLLM's model runner hands its connector glue
+(vllm_worker.py); decode's frees come from the workers (the finished request ids each step
+hands them). vLLM's ``external_launcher`` executor runs a whole engine per TP rank (each
+rank's process has its scheduler and its one worker, scheduling deterministically): each
+rank's scheduler half records under its own worker, so every rank's blocks, writes and
+frees are in the trace (test_vllm_hetero_tp.py). A program that drives the worker without
+vLLM's model-runner glue and its scheduler elsewhere leaves prefill's blocks and writes
+missing, so which pages prefill's descriptors read is unknown: `check` says so in one note
+with the remedy and flags nothing there (test_vllm.py,
 test_vllm_scheduler_in_its_own_process_is_not_flagged).
 """
 from __future__ import annotations
@@ -348,7 +351,8 @@ def request_finished(out, self, request, block_ids, *a, **kw) -> None:
     if not sts:
         say_once((ENGINE, "no-worker"), f"vLLM's scheduler for engine {getattr(self, 'engine_id', '?')} runs "
                  "in a process without that engine's connector worker (multiprocess executor): the blocks "
-                 "it keeps for decode and their contents are not recorded; with one engine process they are")
+                 "it keeps for decode are recorded by the worker's process from the scheduler outputs its "
+                 "model runner gets, or not at all where the worker runs without vLLM's model runner")
         return
     asked = getattr(request, "kv_transfer_params", None) or {}
     delay, params = out if isinstance(out, tuple) and len(out) == 2 else (False, None)
