@@ -87,9 +87,10 @@ def model_dir(a) -> str:
                     "first_k_dense_replace": a.layers})
         cfg.pop("head_dim")
     path = os.path.join(d, "config.json")
-    with open(f"{path}.{os.getpid()}", "w") as f:  # every engine process writes it: whole, or not at all
+    mine = f"{path}.{os.getpid()}.{threading.get_ident()}"  # every engine writes it (--role one-process: two threads)
+    with open(mine, "w") as f:  # whole, or not at all: another engine may be reading it
         json.dump(cfg, f)
-    os.replace(f"{path}.{os.getpid()}", path)
+    os.replace(mine, path)
     return d
 
 
