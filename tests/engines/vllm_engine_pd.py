@@ -194,11 +194,9 @@ class Engine:
 
     # one engine step: schedule, the model runner (connector glue around a forward), update
     def step(self, before_post=None):
-        from vllm.v1.outputs import ModelRunnerOutput
         so = self.sched.schedule()
         self.kv.pre_forward(so)
         sample = self.forward(so)
-        ids = list(so.num_scheduled_tokens)
         self.kv.finish_forward()
         if before_post is not None:
             before_post(so)
@@ -206,6 +204,13 @@ class Engine:
         if kvo is not None and self.a.bug == "decode-abort-free" and kvo.finished_recving:
             # the buggy engine forgot the request it freed: it drops the late report
             kvo.finished_recving = {r for r in kvo.finished_recving if r in self.sched.requests} or None
+        return self.update(so, sample, kvo)
+
+    def update(self, so, sample: list[str], kvo):
+        """The engine core takes the model runner's output: a token for each request in
+        ``sample``, and the connector's output."""
+        from vllm.v1.outputs import ModelRunnerOutput
+        ids = list(so.num_scheduled_tokens)
         mro = ModelRunnerOutput(req_ids=ids,
                                 sampled_token_ids=[[self.next_token(r)] if r in sample else [] for r in ids],
                                 kv_connector_output=kvo)
@@ -324,17 +329,10 @@ class EngineCoreWithWorkerProcess(Engine):
         self.handshake(meta)
 
     def step(self, before_post=None):
-        from vllm.v1.outputs import ModelRunnerOutput
         so = self.sched.schedule()
         self.conn.send(so)
         sample, kvo = self.conn.recv()
-        ids = list(so.num_scheduled_tokens)
-        mro = ModelRunnerOutput(req_ids=ids,
-                                sampled_token_ids=[[self.next_token(r)] if r in sample else [] for r in ids],
-                                kv_connector_output=kvo)
-        outs = self.sched.update_from_output(so, mro)
-        self.steps += 1
-        return so, kvo, [o for eo in outs.values() for o in eo.outputs]
+        return self.update(so, sample, kvo)
 
     def close(self) -> None:
         self.conn.send(None)
