@@ -57,7 +57,8 @@ def scheduler_here(_out, self, *a, **kw) -> None:
 class _Steps:
     """What one worker learned from the scheduler outputs so far (prefill requests not yet announced)."""
 
-    def __init__(self):
+    def __init__(self, worker):
+        self.worker = worker                           # the connector worker whose agent these are
         self.blocks: dict[str, list[list[int]]] = {}   # request -> blocks per KV cache group
         self.prompt: dict[str, int] = {}               # request -> prompt tokens
         self.completing: list[str] = []                # requests whose prefill this step's forward completes
@@ -87,8 +88,7 @@ def _worker_state(glue):
         return None, None
     steps = w.__dict__.get("_kvtrace_steps")
     if steps is None:
-        steps = w.__dict__["_kvtrace_steps"] = _Steps()
-        steps.worker = w
+        steps = w.__dict__["_kvtrace_steps"] = _Steps(w)
     return st, steps
 
 
