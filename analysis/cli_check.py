@@ -95,7 +95,7 @@ def _ci_format(args, s, new, accepted, only) -> None:
     names = list(only) if only else list(cat)
     if args.format == "junit":
         from .format_junit import write
-        write(sys.stdout, args.trace, names, s.checks_skipped, new, accepted, args.fail_on)
+        write(sys.stdout, args.trace, names, s.checks_skipped, new, accepted, args.fail_on, s.checks_partial)
     else:
         from .format_sarif import write
         write(sys.stdout, args.trace, {n: cat[n] for n in names}, new, accepted, bool(args.baseline),

@@ -3,7 +3,8 @@ which hazards a trace has.
 
 A check with new findings at or above the gate's severity is a failed test case (every
 finding in the failure text); a check that could not run is skipped (with why); a check
-that ran clean passes. Accepted findings (the baseline) are listed in ``system-out``.
+that ran clean passes. Accepted findings (the baseline) are listed in ``system-out``, and
+so is what a check left uncompared (``partial``: it compared only part of its input).
 The layout is the common JUnit XML one (testsuites/testsuite/testcase with failure,
 skipped, system-out) that Jenkins, GitLab and GitHub reporters read.
 """
@@ -24,7 +25,7 @@ def _line(f) -> str:
 
 
 def write(file, trace: str, checks: list[str], skipped: list[tuple[str, str]], findings: list, accepted: list,
-          fail_on: str = "error") -> None:
+          fail_on: str = "error", partial: dict[str, str] | None = None) -> None:
     """Write the JUnit XML of one trace's check run to ``file``."""
     by = collections.defaultdict(list)
     for f in findings:
@@ -53,12 +54,16 @@ def write(file, trace: str, checks: list[str], skipped: list[tuple[str, str]], f
         elif by.get(c):
             out = ET.SubElement(case, "system-out")
             out.text = "below the gate:\n" + "\n".join(_line(f) for f in by[c])
+        said = []
         if old.get(c):
+            said.append("accepted (baseline):\n" + "\n".join(_line(f) for f in old[c]))
+        if (partial or {}).get(c):
+            said.append("compared in part only: " + partial[c])
+        if said:
             out = case.find("system-out")
             if out is None:
                 out = ET.SubElement(case, "system-out")
-            out.text = (out.text + "\n" if out.text else "") + "accepted (baseline):\n" + \
-                "\n".join(_line(f) for f in old[c])
+            out.text = "\n".join(([out.text] if out.text else []) + said)
     suite.set("tests", str(n))
     suite.set("failures", str(failures))
     suite.set("errors", "0")

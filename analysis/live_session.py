@@ -63,6 +63,7 @@ class LiveSession(TraceSession, LiveModel):
         self._local = threading.local()
         self._cursors: list = []
         self.checks_skipped = []
+        self.checks_partial = {}
         self._findings = {}
         self._ordering_noted = False
         LiveModel.__init__(self, path, threads=threads, memory_limit=memory_limit, **live)

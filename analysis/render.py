@@ -60,6 +60,8 @@ def emit(fmt: str, session, findings: list[Finding], verdict, examples: int = 3,
     if fmt == "json":
         json.dump({"trace": session.path, "notes": session.notes,
                    "skipped": [{"check": c, "why": w} for c, w in session.checks_skipped],
+                   "compared_in_part": [{"check": c, "why": w}
+                                        for c, w in getattr(session, "checks_partial", {}).items()],
                    "findings": [f.to_dict() for f in findings],
                    "attribution": [a.to_dict() for a in attribution],
                    **{k: v[1] for k, v in extra_sections.items()},

@@ -42,6 +42,9 @@ class TraceSession(TraceModel):
         super().__init__(path, threads=threads, memory_limit=memory_limit, keep_derived=keep_derived)
         #: (check name, why it could not run) after findings()
         self.checks_skipped: list[tuple[str, str]] = []
+        #: check name -> what it left uncompared, for the checks that compared only part
+        #: of their input (analysis/coverage.py); their state is "unknown", not "holds"
+        self.checks_partial: dict[str, str] = {}
         self._findings: dict[str, list[Finding]] = {}
         self._ordering_noted = False
 
@@ -74,6 +77,7 @@ class TraceSession(TraceModel):
                 self._findings[n] = rows_to_findings(n, self.query(c.sql))
             # copies: callers annotate findings (attribution, folding); the cache stays as run
             out.extend(dataclasses.replace(f, extra=dict(f.extra)) for f in self._findings[n])
+        self._cover([n for n in names if n not in dict(skipped)], skipped)
         self.checks_skipped = skipped
         out.sort(key=_order)   # fold() picks roots and lists what it folds in this order
         out = fold(out)
@@ -81,6 +85,22 @@ class TraceSession(TraceModel):
         out = regroup(self, out)
         out.sort(key=_order)
         return out
+
+    def _cover(self, ran: list[str], skipped: list[tuple[str, str]]) -> None:
+        """Checks that compared nothing of their input join ``skipped`` (unless they found
+        something); those that compared part of it go to ``checks_partial``, with a note."""
+        from .coverage import apply
+        left, partial = apply(self, ran)
+        for n, why in left.items():
+            if self._findings.get(n):
+                partial[n] = why
+            else:
+                skipped.append((n, why))
+        for n, text in partial.items():
+            note = f"{text} — that check's result covers only what it compared"
+            if note not in self.notes:
+                self.notes.append(note)
+        self.checks_partial = partial
 
     def attribute(self, findings: list[Finding]) -> list:
         """Who wrote the bytes of each corrupted read (attribution.py); each finding of

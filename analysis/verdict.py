@@ -81,7 +81,8 @@ class Verdict:
         unknown = [c for c, st in self.checks.items() if st == "unknown"]
         if unknown:
             out.append(f"  unknown: {len(unknown)} check(s) prove no violation but cannot say it holds "
-                       f"(facts missing or unordered, or findings only on transfers with no request): {', '.join(unknown)}")
+                       f"(facts missing or unordered, findings only on transfers with no request, or part of "
+                       f"their input not compared: see the notes): {', '.join(unknown)}")
         for name, desc in self.investigations:
             out.append(f"Hypotheses ({name}): {desc}")
             for h in self.hypotheses:
@@ -124,9 +125,10 @@ def root_causes(findings: list[Finding]) -> list[RootCause]:
 
 
 def check_states(skipped: dict[str, str], by_check: dict[str, list[Finding]], gap: str,
-                 folded: dict[str, set[str]]) -> dict[str, str]:
+                 folded: dict[str, set[str]], partial: dict[str, str] | None = None) -> dict[str, str]:
     """Three-valued truth per check (see Verdict.checks); a check whose findings were folded
-    into their root cause's is violated too."""
+    into their root cause's is violated too; one that compared only part of its input
+    (``partial``, see analysis/coverage.py) is unknown when it found nothing."""
     out = {}
     for c in catalog():
         fs = by_check.get(c, [])
@@ -134,7 +136,7 @@ def check_states(skipped: dict[str, str], by_check: dict[str, list[Finding]], ga
             out[c] = "skipped"
         elif any(f.request is not None for f in fs) or c in folded:
             out[c] = "violated"
-        elif fs or gap:
+        elif fs or gap or c in (partial or {}):
             out[c] = "unknown"
         else:
             out[c] = "holds"
@@ -155,7 +157,8 @@ def unknown_because(session) -> str:
 
 
 def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dict[str, str],
-          folded: dict[str, set[str]], counts: dict[str, int], investigation: str, gap: str = "") -> Hypothesis:
+          folded: dict[str, set[str]], counts: dict[str, int], investigation: str, gap: str = "",
+          partial: dict[str, str] | None = None) -> Hypothesis:
     """One hypothesis from the findings, the checks that could not run and the facts."""
     all_hits = [f for c in spec.evidence for f in by_check.get(c, [])]
     hits = [f for f in all_hits if f.request is not None]
@@ -183,6 +186,9 @@ def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dic
     not_run = [f"{c} ({skipped[c]})" for c in spec.evidence if c in skipped]
     if not_run:
         reason += "; not checked: " + "; ".join(not_run)
+    in_part = [partial[c] for c in spec.evidence if c in (partial or {})]
+    if in_part:
+        reason += "; checked in part only: " + "; ".join(in_part)
     explained = sorted(f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in spec.evidence if c in folded)
     if explained:
         reason += "; its only hits are consequences of another cause: " + ", ".join(explained)
@@ -212,8 +218,10 @@ def verdict(session, findings: list[Finding], hypotheses: list[str] | None = Non
     files = applicable(session, hypotheses)
     counts = measure(session, [n for hf in files for h in hf.hypotheses for n in h.needs])
     gap = unknown_because(session)
-    judged = [judge(h, by_check, skipped, folded, counts, hf.name, gap) for hf in files for h in hf.hypotheses]
+    partial = dict(getattr(session, "checks_partial", {}))
+    judged = [judge(h, by_check, skipped, folded, counts, hf.name, gap, partial)
+              for hf in files for h in hf.hypotheses]
     ran = [c for c in catalog() if c not in skipped]
     return Verdict(root_causes(findings), ran, list(session.checks_skipped),
                    [(hf.name, hf.description) for hf in files], judged, bool(gap),
-                   check_states(skipped, by_check, gap, folded))
+                   check_states(skipped, by_check, gap, folded, partial))

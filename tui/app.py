@@ -166,9 +166,10 @@ class KvtraceApp(App):
         except Exception as e:  # a check's SQL failing must not take the timeline down
             self.call_from_thread(self.query_one(FindingsPanel).show_error, str(e).splitlines()[0] if str(e) else type(e).__name__)
             return
-        self.call_from_thread(self._show_findings, found, list(session.checks_skipped))
+        self.call_from_thread(self._show_findings, found, list(session.checks_skipped),
+                              list(session.checks_partial))
 
-    def _show_findings(self, found: list, skipped: list) -> None:
+    def _show_findings(self, found: list, skipped: list, partial: list | None = None) -> None:
         if not self.query(FindingsPanel):
             return
         self.findings = found
@@ -177,7 +178,7 @@ class KvtraceApp(App):
                 d = self.hazards.setdefault((f.agent, f.pool), {})
                 for s in (f.slots or ([f.slot] if f.slot is not None else [])):
                     d.setdefault(s, f"{f.check}: {f.message}")
-        self.query_one(FindingsPanel).show(found, skipped)
+        self.query_one(FindingsPanel).show(found, skipped, partial)
         first = next((f for f in found if f.agent and f.pool), None)
         if first is not None and not self.pool_chosen:   # open the slot map where the first finding is
             self.pool_choice = (first.agent, first.pool)

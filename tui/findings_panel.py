@@ -12,8 +12,9 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 
-def counts_line(findings: list, skipped: list) -> Text:
-    """``3 findings: src_free_before_done ×2 (12), leak ×1 (4)`` — per check: findings (instances)."""
+def counts_line(findings: list, skipped: list, partial: list | None = None) -> Text:
+    """``3 findings: src_free_before_done ×2 (12), leak ×1 (4)`` — per check: findings (instances);
+    then the checks that could not run and those that compared only part of their input."""
     if findings is None:
         return Text("running the checks…", style="italic")
     per = collections.OrderedDict()
@@ -29,6 +30,8 @@ def counts_line(findings: list, skipped: list) -> Text:
         t.append(": " + ", ".join(f"{c} ×{n} ({i})" for c, (n, i) in per.items()))
     if skipped:
         t.append(f"  [{len(skipped)} checks skipped: {skipped[0][1]}]", "grey50")
+    if partial:
+        t.append(f"  [compared in part only: {', '.join(partial)} (see the notes)]", "grey50")
     return t
 
 
@@ -55,10 +58,10 @@ class FindingsPanel(Vertical):
         yield t
         yield Static("", id="findings-message")
 
-    def show(self, findings: list, skipped: list) -> None:
+    def show(self, findings: list, skipped: list, partial: list | None = None) -> None:
         """Fill the panel with analysis Finding objects."""
         self.findings = findings
-        self.query_one("#findings-counts", Static).update(counts_line(findings, skipped))
+        self.query_one("#findings-counts", Static).update(counts_line(findings, skipped, partial))
         t = self.query_one("#findings-table", DataTable)
         t.clear()
         for i, f in enumerate(findings):
