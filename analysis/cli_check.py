@@ -6,6 +6,12 @@ count / slot reuse before read / completion before data) or --hypotheses FILE.to
 shipped file also applies unasked when the trace's layout makes it relevant (pd-corruption:
 pools or prepared lists whose regions differ in slot count); --hypotheses none turns that off.
 
+Every check ends in one state (JSON: verdict.checks): violated; holds (nothing found over
+complete, ordered facts); unknown (nothing proven, but facts are missing or unordered, or
+it could compare only part of its input: a note says what it left out, e.g. reads filled by
+head slices, whose checksum cannot be predicted); skipped (it could not run or compared
+nothing; the reason is printed).
+
 Exit status: 0 clean, 1 findings at or above --fail-on (gate CI with it), 2 bad input.
 With --baseline FILE only findings the baseline does not accept count (docs/ci.md);
 --write-baseline FILE writes the current findings as one. --format junit / sarif write

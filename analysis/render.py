@@ -46,6 +46,11 @@ def explain(name: str, cat: dict[str, Check]) -> int:
     c = cat[name]
     print(f"{c.name} ({c.severity}; needs {', '.join(c.needs) or 'events only'})\n")
     print(c.explain)
+    from .coverage import coverages
+    cov = coverages().get(name)
+    if cov is not None:   # what it cannot compare: said per trace, never read as "holds"
+        print(f"\nNot compared, and said so (skipped when none of its {cov.items} can be, else a note and "
+              f"the state unknown): {cov.items} where {cov.left_out}.")
     return 0
 
 
