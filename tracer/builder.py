@@ -277,6 +277,9 @@ class TraceBuilder:
         return a
 
     def _moves_for(self, src: AgentBuilder, dst: AgentBuilder, descs) -> list:
+        """The modelled content a list of raw descriptors moves: the slot each starts at;
+        a coalesced run (whole slots back to back on both sides, one descriptor) moves each
+        of its slots, as far as both layers reach."""
         def locate(side, addr):
             for p in side.pools.values():
                 for layer in range(p.layers):
@@ -284,13 +287,17 @@ class TraceBuilder:
                     if 0 <= rest < p.layer_bytes(layer):
                         slot, inner = divmod(rest, p.slot_bytes_of(layer))
                         if inner == 0:
-                            return (side.name, p.name, layer, slot)
+                            return (side.name, p.name, layer, slot), p.slot_bytes_of(layer), p.num_slots
             return None
         moves = []
-        for s, d, _n in descs:
+        for s, d, n in descs:
             a, b = locate(src, s), locate(dst, d)
-            if a and b:
-                moves.append((a, b))
+            if not (a and b):
+                continue
+            (ak, a_bytes, a_slots), (bk, b_bytes, b_slots) = a, b
+            run = n // a_bytes if a_bytes == b_bytes and n > a_bytes and n % a_bytes == 0 else 1
+            for k in range(min(run, a_slots - ak[3], b_slots - bk[3])):
+                moves.append((ak[:3] + (ak[3] + k,), bk[:3] + (bk[3] + k,)))
         return moves
 
     def close(self, complete: bool = True) -> str:

@@ -6,7 +6,9 @@
 --   local write before the read, or — when later — the latest transfer into it not posted
 --   after the read (observed complete or not: the consumer acts as if its data is there),
 --   traced back to the checksum of the latest write of its
---   source slot that happens-before the post (whole-slot copies only). When the local
+--   source slot that happens-before the post (whole-slot copies only: a descriptor per
+--   slot or a coalesced run of whole slots; reads it cannot predict are counted and said,
+--   never read as "holds": see --explain's last line). When the local
 --   write and the transfer are concurrent the prediction is ambiguous and the read is
 --   skipped (other checks report the race). A mismatch is corruption the consumer really
 --   saw; 'stale' marks reads that saw the slot's earlier content or never-written poison —

@@ -2,9 +2,10 @@
 -- predicts it holds: the latest local write before the read, or — when later — the latest
 -- transfer into the slot layer not posted after the read, traced back to the checksum of
 -- the latest write of its source slot that happens-before the post (whole-slot copies
--- only). checksum_mismatch reports the reads whose checksum differs; attribution
--- (analysis/attribution.py) searches for whose bytes they hold.
--- requires: reads_ids, writes_ids, desc_hold_ids, poison, xfers
+-- only: one descriptor per slot, or a coalesced run of whole slots). checksum_mismatch
+-- reports the reads whose checksum differs; attribution (analysis/attribution.py) searches
+-- for whose bytes they hold.
+-- requires: reads_ids, writes_ids, desc_hold_ids, poison, xfers, id_names
 -- (reads_ids, writes_ids: the integer tables behind the views reads, writes.)
 -- Narrow: only the read's keys, its checksum and the prediction; join reads USING (lk, seq)
 -- for the rest (checksum_mismatch does so for the few mismatched reads only).
@@ -35,21 +36,34 @@
 -- alone, with no join of destination ends to source ends (at 10M that join and an ASOF join
 -- over every source end cost ~6 of this object's ~13 cpu-s).
 CREATE OR REPLACE TABLE read_predict_ids AS
-WITH dst AS NOT MATERIALIZED (   -- transfers into a held slot layer: the generation they write
-    -- (each destination end once: d_first, see desc_ends)
-    SELECT d_lk AS lk, d_gen_seq AS gen_seq FROM desc_hold_ids WHERE s_first AND d_managed AND d_gen_seq IS NOT NULL
+WITH runs AS MATERIALIZED (   -- coalesced runs (SGLang's generic path: contiguous pages as one
+    -- descriptor per layer): whole slots back to back on both sides, one row per slot of the
+    -- run after its first (pair has that one), each keyed as desc_hold_ids keys the first
+    -- (from the names of its ids).
+    -- The run's later slots take the first slot's generation: a read of a slot its request
+    -- got by another alloc matches no transfer (not predicted, and counted as not compared).
+    SELECT hash(n.shards[h.d_h_sidx + 1], n.agents[h.d_aid], n.pools[h.d_pid], h.d_layer, h.d_slot + h.k) AS lk,
+           h.d_gen_seq AS gen_seq, h.post_seq, h.d_seen_seq AS seen_seq, h.d_bound AS bound, h.psidx,
+           true AS whole,
+           hash(n.shards[h.s_h_sidx + 1], n.agents[h.s_aid], n.pools[h.s_pid], h.s_layer, h.s_slot + h.k) AS s_lk,
+           h.s_bound, h.s_first
+    FROM (SELECT *, unnest(range(1, (nbytes // d_slot_bytes)::BIGINT)) AS k FROM desc_hold_ids
+          WHERE d_managed AND d_gen_seq IS NOT NULL AND d_off = 0 AND s_off = 0 AND d_slot_bytes = s_slot_bytes
+            AND nbytes > d_slot_bytes AND nbytes % d_slot_bytes = 0) h, id_names n
+), pair AS NOT MATERIALIZED (   -- the descriptors of those transfers, both ends side by side
+    SELECT d_lk AS lk, d_gen_seq AS gen_seq, post_seq, d_seen_seq AS seen_seq, d_bound AS bound, psidx,
+           -- (a run's first slot: whole too; its later slots come from runs)
+           d_off = 0 AND s_off = 0 AND nbytes % d_slot_bytes = 0 AND d_slot_bytes = s_slot_bytes AS whole,
+           s_lk, s_bound, s_first
+    FROM desc_hold_ids WHERE d_managed AND d_gen_seq IS NOT NULL
+    UNION ALL SELECT * FROM runs
 ), multi AS (   -- slot layer generations with more than one transfer in (rare), by hash: every
     -- generation of an alloc (gen_seq) where one slot layer receives more than one (a superset:
     -- the other slot layers of that alloc take the exact general path too). Grouped by the alloc
     -- (~16 slot layers each at 10M: 0.4M small groups) instead of by each generation (6.8M
     -- groups of one): 0.99-1.09 vs 1.16-1.59 cpu-s at 10M (bench/results/checks.txt)
-    SELECT unnest(list(hash(lk, gen_seq))) AS h FROM dst GROUP BY gen_seq
+    SELECT unnest(list(hash(lk, gen_seq))) AS h FROM pair WHERE s_first GROUP BY gen_seq
     HAVING len(list_distinct(list(lk))) < count(*)
-), pair AS NOT MATERIALIZED (   -- the descriptors of those transfers, both ends side by side
-    SELECT d_lk AS lk, d_gen_seq AS gen_seq, post_seq, d_seen_seq AS seen_seq, d_bound AS bound, psidx,
-           d_off = 0 AND s_off = 0 AND nbytes = d_slot_bytes AND d_slot_bytes = s_slot_bytes AS whole,
-           s_lk, s_bound
-    FROM desc_hold_ids WHERE d_managed AND d_gen_seq IS NOT NULL
 ), t1 AS (   -- the transfer of each generation that receives one, with the checksum of the
     -- latest write of its source slot layer that happens-before the post
     SELECT p.lk, p.gen_seq, p.post_seq, p.seen_seq, p.bound, p.psidx, w.checksum AS x_ck, p.whole
