@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.resources
 
-from .sql_header import names, read_header
+from .sql_header import names, read_header, sql_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,12 +41,7 @@ def parse_coverage(text: str) -> Coverage:
 @functools.lru_cache(maxsize=1)
 def coverages() -> dict[str, Coverage]:
     """Every coverage file, by the check it is for."""
-    out = {}
-    for f in sorted(importlib.resources.files("kvtrace.analysis.sql").iterdir(), key=lambda p: p.name):
-        if f.name.startswith("coverage_") and f.name.endswith(".sql"):
-            c = parse_coverage(f.read_text())
-            out[c.check] = c
-    return out
+    return {c.check: c for c in map(parse_coverage, sql_files("coverage_"))}
 
 
 def measure(model, check: str) -> tuple[int, int] | None:

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.resources
-from .sql_header import names, read_header
+from .sql_header import names, read_header, sql_files
 
 @dataclasses.dataclass(frozen=True)
 class Fact:
@@ -35,12 +34,7 @@ def parse_fact(text: str) -> Fact:
 @functools.lru_cache(maxsize=1)
 def facts() -> dict[str, Fact]:
     """Every fact, by name."""
-    out = {}
-    for f in sorted(importlib.resources.files("kvtrace.analysis.sql").iterdir(), key=lambda p: p.name):
-        if f.name.startswith("fact_") and f.name.endswith(".sql"):
-            fact = parse_fact(f.read_text())
-            out[fact.name] = fact
-    return out
+    return {f.name: f for f in map(parse_fact, sql_files("fact_"))}
 
 
 def measure(model, names) -> dict[str, int]:

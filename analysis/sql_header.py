@@ -32,3 +32,12 @@ def read_header(text: str, keys: tuple[str, ...], continued: tuple[str, ...] | N
 def names(value: str) -> tuple[str, ...]:
     """A comma-separated header value as a tuple of names."""
     return tuple(n.strip() for n in value.split(",") if n.strip())
+
+
+def sql_files(prefix: str) -> list[str]:
+    """The texts of the analysis SQL files (``kvtrace.analysis.sql``) whose names start with
+    ``prefix``, in name order (facts: ``fact_``, coverage: ``coverage_``)."""
+    import importlib.resources
+    files = importlib.resources.files("kvtrace.analysis.sql")
+    return [f.read_text() for f in sorted(files.iterdir(), key=lambda p: p.name)
+            if f.name.startswith(prefix) and f.name.endswith(".sql")]

@@ -15,6 +15,8 @@ from kvtrace.analysis.session import TraceSession
 from kvtrace.analysis.verdict import verdict
 from kvtrace.tracer.builder import Pool, TraceBuilder
 
+from cases_helpers import finish
+
 #: gap -> (checks that must leave pair 1 out, text each note carries, check the bug on pair 0 trips)
 GAPS = {
     "read": ({"read_before_done": "compared 1 of 2 transfers into another agent",
@@ -164,12 +166,7 @@ def test_no_receiver_reads_skips_the_read_checks_with_why(tmp_path):
     p.write("r1", "kv", [1])
     p.read("r1", "kv", [1])
     x = p.post("r1", d, src=("kv", [1]), dst=("kv", [4]), msg=b"r1_kv")
-    d.notif_recv(p, b"r1_kv", request="r1")
-    p.done(x, "r1")
-    p.release(x, "r1")
-    p.free("r1", "kv", [1], reason="finish")
-    d.free("r1", "kv", [4], reason="finish")
-    d.req_done("r1")
+    finish(p, d, "r1", x, [1], [4], read=False)    # decode never reads
     b.close()
     found, v, skipped, partial, _ = _run(path)
     assert found == [], [f.message for f in found]

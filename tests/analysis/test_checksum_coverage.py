@@ -15,7 +15,7 @@ import pytest
 from kvtrace.analysis.session import TraceSession
 from kvtrace.analysis.verdict import verdict
 
-from cases_helpers import handshake
+from cases_helpers import finish, handshake
 
 POOLS = {"kv": (64, 64), "kvh": (64, 32)}    # pool -> (prefill slot bytes, decode slot bytes)
 
@@ -93,13 +93,7 @@ def test_only_head_slices_skip_checksum_mismatch_with_why(tmp_path):
     p.write("r1", "kv", [1])
     x = p.post("r1", d, descs=[(p.pools["kv"].addr(layer, 1), d.pools["kv"].addr(layer, 5), 32) for layer in range(2)],
                msg=b"r1_kv")
-    d.notif_recv(p, b"r1_kv", request="r1")
-    d.read("r1", "kv", [5])
-    p.done(x, "r1")
-    p.release(x, "r1")
-    p.free("r1", "kv", [1], reason="finish")
-    d.free("r1", "kv", [5], reason="finish")
-    d.req_done("r1")
+    finish(p, d, "r1", x, [1], [5])
     b.close()
     with TraceSession(path) as s:
         found = s.findings()
