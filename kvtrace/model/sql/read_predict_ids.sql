@@ -5,7 +5,7 @@
 -- only: one descriptor per slot, or a coalesced run of whole slots). checksum_mismatch
 -- reports the reads whose checksum differs; attribution (analysis/attribution.py) searches
 -- for whose bytes they hold.
--- requires: reads_ids, writes_ids, desc_hold_ids, poison, xfers, id_names
+-- requires: reads_ids, writes_ids, desc_hold_ids, run_hold, poison, xfers
 -- (reads_ids, writes_ids: the integer tables behind the views reads, writes.)
 -- Narrow: only the read's keys, its checksum and the prediction; join reads USING (lk, seq)
 -- for the rest (checksum_mismatch does so for the few mismatched reads only).
@@ -37,19 +37,16 @@
 -- over every source end cost ~6 of this object's ~13 cpu-s).
 CREATE OR REPLACE TABLE read_predict_ids AS
 WITH runs AS MATERIALIZED (   -- coalesced runs (SGLang's generic path: contiguous pages as one
-    -- descriptor per layer): whole slots back to back on both sides, one row per slot of the
-    -- run after its first (pair has that one), each keyed as desc_hold_ids keys the first
-    -- (from the names of its ids).
-    -- The run's later slots take the first slot's generation: a read of a slot its request
-    -- got by another alloc matches no transfer (not predicted, and counted as not compared).
-    SELECT hash(n.shards[h.d_h_sidx + 1], n.agents[h.d_aid], n.pools[h.d_pid], h.d_layer, h.d_slot + h.k) AS lk,
-           h.d_gen_seq AS gen_seq, h.post_seq, h.d_seen_seq AS seen_seq, h.d_bound AS bound, h.psidx,
-           true AS whole,
-           hash(n.shards[h.s_h_sidx + 1], n.agents[h.s_aid], n.pools[h.s_pid], h.s_layer, h.s_slot + h.k) AS s_lk,
-           h.s_bound, h.s_first
-    FROM (SELECT *, unnest(range(1, (nbytes // d_slot_bytes)::BIGINT)) AS k FROM desc_hold_ids
-          WHERE d_managed AND d_gen_seq IS NOT NULL AND d_off = 0 AND s_off = 0 AND d_slot_bytes = s_slot_bytes
-            AND nbytes > d_slot_bytes AND nbytes % d_slot_bytes = 0) h, id_names n
+    -- descriptor per layer) of whole slots back to back on both sides: the run's later slots
+    -- as run_hold derives them (one row per end and slot after its first, keyed as slot_ev
+    -- keys it, with the request's holding of that slot), each destination slot paired with
+    -- the source slot at the same distance from the run's start
+    SELECT d.lk, d.h.g AS gen_seq, d.post_seq, d.seen_seq, d.bound, d.psidx, true AS whole,
+           s.lk AS s_lk, s.bound AS s_bound, true AS s_first
+    FROM run_hold d JOIN run_hold s
+      ON s.shard = d.shard AND s.xfer = d.xfer AND s.pos = d.pos AND s.slot - s.s0 = d.slot - d.s0
+    WHERE d.side = 'dst' AND s.side = 'src' AND d.off = 0 AND s.off = 0 AND d.slot_bytes = s.slot_bytes
+      AND d.nbytes % d.slot_bytes = 0 AND d.h IS NOT NULL
 ), pair AS NOT MATERIALIZED (   -- the descriptors of those transfers, both ends side by side
     SELECT d_lk AS lk, d_gen_seq AS gen_seq, post_seq, d_seen_seq AS seen_seq, d_bound AS bound, psidx,
            -- (a run's first slot: whole too; its later slots come from runs)
