@@ -3,9 +3,8 @@
 -- left_out: nothing recorded predicts what they hold: a transfer filled them with part of a
 --   slot (e.g. one tensor-parallel rank's head slice) or from a source written without a
 --   checksum, or transfers not ordered with each other filled them, or no write or transfer
---   into them is recorded (or only a coalesced run that starts in a page allocated apart
---   from them); kvtrace predicts a read's checksum only from the latest checksummed write
---   into it or the one latest copy of whole slots of one
+--   into them is recorded; kvtrace predicts a read's checksum only from the latest
+--   checksummed write into it or the one latest copy of whole slots of one
 -- requires: read_predict_ids
 -- One row: compared (reads whose content the data flow predicts: checksum_mismatch
 -- compares their checksum with it) and left_out (every other read with a checksum, but
