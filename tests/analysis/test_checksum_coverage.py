@@ -130,19 +130,28 @@ def test_check_json_junit_and_tui_say_compared_in_part(tmp_path):
     assert "compared in part only: checksum_mismatch" in counts_line([], [], ["checksum_mismatch"]).plain
 
 
+@pytest.mark.parametrize("split_alloc", [False, True], ids=["one-alloc", "pages-allocated-apart"])
 @pytest.mark.parametrize("bug", [False, True])
-def test_coalesced_run_is_compared_page_by_page(tmp_path, bug):
+def test_coalesced_run_is_compared_page_by_page(tmp_path, bug, split_alloc):
     """SGLang's generic path sends contiguous pages as one descriptor per layer (a coalesced
     run: slots 1-3 -> 5-7, 192 bytes). Every page of the run is predicted from its own source
-    page, so a run whose third page arrives with other bytes is found on that page; the clean
-    twin checks clean with every read compared."""
+    page, with its own holding (decode may have allocated the pages apart: one, then two
+    more), so a run whose third page arrives with other bytes is found on that page; the
+    clean twin checks clean with every read compared."""
     from kvtrace.tracer.builder import TraceBuilder
-    path = str(tmp_path / f"run-{int(bug)}.kvtrace")
+    path = str(tmp_path / f"run-{int(bug)}-{int(split_alloc)}.kvtrace")
     b = TraceBuilder(path)
     p, d = b.agent("prefill"), b.agent("decode")
     for a in (p, d):
         a.pool("kv", layers=2, slot_bytes=64, num_slots=8)
-    handshake(p, d, "r1", [5, 6, 7])
+    if split_alloc:
+        d.req_start("r1")
+        d.alloc("r1", "kv", [5])
+        d.alloc("r1", "kv", [6, 7], pages=[1, 2])
+        d.msg_send(p, "r1/pages", request="r1")
+        p.msg_recv(d, "r1/pages", request="r1")
+    else:
+        handshake(p, d, "r1", [5, 6, 7])
     p.alloc("r1", "kv", [1, 2, 3])
     p.write("r1", "kv", [1, 2, 3])
     sp, dp = p.pools["kv"], d.pools["kv"]
