@@ -28,8 +28,9 @@ def counts_line(findings: list, skipped: list, partial: list | None = None) -> T
         errs = sum(1 for f in findings if f.severity == "error")
         t.append(f"{len(findings)} finding{'s' * (len(findings) != 1)}", "bold red" if errs else "bold yellow")
         t.append(": " + ", ".join(f"{c} ×{n} ({i})" for c, (n, i) in per.items()))
-    if skipped:
-        t.append(f"  [{len(skipped)} checks skipped: {skipped[0][1]}]", "grey50")
+    if skipped:   # which ones, then the first one's reason (check --format json has every reason)
+        t.append(f"  [{len(skipped)} check{'s' * (len(skipped) != 1)} skipped: "
+                 f"{', '.join(c for c, _ in skipped)} — {skipped[0][1]}]", "grey50")
     if partial:
         t.append(f"  [compared in part only: {', '.join(partial)} (see the notes)]", "grey50")
     return t
