@@ -73,6 +73,15 @@ WANT="$TORCH ${LIGHT[*]}"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
   step "connector dependencies present"
 else
+  # PyPI's torch for x86_64 is a CUDA build: with its nvidia-* wheels and the connectors'
+  # packages this step writes ~6.4 GB (measured); say so plainly instead of pip's OSError midway
+  need_kb=$((7 * 1024 * 1024))
+  free_kb=$(df -Pk "$EV" | awk 'NR == 2 {print $4}')
+  if ! "$PY" -c 'import torch' 2>/dev/null && [ "${free_kb:-0}" -lt "$need_kb" ]; then
+    echo "setup_engines: installing torch and the connectors' packages needs about 7 GB free;" \
+         "$((free_kb / 1024 / 1024)) GB free on $(df -P "$EV" | awk 'NR == 2 {print $6}')" >&2
+    exit 1
+  fi
   step "connector dependencies (${#LIGHT[@]} packages, torch==$TORCH kept)"
   pip_install "torch==$TORCH" "${LIGHT[@]}"
   echo "$WANT" > "$STAMP"
