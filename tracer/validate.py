@@ -176,6 +176,7 @@ def validate(trace: str) -> Validation:
         v.problems.append(f"{trace}/{MANIFEST}: 'shards' must list the shard names")
     else:
         v.notes.extend(f"{trace}: listed shard {n} is missing" for n in sorted(set(listed) - set(shards)))
+    used, described = set(), set()   # (agent, pool) of slot events / of layouts, over every shard
     for shard in shards:
         info = {}
         try:
@@ -207,6 +208,8 @@ def validate(trace: str) -> Validation:
         posted = _events(tables["events"], f"{shard}/events", v) if "events" in tables else None
         if "layouts" in tables:
             _layouts(tables["layouts"], f"{shard}/layouts", v)
+        used |= _pairs(tables.get("events"), kinds=_SLOT_KINDS)
+        described |= _pairs(tables.get("layouts"))
         ds = tables.get("descs")
         if ds is not None and posted is not None and "xfer" in ds.schema.names:
             orphan = set(ds.column("xfer").to_pylist()) - posted
@@ -221,7 +224,26 @@ def validate(trace: str) -> Validation:
             holes = _positions(ds, f"{shard}/descs", v, cut or _counted_lost(info, "descs"))
         if ds is not None and "events" in tables:
             _post_bytes(tables["events"], ds, f"{shard}/descs", v, cut or _counted_lost(info, "descs"), holes)
+    # the format asks a layout for every pool slot events use; without one no descriptor maps onto
+    # those slots (a layouts file lost, a hook that leaves a pool out): the analysis copes (the
+    # checks that need them say they could not compare), so a note, not a problem
+    undescribed: dict[str, list[str]] = {}
+    for agent, pool in sorted(used - described):
+        undescribed.setdefault(agent, []).append(pool)
+    for agent, pools in undescribed.items():
+        v.notes.append(f"{trace}: agent {agent}'s slot events use pool(s) {', '.join(pools)} that no layout "
+                       "describes: descriptors cannot be mapped onto those slots")
     return v
+
+
+def _pairs(t: pa.Table | None, kinds=None) -> set[tuple[str, str]]:
+    """The (agent, pool) pairs of a table's rows (of events of ``kinds`` when given)."""
+    need = {"agent", "pool"} | ({"kind"} if kinds else set())
+    if t is None or not need <= set(t.schema.names):
+        return set()
+    rows = zip(t.column("agent").to_pylist(), t.column("pool").to_pylist(),
+               t.column("kind").to_pylist() if kinds else [None] * t.num_rows)
+    return {(str(a), str(p)) for a, p, k in rows if a is not None and p is not None and (not kinds or k in kinds)}
 
 
 def _counted_lost(info, table: str) -> bool:

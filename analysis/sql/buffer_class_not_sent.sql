@@ -30,10 +30,14 @@
 -- registers that a flow does not carry (few), and only then the consumer's reads.
 WITH per_x AS (  -- per transfer and (producer, consumer, destination pool), by the integer ids
                  -- of desc_match_ids (agents, pool, initiator shard): named once per flow below
-    SELECT s_aid AS a, d_aid AS b, any_value(request) AS request, d_pid, psidx,
+    -- the pool a descriptor carries: its destination end's, or, where no layout of the
+    -- consumer covers that end (a layouts file lost, a pool the hook leaves out), its source
+    -- end's: a gap pool is one the producer describes, so a descriptor reading from it has
+    -- its source end there, and absence is never concluded from an end nothing maps
+    SELECT s_aid AS a, d_aid AS b, any_value(request) AS request, coalesce(d_pid, s_pid) AS d_pid, psidx,
            any_value(post_seq) AS post_seq   -- one request and post per transfer
     FROM desc_match_ids WHERE s_aid <> d_aid
-    GROUP BY psidx, xfer, s_aid, d_aid, d_pid
+    GROUP BY psidx, xfer, s_aid, d_aid, coalesce(d_pid, s_pid)
 ), flow_ids AS (   -- producer → consumer per request, and the pools its transfers carry
     SELECT a, b, request, list(DISTINCT d_pid) FILTER (WHERE d_pid IS NOT NULL) AS carried,
            count(DISTINCT (psidx, post_seq)) AS n_x, min(post_seq) AS post_seq, arg_min(psidx, post_seq) AS x_sidx,

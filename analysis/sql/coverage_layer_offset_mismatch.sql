@@ -3,6 +3,8 @@
 -- left_out: neither agent of such a transfer records allocations (no allocator hooks on either side,
 --   while other agents have them), so which slots its request held there, and which pages
 --   they are, is unknown
+-- unmapped: an agent of theirs describes no layout for where their bytes are (its layouts not
+--   recorded or lost, or a pool or layer its hook leaves out), so which of its slots they touch is unknown
 -- requires: xfer_hooks
 -- One row: compared (the transfers with an agent that records allocations: their
 -- descriptors' (pool, layer, page)s are compared with the request's pages) and left_out
@@ -11,6 +13,11 @@
 -- (queries/unheld_descs.sql), as it does allocations recorded in another process
 -- (allocs_elsewhere). By agent, not by pool: an agent that allocates its KV pools but not a
 -- metadata pool has its hooks (the checks leave unmanaged pools alone).
-SELECT count(*) FILTER (WHERE s_allocs OR d_allocs) AS compared,
-       count(*) FILTER (WHERE NOT s_allocs AND NOT d_allocs) AS left_out
-FROM xfer_hooks
+-- Also left out, and counted in unmapped: transfers whose ends on a side the check reads
+-- no layout maps (that agent records none, or an end falls outside all of its regions while
+-- the other end falls in one: xfer_hooks.s_unmapped / d_unmapped).
+SELECT count(*) FILTER (WHERE (s_allocs OR d_allocs) AND NOT blind) AS compared,
+       count(*) FILTER (WHERE (NOT s_allocs AND NOT d_allocs) OR blind) AS left_out,
+       count(*) FILTER (WHERE (s_allocs OR d_allocs) AND blind) AS unmapped
+FROM (SELECT *, NOT s_layouts OR NOT d_layouts OR s_unmapped OR d_unmapped AS blind   -- both ends must map
+      FROM xfer_hooks)

@@ -3,6 +3,8 @@
 -- left_out: neither agent of such a transfer records allocations (no allocator hooks on either side,
 --   while other agents have them), so which slots its request held there, and when they
 --   went back to the allocator, is unknown
+-- unmapped: the agent they go into describes no layout for where they land (its layouts not
+--   recorded or lost, or a pool or layer its hook leaves out), so which of its slots they fill is unknown
 -- requires: xfer_hooks
 -- One row: compared (the transfers whose destination agent records allocations: its frees
 -- are checked against the transfer's completion) and left_out (transfers between two agents
@@ -11,6 +13,10 @@
 -- allocations recorded in another process (allocs_elsewhere). By agent, not by pool: an
 -- agent that allocates its KV pools but not a metadata pool has its hooks (the checks leave
 -- unmanaged pools alone).
-SELECT count(*) FILTER (WHERE d_allocs) AS compared,
-       count(*) FILTER (WHERE NOT s_allocs AND NOT d_allocs) AS left_out
-FROM xfer_hooks
+-- Also left out, and counted in unmapped: transfers whose ends on a side the check reads
+-- no layout maps (that agent records none, or an end falls outside all of its regions while
+-- the other end falls in one: xfer_hooks.s_unmapped / d_unmapped).
+SELECT count(*) FILTER (WHERE d_allocs AND NOT blind) AS compared,
+       count(*) FILTER (WHERE (NOT s_allocs AND NOT d_allocs) OR blind) AS left_out,
+       count(*) FILTER (WHERE blind) AS unmapped
+FROM (SELECT *, d_allocs AND (NOT d_layouts OR d_unmapped) AS blind FROM xfer_hooks)

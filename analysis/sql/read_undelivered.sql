@@ -44,7 +44,14 @@ WITH j AS NOT MATERIALIZED (  -- with the latest local write before the read (pr
       -- shard's lost tail may race the read (in the whole trace: read_before_done, not this),
       -- and a posting NIXL ran unrecorded (untraced) may have delivered it
       AND NOT EXISTS (SELECT 1 FROM shard_cut WHERE cut IS NOT NULL OR untraced > 0)
-), undelivered AS (SELECT j.* FROM j SEMI JOIN bad USING (lk, seq))
+), undelivered AS (
+    SELECT j.* FROM j SEMI JOIN bad USING (lk, seq)
+    -- a read of a (pool, layer) its agent describes no layout for: no transfer's end can be
+    -- mapped onto its slots (a layouts file lost, a pool or layer the hook leaves out), so
+    -- the absence of a delivery proves nothing (coverage_read_undelivered counts it)
+    WHERE EXISTS (SELECT 1 FROM lay l WHERE l.agent = j.agent AND l.pool = j.pool
+                                        AND (l.layer = j.layer OR l.layer IS NULL))
+)
 SELECT 'error' AS severity, agent, request, pool, [pool] AS pools, min(layer) AS layer, min(slot) AS slot,
        list(DISTINCT slot ORDER BY slot) AS slots, list(DISTINCT ev(shard, seq) ORDER BY ev(shard, seq))[1:4] AS events,
        count(*) AS count,

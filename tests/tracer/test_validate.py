@@ -200,3 +200,16 @@ def test_descriptor_rows_the_recorder_counted_lost_are_a_note(good, tmp_path):
     json.dump(info, open(p, "w"))
     v = validate(bad)
     assert v.problems == [] and any("fewer bytes than their posts moved" in n for n in v.notes), v.notes
+
+
+def test_slot_events_on_a_pool_no_layout_describes_are_noted(good, tmp_path):
+    """Every pool slot events use should have a layout (docs/format.md); one whose layouts
+    were lost still conforms (the analysis says what it could not compare) but the
+    validator notes which agent's pools no layout describes. Its twin has no such note."""
+    assert not [n for n in validate(good).notes if "no layout" in n], validate(good).notes
+    t = str(tmp_path / "t.kvtrace")
+    shutil.copytree(good, t)
+    _rewrite(os.path.join(t, "decode/layouts.arrows"), lambda tab: tab.slice(0, 0))
+    v = validate(t)
+    assert v.ok, v.problems
+    assert [n for n in v.notes if "agent decode's slot events use pool(s) kv that no layout describes" in n], v.notes

@@ -4,7 +4,7 @@
 -- because an agent records no event of a kind at all (e.g. a decode rank with no read
 -- hook): by agent, never per request or pool, so an agent that has the hook but legally
 -- skips some requests (aborted, never read) is never counted.
--- requires: events, xfers, lay
+-- requires: events, xfers, lay, desc_match_ids
 -- One row per posted transfer with descriptors; ~200k rows at 10M events, so each coverage
 -- count costs next to nothing (the events are read once here, grouped by agent and kind;
 -- counting from the descriptors instead cost ~0.2 s per check, 2.9 s in all at 10M).
@@ -21,6 +21,14 @@
 --   d_reads, d_writes, d_allocs, d_layouts, d_registers BOOLEAN  -- the same of the destination
 --   d_sends BOOLEAN                -- it is the source of some transfer between two agents
 --                                     (it may only forward what it receives, never read it)
+--   s_unmapped BOOLEAN             -- some descriptor's source end falls in no layout region of
+--                                     its agent while its destination end falls in one: the source
+--                                     agent describes memory the transfer reads from only in part
+--                                     (a layouts file lost, a pool or layer its hook leaves out, or
+--                                     an address out of bounds), so which slots it reads there is unknown
+--   d_unmapped BOOLEAN             -- the same of the destination end (which slots it writes)
+-- (An end in no layout while the other end is in none either is not counted: memory neither
+-- side describes, a metadata buffer, holds no slots on either side.)
 CREATE OR REPLACE TABLE xfer_hooks AS
 WITH k AS (   -- per agent: the kinds of events it records
     SELECT agent, bool_or(kind = 'read') AS reads, bool_or(kind = 'write') AS writes,
@@ -31,6 +39,10 @@ WITH k AS (   -- per agent: the kinds of events it records
            CASE WHEN op = 'READ' THEN peer ELSE agent END AS s_agent,
            CASE WHEN op = 'READ' THEN agent ELSE peer END AS d_agent
     FROM xfers WHERE ndesc > 0
+), m AS (   -- per transfer: descriptors one of whose ends no layout region covers
+    SELECT psidx AS sidx, xfer, bool_or(s_pid IS NULL AND d_pid IS NOT NULL) AS s_unmapped,
+           bool_or(d_pid IS NULL AND s_pid IS NOT NULL) AS d_unmapped
+    FROM desc_match_ids GROUP BY ALL
 ), a AS (   -- per agent: does it send or receive between two agents
     SELECT agent, bool_or(s) AS sends, bool_or(NOT s) AS receives
     FROM (SELECT s_agent AS agent, true AS s FROM x WHERE s_agent IS DISTINCT FROM d_agent
@@ -43,7 +55,8 @@ SELECT x.sidx, x.xfer, x.s_agent IS NOT DISTINCT FROM x.d_agent AS local, x.requ
        coalesce(sk.registers, false) AS s_registers, coalesce(sa.receives, false) AS s_receives,
        coalesce(dk.reads, false) AS d_reads, coalesce(dk.writes, false) AS d_writes,
        coalesce(dk.allocs, false) AS d_allocs, x.d_agent IN (SELECT agent FROM lay) AS d_layouts,
-       coalesce(dk.registers, false) AS d_registers, coalesce(da.sends, false) AS d_sends
-FROM x
+       coalesce(dk.registers, false) AS d_registers, coalesce(da.sends, false) AS d_sends,
+       coalesce(m.s_unmapped, false) AS s_unmapped, coalesce(m.d_unmapped, false) AS d_unmapped
+FROM x LEFT JOIN m USING (sidx, xfer)
 LEFT JOIN k sk ON sk.agent = x.s_agent LEFT JOIN k dk ON dk.agent = x.d_agent
 LEFT JOIN a sa ON sa.agent = x.s_agent LEFT JOIN a da ON da.agent = x.d_agent;
