@@ -50,7 +50,8 @@ def explain(name: str, cat: dict[str, Check]) -> int:
     cov = coverages().get(name)
     if cov is not None:   # what it cannot compare: said per trace, never read as "holds"
         print(f"\nNot compared, and said so (skipped when none of its {cov.items} can be, else a note and "
-              f"the state unknown): {cov.items} where {cov.left_out}.")
+              f"the state unknown): {cov.items} where {cov.left_out}"
+              + (f"; and {cov.items} where {cov.unmapped}" if cov.unmapped else "") + ".")
     return 0
 
 
