@@ -184,11 +184,17 @@ def judge(spec: HypothesisSpec, by_check: dict[str, list[Finding]], skipped: dic
         return Hypothesis(spec.name, "untestable", f"no violation found, but {gap}", 0, investigation)
     reason = spec.ruled_out.format(checks=", ".join(ran), **counts)
     not_run = [f"{c} ({skipped[c]})" for c in spec.evidence if c in skipped]
-    if not_run:
-        reason += "; not checked: " + "; ".join(not_run)
     in_part = [partial[c] for c in spec.evidence if c in (partial or {})]
-    if in_part:
-        reason += "; checked in part only: " + "; ".join(in_part)
+    if not_run or in_part:
+        # silence of the checks that ran says nothing of what the others would have seen
+        # (e.g. decode-side reuse where no layout maps decode's slots, or a completion that
+        # precedes its data, which only the checksums show): not ruled out
+        if not_run:
+            reason += "; but that does not rule it out: not checked: " + "; ".join(not_run)
+        if in_part:
+            reason += ("; but that does not rule it out" if not not_run else "") \
+                      + "; checked in part only: " + "; ".join(in_part)
+        return Hypothesis(spec.name, "untestable", reason, 0, investigation)
     explained = sorted(f"{c} (explained by {', '.join(sorted(folded[c]))})" for c in spec.evidence if c in folded)
     if explained:
         reason += "; its only hits are consequences of another cause: " + ", ".join(explained)

@@ -2,6 +2,11 @@
 trace's layout makes them relevant, and one-line errors for a broken hypothesis file."""
 from __future__ import annotations
 
+import glob
+import shutil
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 
 from kvtrace.analysis.hypothesis_files import builtin_names, load
@@ -62,6 +67,37 @@ def test_a_users_hypothesis_file(trace, tmp_path):
     with TraceSession(trace("leaked_pages", False)) as s:
         v = s.verdict(None, [str(f)])
     assert v.hypotheses[0].status == "ruled out" and v.hypotheses[0].reason.startswith("no leak over 1 transfers")
+
+
+def test_not_ruled_out_while_an_evidence_check_could_not_run(trace, tmp_path):
+    """Ruled out only when every evidence check ran over all its input: with one of them
+    skipped (no checksums: checksum_mismatch cannot compare) silence of the others leaves
+    the hypothesis untestable, saying which ran and which did not; with both able to run
+    (its twin file naming only the one that ran) it is ruled out."""
+    path = shutil.copytree(trace("early_src_free", False), str(tmp_path / "nosums.kvtrace"),
+                           ignore=shutil.ignore_patterns("_index"))
+    for f in glob.glob(path + "/*/events.arrows"):      # the same trace without checksums
+        with open(f, "rb") as fh:
+            t = ipc.open_stream(fh.read()).read_all()
+        i = t.schema.get_field_index("checksums")
+        t = t.set_column(i, t.schema.field(i), pa.nulls(t.num_rows, t.schema.field(i).type))
+        with pa.OSFile(f, "wb") as fh, ipc.new_stream(fh, t.schema) as w:
+            w.write_table(t)
+    both = tmp_path / "both.toml"
+    both.write_text('name = "x"\ndescription = "d"\n[[hypothesis]]\nname = "early"\n'
+                    'evidence = ["read_before_done", "checksum_mismatch"]\nneeds = ["reads"]\n'
+                    'ruled_out = "no finding of {checks}"\n')
+    one = tmp_path / "one.toml"
+    one.write_text(both.read_text().replace('"read_before_done", "checksum_mismatch"', '"read_before_done"'))
+    with TraceSession(path) as s:
+        h = s.verdict(None, [str(both)]).hypotheses[0]
+        assert "checksum_mismatch" in dict(s.checks_skipped)
+    assert h.status == "untestable", h
+    assert h.reason.startswith("no finding of read_before_done; but that does not rule it out: not checked: "
+                               "checksum_mismatch ("), h.reason
+    with TraceSession(path) as s:
+        h = s.verdict(None, [str(one)]).hypotheses[0]
+    assert (h.status, h.reason) == ("ruled out", "no finding of read_before_done"), h
 
 
 @pytest.mark.parametrize("body,words", [
