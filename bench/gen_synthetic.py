@@ -245,6 +245,8 @@ class _Shard:
             "checksums": _lists(ck, PAGES, has_ck, pa.uint64()),
             "xfer": pa.array(req, pa.int64(), mask=~xferish),
             "peer": pa.array(np.where(xferish | msgish | detailish, self.peer, None), pa.string()),
+            # a post's size, as the recorders write it: the bytes of its descriptors
+            "nbytes": pa.array(np.full(n, POST_BYTES, np.uint64), pa.uint64(), mask=kind != "xfer_post"),
         }
         cols["msg"] = pa.compute.if_else(pa.array(msgish), msgs.take(rix), pa.nulls(n, pa.binary()))
         cols["detail"] = pa.compute.if_else(pa.array(detailish), ids.take(rix), pa.nulls(n, pa.string()))
@@ -260,6 +262,10 @@ class _Shard:
             json.dump({"pid": 0, "host": "synthetic", "clock": "monotonic_ns@synthetic", "closed": True,
                        "shard": self.agent, "events": self.n + self.nreg}, f)
         return self.n + self.nreg
+
+
+#: the bytes one request's post moves: one descriptor per (pool, layer, page), a slot each
+POST_BYTES = PAGES * sum(sb * layers for _, layers, sb, _ in POOLS)
 
 
 def _emit_descs(path, R, bases, chunk=CHUNK_REQUESTS):

@@ -4,7 +4,8 @@
 A shard's recorded facts can end early: a stream cut mid-batch (crash), a process killed
 before it closed its shard (its unflushed tail is lost), descriptor rows lost while the
 events that post them survived (at the end of a cut stream, or anywhere when the recorder
-counted them lost: a write that failed mid-run), or a shard missing altogether. Past that
+counted them lost: a write that failed mid-run, or when their bytes fall short of the posts'
+with nothing counted: a stream damaged or edited after recording), or a shard missing altogether. Past that
 point the facts are *unknown*, not absent: a free that is not there may have happened, a notification
 that is not there may have been received. Checks reason from absence ("no completion
 observation happens-before the free"), so they must only look where absence is a fact.
@@ -17,7 +18,8 @@ of a post the crash lost) ends its shard's prefix just before it, since from the
 shard knows things the trace does not. (2) is a fixed point over the send → receive pairs.
 
 A trace whose every listed shard is present, closed and untruncated, with no rows its
-recorder counted lost, is complete: nothing is cut and this module costs nothing.
+recorder counted lost and descriptor rows that add up to its posts' bytes, is complete:
+nothing is cut and this module costs one pass over per-shard totals (desc_bytes_short).
 Otherwise the analysis views (``events``, ``descs``) read the cut prefix;
 ``recorded_events`` / ``recorded_descs`` keep everything recorded.
 
@@ -58,6 +60,8 @@ _RECORD = {
     "lost_send": "record every process that sends to this one (or let the sender exit normally)",
     "lost_descs": ("the recorder could not write some descriptor rows (its warning on stderr and shard.json "
                    "'lost' say why); record again with room for the trace"),
+    "missing_descs": ("the shard's descriptor stream lacks rows that nothing recorded accounts for (a file damaged "
+                      "or edited after recording: `kvtrace validate` names the transfers); record again"),
     "untraced": ("start recording before the process creates its NIXL agent and prepares its descriptor "
                  "lists (`kvtrace record -- CMD` taps NIXL from the start)"),
 }
@@ -210,11 +214,32 @@ def is_complete(trace) -> bool:
     return not missing and not any(state.values()) and not start_cuts(trace)
 
 
-def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str, ShardCut]:
+def silent_desc_loss(model) -> dict[str, int]:
+    """Per shard whose descriptor rows are not all in the trace although its recorder counted
+    none lost: the first post missing some (its rows hold fewer bytes than it moved, or index
+    a list not recorded). A cheap pass over per-shard totals first; the post-by-post query
+    only for a shard they call into question."""
+    from .sqltext import query_sql
+
+    con = model.con
+    counted = {s.name for s in model.trace.shards if lost_rows(s).keys() & {"descs", "dlists"}}
+    out = {}
+    for (shard,) in con.execute(query_sql("desc_bytes_short")).fetchall():
+        if shard in counted:
+            continue   # compute() cuts it as counted lost
+        for (seq,) in con.execute(query_sql("cut_incomplete_descs"), [shard]).fetchall():
+            if seq is not None:
+                out[shard] = int(seq)
+    return out
+
+
+def compute(model, limit: dict[str, tuple[int, str]] | None = None,
+            silent: dict[str, int] | None = None) -> dict[str, ShardCut]:
     """The consistent cut of an incomplete trace, over the model's base views as recorded.
 
     ``limit``: per shard, a last seq to analyse at most and why (a live trace's time
-    frontier, live.py), applied before the causal closure.
+    frontier, live.py), applied before the causal closure. ``silent``: per shard, the first
+    post whose descriptor rows are missing although none were counted lost (silent_desc_loss).
 
     The pairing (``sync_pairs``) and agents' homes (``agent_home``) of the recorded events
     are built and dropped again: the analysis derives them anew from the cut events."""
@@ -222,6 +247,8 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
 
     con, trace = model.con, model.trace
     state, missing = shard_state(trace)
+    for name in silent or {}:
+        state.setdefault(name, set()).add("missing_descs")
     q = lambda sql, p=None: con.execute(sql, p or []).fetchall()  # noqa: E731
     last = {s: (n, m) for s, n, m in q("SELECT shard, count(*), max(seq) FROM events GROUP BY shard")}
     cuts: dict[str, ShardCut] = {}
@@ -254,6 +281,10 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None) -> dict[str,
                     if seq is not None:
                         c.cut_to(int(seq) - 1, f"shard {s.name}: descriptor rows of its transfer posted at seq {seq} "
                                  "were lost while recording", "lost_descs")
+            if "missing_descs" in reasons:
+                seq = silent[s.name]
+                c.cut_to(seq - 1, f"shard {s.name}: descriptor rows of its transfer posted at seq {seq} are missing "
+                         "(they hold fewer bytes than the post moved, and none were counted lost)", "missing_descs")
         if limit and s.name in limit:
             c.cut_to(limit[s.name][0], limit[s.name][1], "unclosed")
         cuts[s.name] = c
@@ -328,7 +359,7 @@ def unknowns(cuts: dict[str, ShardCut], missing: list[str]) -> list[Unknown]:
         if not c.kinds:
             continue
         beyond = 0 if c.last_seq is None or c.cut is None else max(0, c.last_seq - c.cut)
-        kind = next(k for k in ("lost_send", "descs", "lost_descs", "gaps", "truncated", "unclosed", "window_end")
+        kind = next(k for k in ("lost_send", "descs", "lost_descs", "missing_descs", "gaps", "truncated", "unclosed", "window_end")
                     if k in c.kinds)
         what = (f"shard {c.shard}: what happened after its last recorded event"
                 if beyond == 0 else f"shard {c.shard}: {beyond:,} recorded events after seq {c.cut} are not analysed")
@@ -354,9 +385,10 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     from .sqltext import query_sql
 
     trace, con = model.trace, model.con
-    if is_complete(trace):
+    silent = silent_desc_loss(model)   # rows gone without a trace of why: not "not sent"
+    if is_complete(trace) and not silent:
         return {}, untraced_unknowns(trace)
-    cuts = compute(model)
+    cuts = compute(model, silent=silent)
     missing = shard_state(trace)[1]
     for t in ("events", "descs"):
         con.read_parquet(scan_paths(trace, model.index_dir, t)).create_view(f"recorded_{t}")

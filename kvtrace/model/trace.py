@@ -461,9 +461,11 @@ class TraceModel:
         if self._caps is None:
             row = self.ask("capabilities").to_pylist()[0]
             # every shard closed (a ring window never is: its end is a cut), and nothing
-            # missing or cut short (the reader's and the cut's notes)
+            # missing or cut short (the reader's and the cut's notes, and any shard the
+            # analysis cuts: e.g. descriptor rows missing with nothing counted lost)
             row["closed"] = (all(s.closed for s in self.trace.shards)
-                             and not any(("missing" in n or "not closed" in n or "truncated" in n) for n in self.notes))
+                             and not any(("missing" in n or "not closed" in n or "truncated" in n) for n in self.notes)
+                             and not any(c.cut is not None for c in (self.cuts or {}).values()))
             self._caps = {k: bool(row[k]) for k in CAPABILITY_NAMES}
         return self._caps
 

@@ -121,11 +121,12 @@ def _info(trace: str, shard: str, update) -> None:
         json.dump(info, f)
 
 
-def lose_descs(shard: str, at: float, posts: int):
+def lose_descs(shard: str, at: float, posts: int, counted: bool = True):
     """A write of descriptor rows failed for good mid-run (the recorder counts them in
     shard.json's ``lost``, as it does): the rows of ``posts`` transfers from ``at`` of the
     stream on are missing while their posts and every later row are there. The shard
-    stays closed."""
+    stays closed. ``counted=False``: nothing says so (a stream damaged or edited after
+    recording, still well-formed): only the posts' bytes show the rows are missing."""
     def t(trace: str) -> None:
         p = os.path.join(trace, shard, "descs.arrows")
         ds = _read(p)
@@ -134,9 +135,11 @@ def lose_descs(shard: str, at: float, posts: int):
         hit = pc.is_in(ds.column("xfer"), value_set=gone)
         _write(p, ds.filter(pc.invert(hit)))
         n = int(pc.sum(hit.cast(pa.int64())).as_py() or 0)
+        if not counted:
+            return
         _info(trace, shard, lambda i: i.setdefault("lost", {"rows": {}, "reasons": {}, "event_seqs": []})["rows"]
               .update({"descs": n}))
-    t.__name__ = f"lose_descs({shard}@{at}x{posts})"
+    t.__name__ = f"lose_descs({shard}@{at}x{posts}{'' if counted else ', silently'})"
     return t
 
 
@@ -300,6 +303,9 @@ DAMAGE = {
     "prefill_allocator_unhooked": [drop_kinds_on("prefill", "alloc", "free")],
     "decode_allocator_unhooked": [drop_kinds_on("decode", "alloc", "free")],
     "prefill_descs_lost_middle": [lose_descs("prefill", 0.4, 3)],
+    # rows gone with nothing recorded to say so (a damaged or edited stream): the posts' bytes tell
+    "prefill_descs_dropped_silently": [lose_descs("prefill", 0.4, 3, counted=False)],
+    "prefill_descs_tail_dropped_silently": [lose_descs("prefill", 0.5, 10**6, counted=False)],
     "prefill_postings_untraced": [untraced("prefill", 0.4, 3)],
     # flight-recorder windows whose kept state was dropped (state_complete false), and one
     # whose start kept everything (state_complete true: left as it is)

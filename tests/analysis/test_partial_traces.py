@@ -241,3 +241,20 @@ def test_unattributed_findings_stay_apart_per_pool(tmp_path):
         ("overlapping_inflight_writes", "aux", [5]), ("overlapping_inflight_writes", "kv", [2])], \
         [(f.pool, f.slots, f.message) for f in found]
     assert all(f.extra["unattributed"] and f.severity == "warning" for f in found)
+
+
+def test_descriptor_rows_dropped_with_nothing_counted_are_found_by_their_bytes(tmp_path):
+    """A descriptor stream that lost rows with nothing recorded to say so (damaged or edited
+    after recording) is cut at the first post whose rows fall short of its bytes, and the
+    note says so: before, the missing rows read as "not sent" (false read_undelivered and
+    buffer_class_not_sent). Its undamaged twin is complete, nothing cut."""
+    path = damaged(tmp_path, "clean", "prefill_descs_dropped_silently")
+    with TraceSession(path) as s:
+        found = s.findings()
+        notes = [u.note() for u in s.unknowns]
+    assert found == [], [f.message for f in found][:3]
+    assert any("are missing (they hold fewer bytes than the post moved, and none were counted lost)" in n
+               for n in notes), notes
+    with TraceSession(copy_trace(os.path.join(TRACES, "engine-clean.kvtrace"), str(tmp_path / "twin.kvtrace"))) as s:
+        s.findings()
+        assert s.cuts == {} and s.unknowns == []

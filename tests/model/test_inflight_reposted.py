@@ -21,7 +21,9 @@ REPOSTED = 20
 
 def repost_first_transfers(path: str) -> int:
     """Append, after every event of the shard that posts, a second post of its first
-    REPOSTED transfer ids (same rows, new seqs and times). Returns how many were added."""
+    REPOSTED transfer ids (same rows, new seqs and times), and their descriptor rows again,
+    as a re-post writes them (docs/format.md: without them the second posts' rows are
+    missing, and the analysis cuts the shard there). Returns how many were added."""
     added = 0
     for p in glob.glob(os.path.join(path, "*", "events.arrows")):
         with pa.OSFile(p) as f:
@@ -36,6 +38,12 @@ def repost_first_transfers(path: str) -> int:
         out = pa.concat_tables([t, pa.table(cols).cast(t.schema)])
         with pa.OSFile(p, "wb") as f, pa.ipc.new_stream(f, out.schema) as w:
             w.write_table(out)
+        dp = os.path.join(os.path.dirname(p), "descs.arrows")
+        with pa.OSFile(dp) as f:
+            ds = pa.ipc.open_stream(f).read_all()
+        again = ds.filter(pc.is_in(ds["xfer"], value_set=posts["xfer"].combine_chunks()))
+        with pa.OSFile(dp, "wb") as f, pa.ipc.new_stream(f, ds.schema) as w:
+            w.write_table(pa.concat_tables([ds, again]))
         added += posts.num_rows
     return added
 

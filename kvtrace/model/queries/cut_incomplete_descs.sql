@@ -2,8 +2,9 @@
 -- in the trace: none at all, fewer bytes than the post moves (xfer_post.nbytes, the sum of
 -- its descriptors' bytes; a re-posted handle's rows are written again per post, so the sums
 -- over a transfer id's posts compare), or one indexing a prepared list that was not recorded.
--- Asked only for a shard whose recorder counted descriptor or list rows lost (shard.json
--- lost.rows): a write that failed mid-run loses rows from the middle of the stream.
+-- Asked for a shard whose recorder counted descriptor or list rows lost (shard.json
+-- lost.rows: a write that failed mid-run loses rows from the middle of the stream), and for
+-- one whose totals say rows are missing although none were counted lost (desc_bytes_short).
 -- Columns: seq BIGINT  -- that post (null: none)
 WITH lists AS (SELECT DISTINCT dlist FROM dlists WHERE shard = $1),
 posts AS (
@@ -17,4 +18,6 @@ posts AS (
 )
 SELECT min(p.seq) AS seq
 FROM posts p LEFT JOIN rows r USING (xfer)
-WHERE r.xfer IS NULL OR coalesce(r.nolist, false) OR (p.sized AND coalesce(r.nbytes < p.nbytes, false));
+-- (a post of zero bytes legally has no rows)
+WHERE (r.xfer IS NULL AND NOT (p.sized AND p.nbytes = 0)) OR coalesce(r.nolist, false)
+   OR (p.sized AND coalesce(r.nbytes < p.nbytes, false));
