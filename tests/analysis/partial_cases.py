@@ -143,6 +143,16 @@ def lose_descs(shard: str, at: float, posts: int, counted: bool = True):
     return t
 
 
+def drop_rows(shard: str, table: str):
+    """Every row of ``shard``'s ``table`` gone, the stream still well-formed and nothing
+    counted lost (a damaged or edited file)."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, f"{table}.arrows")
+        _write(p, _read(p).slice(0, 0))
+    t.__name__ = f"drop_rows({shard}/{table})"
+    return t
+
+
 def untraced(shard: str, at: float, posts: int):
     """The process ran ``posts`` transfers its recorder saw but could not record (handles
     made before the tap): their post/done/release events and descriptor rows are not in the
@@ -306,6 +316,8 @@ DAMAGE = {
     # rows gone with nothing recorded to say so (a damaged or edited stream): the posts' bytes tell
     "prefill_descs_dropped_silently": [lose_descs("prefill", 0.4, 3, counted=False)],
     "prefill_descs_tail_dropped_silently": [lose_descs("prefill", 0.5, 10**6, counted=False)],
+    # the prepared lists every descriptor indexes, gone the same way
+    "prefill_dlists_dropped_silently": [drop_rows("prefill", "dlists")],
     "prefill_postings_untraced": [untraced("prefill", 0.4, 3)],
     # flight-recorder windows whose kept state was dropped (state_complete false), and one
     # whose start kept everything (state_complete true: left as it is)
