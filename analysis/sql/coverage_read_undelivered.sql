@@ -12,9 +12,9 @@
 -- By agent: the check's items are reads, and an agent without the hook has none to count.
 -- An agent that also sends transfers is neither (it may only forward what it received), nor
 -- is a copy within one agent.
--- Also left out, and counted in unmapped: transfers whose ends on a side the check reads
--- no layout maps (that agent records none, or an end falls outside all of its regions while
--- the other end falls in one: xfer_hooks.s_unmapped / d_unmapped).
+-- Also left out, and counted in unmapped: agents that record no layouts, or that some
+-- transfer lands in outside all of their regions while its source falls in one of the
+-- sender's (xfer_hooks.d_unmapped): the check does not judge their reads there.
 SELECT count(*) FILTER (WHERE d_reads AND d_allocs AND NOT blind) AS compared,
        count(*) FILTER (WHERE NOT d_sends AND (NOT d_reads OR NOT d_allocs OR blind)) AS left_out,
        count(*) FILTER (WHERE NOT d_sends AND blind) AS unmapped
