@@ -44,7 +44,24 @@ def summarize(trace) -> dict:
 
 def _facts_complete(trace) -> bool:
     from ..model.cut import is_complete, untraced_postings
-    return is_complete(trace) and not any(untraced_postings(s) for s in trace.shards)
+    return (is_complete(trace) and not any(untraced_postings(s) for s in trace.shards)
+            and not _descs_missing(trace))
+
+
+def _descs_missing(trace) -> bool:
+    """Descriptor rows missing although none were counted lost (model.cut.silent_desc_loss),
+    over the tables as read: the analysis cuts such a trace, so it is not complete."""
+    import duckdb
+
+    from ..model.cut import silent_desc_loss
+
+    con = duckdb.connect()
+    try:
+        for name in ("events", "descs", "dlists"):
+            con.register(name, trace.table(name))
+        return bool(silent_desc_loss(con, trace))
+    finally:
+        con.close()
 
 
 def unknowns(path: str) -> list[dict]:

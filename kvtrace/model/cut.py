@@ -214,15 +214,15 @@ def is_complete(trace) -> bool:
     return not missing and not any(state.values()) and not start_cuts(trace)
 
 
-def silent_desc_loss(model) -> dict[str, int]:
+def silent_desc_loss(con, trace) -> dict[str, int]:
     """Per shard whose descriptor rows are not all in the trace although its recorder counted
     none lost: the first post missing some (its rows hold fewer bytes than it moved, or index
     a list not recorded). A cheap pass over per-shard totals first; the post-by-post query
-    only for a shard they call into question."""
+    only for a shard they call into question. ``con``: DuckDB with the views ``events``,
+    ``descs`` and ``dlists`` as recorded (a shard column each)."""
     from .sqltext import query_sql
 
-    con = model.con
-    counted = {s.name for s in model.trace.shards if lost_rows(s).keys() & {"descs", "dlists"}}
+    counted = {s.name for s in trace.shards if lost_rows(s).keys() & {"descs", "dlists"}}
     out = {}
     for (shard,) in con.execute(query_sql("desc_bytes_short")).fetchall():
         if shard in counted:
@@ -386,7 +386,7 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
     from .sqltext import query_sql
 
     trace, con = model.trace, model.con
-    silent = silent_desc_loss(model)   # rows gone without a trace of why: not "not sent"
+    silent = silent_desc_loss(con, trace)   # rows gone without a trace of why: not "not sent"
     if is_complete(trace) and not silent:
         return {}, untraced_unknowns(trace)
     cuts = compute(model, silent=silent)

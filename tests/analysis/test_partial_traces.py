@@ -157,7 +157,8 @@ def test_complete_traces_are_untouched():
 
 
 @pytest.mark.parametrize("damage", ["missing_decode", "decode_events_half", "prefill_descs_half", "decode_events_zero",
-                                    "prefill_descs_lost_middle", "prefill_postings_untraced"])
+                                    "prefill_descs_lost_middle", "prefill_postings_untraced",
+                                    "prefill_descs_dropped_silently", "prefill_dlists_dropped_silently"])
 def test_info_says_complete_only_for_a_complete_trace(tmp_path, capsys, damage):
     import json
 
