@@ -241,6 +241,11 @@ def _pairs(t: pa.Table | None, kinds=None) -> set[tuple[str, str]]:
     need = {"agent", "pool"} | ({"kind"} if kinds else set())
     if t is None or not need <= set(t.schema.names):
         return set()
+    if all(pa.types.is_string(t.schema.field(c).type) for c in need):   # the usual case: grouped in Arrow
+        if kinds:
+            t = t.filter(pc.is_in(t.column("kind"), value_set=pa.array(sorted(kinds), pa.string())))
+        g = t.select(["agent", "pool"]).drop_null().group_by(["agent", "pool"]).aggregate([])
+        return set(zip(g.column("agent").to_pylist(), g.column("pool").to_pylist()))
     rows = zip(t.column("agent").to_pylist(), t.column("pool").to_pylist(),
                t.column("kind").to_pylist() if kinds else [None] * t.num_rows)
     return {(str(a), str(p)) for a, p, k in rows if a is not None and p is not None and (not kinds or k in kinds)}
