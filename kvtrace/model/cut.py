@@ -270,8 +270,11 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
             elif "unclosed" in reasons:
                 c.cut_to(end, f"shard {s.name}: not closed, so events after its last flush are lost", "unclosed")
             # a post whose descriptor rows (or prepared lists) did not survive: the writer
-            # flushes those before the events, so only the last posts can lack them
-            for (seq,) in q(query_sql("cut_lost_descs"), [s.name]):
+            # flushes those before the events, so only the last posts of a shard cut short
+            # can lack them (a closed shard missing rows with nothing counted is cut below,
+            # under its own reason)
+            tail = reasons - {"missing_descs", "lost_descs"}
+            for (seq,) in (q(query_sql("cut_lost_descs"), [s.name]) if tail else []):
                 if seq is not None:
                     c.cut_to(int(seq) - 1, f"shard {s.name}: the descriptors of its transfers from seq {seq} on were lost", "descs")
             # rows the recorder counted lost can be anywhere in the stream (a write that failed

@@ -259,11 +259,15 @@ class LiveModel(TraceModel):
         self.clocks = None
         self.shards = [s.name for s in self.trace.shards]
         self.notes = list(self.trace.notes) + ([self.window_note] if self.window_note else [])
-        if complete:
+        # descriptor rows missing with nothing counted lost (a damaged stream), as check does:
+        # their absence must not read as "not sent". A live shard's tail posts whose rows are
+        # not written yet are cut as a lost tail first (cut.compute), not called missing.
+        silent = cut.silent_desc_loss(self.con, self.trace)
+        if complete and not silent:
             self.cuts, self.unknowns = {}, cut.untraced_unknowns(self.trace)
             self.notes += [u.note() for u in self.unknowns]
             return True
-        self.cuts = cut.compute(self, limit)
+        self.cuts = cut.compute(self, limit, silent=silent)
         self.con.from_arrow(cut.shard_cut_table(self.trace, self.cuts, [])).create("shard_cut")
         self.con.execute(query_sql("cut_events"))
         self.con.execute(query_sql("cut_descs"))

@@ -260,3 +260,30 @@ def test_descriptor_rows_dropped_with_nothing_counted_are_found_by_their_bytes(t
     with TraceSession(copy_trace(os.path.join(TRACES, "engine-clean.kvtrace"), str(tmp_path / "twin.kvtrace"))) as s:
         s.findings()
         assert s.cuts == {} and s.unknowns == []
+
+
+@pytest.mark.parametrize("damage", ["prefill_descs_dropped_silently", "prefill_dlists_dropped_silently"])
+def test_watch_cuts_descriptor_rows_dropped_with_nothing_counted_as_check_does(tmp_path, damage):
+    """`kvtrace watch` (a live session over the finished, damaged trace) cuts where `check`
+    does and says why, instead of reading the missing rows as "not sent"; its undamaged twin
+    stays whole in the live session too."""
+    from kvtrace.analysis.live_session import LiveSession
+
+    path = damaged(tmp_path, "clean", damage)
+    with TraceSession(path) as s:
+        batch = (sorted(f.message for f in s.findings()), {n: c.cut for n, c in s.cuts.items()},
+                 sorted(u.note() for u in s.unknowns))
+    live = LiveSession(path, threads=1)
+    try:
+        found = live.findings()
+        assert (sorted(f.message for f in found), {n: c.cut for n, c in live.cuts.items()},
+                sorted(u.note() for u in live.unknowns)) == batch
+        assert found == [] and any("none were counted lost" in u.note() for u in live.unknowns), live.notes
+    finally:
+        live.close()
+    twin = LiveSession(copy_trace(os.path.join(TRACES, "engine-clean.kvtrace"), str(tmp_path / "twin.kvtrace")),
+                       threads=1)
+    try:
+        assert twin.findings() == [] and twin.cuts == {} and twin.unknowns == []
+    finally:
+        twin.close()
