@@ -88,6 +88,8 @@ class Shard:
     #: notes on this shard's streams (missing, cut short) and on its event seqs (gaps, order)
     stream_notes: list[str] = dataclasses.field(default_factory=list)
     seq_notes: list[str] = dataclasses.field(default_factory=list)
+    #: the smallest event seq stored more than once (None: none): its order is unknown from there
+    first_repeated_seq: int | None = None
 
     @property
     def closed(self) -> bool:
@@ -394,13 +396,13 @@ def open_trace(path: str, known: dict | None = None, scan_only: bool = False) ->
             notes.append(f"shard {name}: not closed (the process stopped while recording; data up to its last flush is used)")
         summary = (known or {}).get(name)
         if usable_summary(summary):
-            streams, stream_notes, seq_notes = _known_streams(sdir, summary)
+            streams, stream_notes, seq_notes, repeated = _known_streams(sdir, summary)
         else:
-            streams, stream_notes, seq_notes = _read_streams(sdir, name, scan_only, window is not None)
+            streams, stream_notes, seq_notes, repeated = _read_streams(sdir, name, scan_only, window is not None)
         notes.extend(stream_notes)
         notes.extend(_loss_notes(name, info))
         notes.extend(seq_notes)
-        shards.append(Shard(name, sdir, info, streams, stream_notes, seq_notes))
+        shards.append(Shard(name, sdir, info, streams, stream_notes, seq_notes, repeated))
     return Trace(path, man, shards, notes)
 
 
@@ -438,7 +440,7 @@ def _read_streams(sdir: str, name: str, scan_only: bool = False,
             notes.append(f"shard {name}: {tname}.arrows truncated — kept {sr.batches} complete batches "
                          f"({sr.num_rows} rows), lost {sr.lost_bytes} trailing bytes")
         streams[tname] = LazyStream(p, tname, sr.summary()) if scan_only else sr
-    return streams, notes, seqs.notes(name, window)
+    return streams, notes, seqs.notes(name, window), seqs.first_repeated()
 
 
 def shard_summary(shard: "Shard") -> dict:
@@ -447,7 +449,8 @@ def shard_summary(shard: "Shard") -> dict:
     reading them gave."""
     return {"streams": {t: (shard.streams[t].summary() if os.path.isfile(os.path.join(shard.path, t + ".arrows"))
                             else None) for t in TABLES},
-            "stream_notes": list(shard.stream_notes), "seq_notes": list(shard.seq_notes)}
+            "stream_notes": list(shard.stream_notes), "seq_notes": list(shard.seq_notes),
+            "first_repeated_seq": shard.first_repeated_seq}
 
 
 def usable_summary(summary) -> bool:
@@ -459,7 +462,9 @@ def usable_summary(summary) -> bool:
             isinstance(st.get(k), int) and not isinstance(st.get(k), bool) and st[k] >= 0
             for k in ("rows", "batches", "lost_bytes"))
     return all(t in summary["streams"] and (summary["streams"][t] is None or counts(summary["streams"][t]))
-               for t in TABLES) and all(isinstance(n, str) for n in summary["stream_notes"] + summary["seq_notes"])
+               for t in TABLES) and all(isinstance(n, str) for n in summary["stream_notes"] + summary["seq_notes"]) \
+        and "first_repeated_seq" in summary and (summary["first_repeated_seq"] is None or (
+            isinstance(summary["first_repeated_seq"], int) and not isinstance(summary["first_repeated_seq"], bool)))
 
 
 def _known_streams(sdir: str, summary: dict) -> tuple[dict, list[str], list[str]]:
@@ -471,7 +476,8 @@ def _known_streams(sdir: str, summary: dict) -> tuple[dict, list[str], list[str]
             streams[tname] = StreamRead(SCHEMAS[tname].empty_table(), 0, truncated=True)
         else:
             streams[tname] = LazyStream(p, tname, known)
-    return streams, [str(n) for n in summary["stream_notes"]], [str(n) for n in summary["seq_notes"]]
+    return (streams, [str(n) for n in summary["stream_notes"]], [str(n) for n in summary["seq_notes"]],
+            summary["first_repeated_seq"])
 
 
 def _shard_info(sdir: str, name: str, notes: list[str]) -> dict:
@@ -536,12 +542,24 @@ def _seq_notes(name: str, events: pa.Table) -> list[str]:
 
 class SeqScan:
     """_seq_notes over a stream's batches one at a time (the first index build reads the
-    streams without keeping them)."""
+    streams without keeping them).
+
+    Which seqs are missing or repeated is a property of the set of seqs, not of the order
+    the rows are stored in: a stream whose rows are out of seq order (a writer that
+    flushes threads' batches apart, a file re-sorted by another tool) holds every event
+    all the same, and the analysis reads events in seq order. While the rows increase,
+    the scan keeps the seqs as contiguous runs (one run per gap: a recorder numbers its
+    events contiguously, so usually one); from the first step back on it keeps the later
+    seqs themselves to sort them at the end (only such a stream pays for that)."""
 
     def __init__(self) -> None:
-        self.n = self.n_back = self.n_gaps = self.missing = 0
+        self.n = self.n_back = 0
         self.last: int | None = None
-        self.first_back = self.first_gap = None
+        self.first_back = None
+        self.run_lo: list[np.ndarray] = []   # the increasing prefix as runs of contiguous seqs
+        self.run_hi: list[np.ndarray] = []
+        self.rest: list[np.ndarray] = []  # seqs after the first step back, as stored
+        self._counted = None              # (rows fed, _set()) of the last count
 
     def feed(self, events: pa.Table) -> None:
         for chunk in events.column("seq").chunks:
@@ -557,13 +575,67 @@ class SeqScan:
                 if self.first_back is None:
                     self.first_back = (int(seq[back[0] + 1]), int(seq[back[0]]))
                 self.n_back += len(back)
-            gaps = np.flatnonzero(step > 1)
-            if len(gaps):
-                if self.first_gap is None:
-                    self.first_gap = (int(seq[gaps[0]]), int(seq[gaps[0] + 1]))
-                self.n_gaps += len(gaps)
-                self.missing += int(np.sum(step[gaps].astype(np.float64) - 1))
+            if self.rest or len(back):
+                # the prefix before the first step back stays runs; the rest is kept
+                k = 0 if self.rest else int(back[0]) + (0 if self.last is None else -1) + 1
+                if k:
+                    self._runs(v[:k])
+                self.rest.append(v[k:].copy())
+            else:
+                self._runs(v)
             self.last, self.n = int(v[-1]), self.n + len(v)
+
+    def _runs(self, v: np.ndarray) -> None:
+        """Add strictly increasing seqs (each above every seq so far) as contiguous runs."""
+        brk = np.flatnonzero(np.diff(v) != 1)
+        lo, hi = v[np.r_[0, brk + 1]], v[np.r_[brk, len(v) - 1]]
+        if self.run_hi and int(lo[0]) == int(self.run_hi[-1][-1]) + 1:   # continues the last run
+            self.run_hi[-1] = self.run_hi[-1].copy()
+            self.run_hi[-1][-1] = hi[0]
+            lo, hi = lo[1:], hi[1:]
+        if len(lo):
+            self.run_lo.append(lo)
+            self.run_hi.append(hi)
+
+    def _set(self) -> tuple[int, int, int, tuple[int, int] | None, int | None]:
+        """(seqs missing between the smallest and the largest, gaps, seqs stored more than
+        once, the first gap (last seq before it, first after), the first repeated seq)."""
+        if self._counted is None or self._counted[0] != self.n:
+            self._counted = (self.n, self._count())
+        return self._counted[1]
+
+    def _count(self) -> tuple[int, int, int, tuple[int, int] | None, int | None]:
+        lo = np.concatenate(self.run_lo) if self.run_lo else np.zeros(0, np.int64)
+        hi = np.concatenate(self.run_hi) if self.run_hi else np.zeros(0, np.int64)
+        dup, first_dup = 0, None
+        if self.rest:
+            rest = np.sort(np.concatenate(self.rest))
+            uniq = np.unique(rest)
+            # repeated within the rest, or equal to a seq of the prefix's runs
+            i = np.searchsorted(lo, uniq, side="right") - 1
+            inrun = (i >= 0) & (uniq <= hi[np.maximum(i, 0)]) if len(lo) else np.zeros(len(uniq), bool)
+            dup = len(rest) - len(uniq) + int(inrun.sum())
+            if dup:
+                reps = np.r_[rest[1:][np.diff(rest) == 0], uniq[inrun]]
+                first_dup = int(reps.min())
+            lo = np.concatenate((lo, uniq[~inrun]))
+            hi = np.concatenate((hi, uniq[~inrun]))
+            order = np.argsort(lo, kind="stable")
+            lo, hi = lo[order], hi[order]
+        if not len(lo):
+            return 0, 0, dup, None, None
+        # merge touching runs; what lies between two merged runs is missing
+        hole = lo[1:] > np.maximum.accumulate(hi)[:-1] + 1
+        starts = np.flatnonzero(hole) + 1
+        top = np.maximum.accumulate(hi)
+        missing = int(np.sum(lo[starts] - top[starts - 1] - 1)) if len(starts) else 0
+        first_gap = (int(top[starts[0] - 1]), int(lo[starts[0]])) if len(starts) else None
+        return missing, len(starts), dup, first_gap, first_dup
+
+    def first_repeated(self) -> int | None:
+        """The smallest seq the stream holds more than once (None: none): from there on the
+        shard's event order is unknown (the cut ends the analysed part before it)."""
+        return self._set()[4] if self.n_back else None
 
     def notes(self, name: str, window: bool = False) -> list[str]:
         """``window``: the shard is a flight-recorder window, whose seqs jump where the
@@ -571,15 +643,19 @@ class SeqScan:
         if self.n < 2:
             return []
         notes = []
-        if self.n_back:
+        missing, n_gaps, dup, first_gap, first_dup = self._set()
+        if dup:
+            notes.append(f"shard {name}: {dup:,} event seqs stored more than once (first: seq {first_dup}) — "
+                         "this shard's event order is unreliable")
+        elif self.n_back:
             after, before = self.first_back
-            notes.append(f"shard {name}: event seqs not strictly increasing in {self.n_back:,} places "
-                         f"(first: seq {after} after {before}) — this shard's event order is unreliable")
-        if self.n_gaps and window:
-            notes.append(f"shard {name}: {self.missing:,} events of the run are not in this window (its seqs jump "
-                         f"in {self.n_gaps:,} places: the ring keeps what the window's facts refer to)")
-        elif self.n_gaps:
-            frm, to = self.first_gap
-            notes.append(f"shard {name}: {self.missing:,} events missing from the trace — seq jumps in {self.n_gaps:,} places "
+            notes.append(f"shard {name}: events stored out of seq order in {self.n_back:,} places (first: seq {after} "
+                         f"after {before}); they are analysed in seq order")
+        if n_gaps and window:
+            notes.append(f"shard {name}: {missing:,} events of the run are not in this window (its seqs jump "
+                         f"in {n_gaps:,} places: the ring keeps what the window's facts refer to)")
+        elif n_gaps:
+            frm, to = first_gap
+            notes.append(f"shard {name}: {missing:,} events missing from the trace — seq jumps in {n_gaps:,} places "
                          f"(first: from {frm} to {to})")
         return notes

@@ -62,6 +62,8 @@ _RECORD = {
                    "'lost' say why); record again with room for the trace"),
     "missing_descs": ("the shard's descriptor stream lacks rows that nothing recorded accounts for (a file damaged "
                       "or edited after recording: `kvtrace validate` names the transfers); record again"),
+    "repeated_seqs": ("the shard's event stream holds some seqs more than once (a writer that flushed a batch "
+                      "twice, or a file damaged or merged after recording: `kvtrace validate` says where); record again"),
     "untraced": ("start recording before the process creates its NIXL agent and prepares its descriptor "
                  "lists (`kvtrace record -- CMD` taps NIXL from the start)"),
 }
@@ -124,6 +126,8 @@ def shard_state(trace) -> tuple[dict[str, set[str]], list[str]]:
             k.add("gaps")
         if lost_rows(s).keys() & {"descs", "dlists"}:
             k.add("lost_descs")
+        if getattr(s, "first_repeated_seq", None) is not None:
+            k.add("repeated_seqs")
         state[s.name] = k
     return state, missing
 
@@ -178,12 +182,13 @@ def shard_cut_table(trace, cuts: dict[str, "ShardCut"], missing: list[str]) -> p
 
 
 def seq_break(shard) -> int | None:
-    """The last seq before the shard's first seq jump or step back (the recorder numbers
-    events contiguously, so a jump means events lost in the middle); None: none."""
+    """The last seq before the shard's first seq jump or repeat, in seq order (the recorder
+    numbers events contiguously, so a jump means events lost in the middle; rows stored out
+    of seq order are not a loss); None: none."""
     seq = shard.streams["events"].table.column("seq")
     if len(seq) < 2 or seq.null_count:
         return None
-    a = np.asarray(seq.to_numpy(zero_copy_only=False), dtype=np.int64)
+    a = np.sort(np.asarray(seq.to_numpy(zero_copy_only=False), dtype=np.int64))
     bad = np.flatnonzero(np.diff(a) != 1)
     return int(a[bad[0]]) if len(bad) else None
 
@@ -265,6 +270,12 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
                 at = lost_after(s)
                 how = "its seqs jump there" if at == seq_break(s) else "the recorder numbered more events than it holds"
                 c.cut_to(at, f"shard {s.name}: events are missing after seq {at} ({how})", "gaps")
+            if "repeated_seqs" in reasons:
+                # two rows with one seq: which came first, and where they stand among the
+                # others, is unknown (a duplicated free would read as a double free)
+                at = s.first_repeated_seq
+                c.cut_to(at - 1, f"shard {s.name}: seq {at} is stored more than once, so the order of its events "
+                         "from there on is unknown", "repeated_seqs")
             if "unclosed" in reasons and ring_window_of(s.info) is not None:
                 c.cut_to(end, f"shard {s.name}: a flight-recorder window, which ends there", "window_end")
             elif "unclosed" in reasons:
@@ -273,7 +284,7 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
             # flushes those before the events, so only the last posts of a shard cut short
             # can lack them (a closed shard missing rows with nothing counted is cut below,
             # under its own reason)
-            tail = reasons - {"missing_descs", "lost_descs"}
+            tail = reasons - {"missing_descs", "lost_descs", "repeated_seqs"}
             for (seq,) in (q(query_sql("cut_lost_descs"), [s.name]) if tail else []):
                 if seq is not None:
                     c.cut_to(int(seq) - 1, f"shard {s.name}: the descriptors of its transfers from seq {seq} on were lost", "descs")
@@ -363,7 +374,8 @@ def unknowns(cuts: dict[str, ShardCut], missing: list[str]) -> list[Unknown]:
         if not c.kinds:
             continue
         beyond = 0 if c.last_seq is None or c.cut is None else max(0, c.last_seq - c.cut)
-        kind = next(k for k in ("lost_send", "descs", "lost_descs", "missing_descs", "gaps", "truncated", "unclosed", "window_end")
+        kind = next(k for k in ("lost_send", "descs", "lost_descs", "missing_descs", "repeated_seqs", "gaps", "truncated",
+                                "unclosed", "window_end")
                     if k in c.kinds)
         what = (f"shard {c.shard}: what happened after its last recorded event"
                 if beyond == 0 else f"shard {c.shard}: {beyond:,} recorded events after seq {c.cut} are not analysed")

@@ -25,7 +25,7 @@ from ..tracer.reader import Trace, conform, open_trace, shard_dirs, shard_summar
 from ..tracer.schema import SCHEMAS, TABLES
 
 INDEX_DIR = "_index"
-INDEX_VERSION = 2
+INDEX_VERSION = 3   # 3: seq notes judged from the set of seqs, not row order (reader.SeqScan)
 STAMP = "stamp.json"
 
 

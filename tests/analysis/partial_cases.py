@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
@@ -150,6 +151,34 @@ def drop_rows(shard: str, table: str):
         p = os.path.join(trace, shard, f"{table}.arrows")
         _write(p, _read(p).slice(0, 0))
     t.__name__ = f"drop_rows({shard}/{table})"
+    return t
+
+
+def shuffle_rows(shard: str, seed: int):
+    """Every stream of ``shard`` stored in a random row order (a writer that flushes its
+    threads' batches apart, or a file re-sorted by another tool): nothing is lost, and the
+    analysis reads events in seq order, so it must find what the whole trace finds."""
+    def t(trace: str) -> None:
+        r = np.random.default_rng(seed)
+        for table in ("events", "descs", "dlists", "layouts"):
+            p = os.path.join(trace, shard, f"{table}.arrows")
+            rows = _read(p)
+            _write(p, rows.take(pa.array(r.permutation(len(rows)))))
+    t.__name__ = f"shuffle_rows({shard})"
+    return t
+
+
+def repeat_row(shard: str, kind: str, at: float):
+    """One ``kind`` event of ``shard`` stored twice, seq and all (a writer that flushed a
+    batch twice): which of the two came first, and where they stand, is unknown (read as
+    two events, a repeated free is a double free)."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "events.arrows")
+        ev = _read(p)
+        hit = np.flatnonzero(np.asarray(pc.fill_null(pc.equal(ev.column("kind"), kind), False)))
+        i = int(hit[int(len(hit) * at)])
+        _write(p, pa.concat_tables([ev.slice(0, i + 1), ev.slice(i, 1), ev.slice(i + 1)]))
+    t.__name__ = f"repeat_row({shard}/{kind}@{at})"
     return t
 
 
@@ -319,6 +348,10 @@ DAMAGE = {
     # the prepared lists every descriptor indexes, gone the same way
     "prefill_dlists_dropped_silently": [drop_rows("prefill", "dlists")],
     "prefill_postings_untraced": [untraced("prefill", 0.4, 3)],
+    # a row stored twice leaves the order unknown from there (rows merely out of seq order
+    # lose nothing: test_partial_traces checks those against the whole trace)
+    "prefill_free_stored_twice": [repeat_row("prefill", "free", 0.5)],
+    "decode_alloc_stored_twice": [repeat_row("decode", "alloc", 0.6)],
     # flight-recorder windows whose kept state was dropped (state_complete false), and one
     # whose start kept everything (state_complete true: left as it is)
     "ring_window_bare": [ring_window(0.3)],

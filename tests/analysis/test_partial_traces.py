@@ -287,3 +287,41 @@ def test_watch_cuts_descriptor_rows_dropped_with_nothing_counted_as_check_does(t
         assert twin.findings() == [] and twin.cuts == {} and twin.unknowns == []
     finally:
         twin.close()
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_rows_stored_out_of_seq_order_change_nothing(tmp_path, capsys, example):
+    """Streams stored out of seq order hold every event: the findings and the verdict are
+    the whole trace's and `info` calls it complete (before, each step back in row order
+    counted as a gap: "N events missing", and the leak checks were skipped)."""
+    import json
+
+    from partial_cases import shuffle_rows
+
+    with TraceSession(os.path.join(TRACES, f"engine-{example}.kvtrace")) as s:
+        found = s.findings()
+        whole = (sorted(f.message for f in found), s.verdict(found).checks)
+    path = copy_trace(os.path.join(TRACES, f"engine-{example}.kvtrace"), str(tmp_path / "shuffled.kvtrace"))
+    shuffle_rows("prefill", 1)(path)
+    shuffle_rows("decode", 2)(path)
+    with TraceSession(path) as s:
+        found = s.findings()
+        assert (sorted(f.message for f in found), s.verdict(found).checks) == whole
+        assert s.cuts == {} and s.unknowns == [] and s.capabilities()["closed"]
+        assert any("out of seq order" in n for n in s.notes) and not any("missing" in n for n in s.notes)
+    assert main(["info", "--json", path]) == 0
+    assert json.loads(capsys.readouterr().out)["complete"] is True
+
+
+def test_a_seq_stored_twice_cuts_and_says_so(tmp_path, capsys):
+    """A free stored twice read as a double free before; now the shard is cut before the
+    repeated seq, the note says why, and `info` calls the trace incomplete."""
+    import json
+
+    path = damaged(tmp_path, "clean", "prefill_free_stored_twice")
+    with TraceSession(path) as s:
+        assert s.findings() == []
+        assert any("is stored more than once, so the order of its events from there on is unknown" in u.note()
+                   for u in s.unknowns), s.notes
+    assert main(["info", "--json", path]) == 0
+    assert json.loads(capsys.readouterr().out)["complete"] is False
