@@ -60,8 +60,9 @@ _RECORD = {
     "lost_send": "record every process that sends to this one (or let the sender exit normally)",
     "lost_descs": ("the recorder could not write some descriptor rows (its warning on stderr and shard.json "
                    "'lost' say why); record again with room for the trace"),
-    "missing_descs": ("the shard's descriptor stream lacks rows that nothing recorded accounts for (a file damaged "
-                      "or edited after recording: `kvtrace validate` names the transfers); record again"),
+    "missing_descs": ("the shard's descriptor stream lacks rows, or repeats some, and nothing recorded accounts for "
+                      "it (a file damaged or edited after recording: `kvtrace validate` names the transfers); "
+                      "record again"),
     "repeated_seqs": ("the shard's event stream holds some seqs more than once (a writer that flushed a batch "
                       "twice, or a file damaged or merged after recording: `kvtrace validate` says where); record again"),
     "untraced": ("start recording before the process creates its NIXL agent and prepares its descriptor "
@@ -220,9 +221,9 @@ def is_complete(trace) -> bool:
 
 
 def silent_desc_loss(con, trace) -> dict[str, int]:
-    """Per shard whose descriptor rows are not all in the trace although its recorder counted
-    none lost: the first post missing some (its rows hold fewer bytes than it moved, or index
-    a list not recorded). A cheap pass over per-shard totals first; the post-by-post query
+    """Per shard whose descriptor rows are not the ones posted although its recorder counted
+    none lost: the first post missing some or holding one twice (its rows hold other bytes
+    than it moved, or index a list not recorded). A cheap pass over per-shard totals first; the post-by-post query
     only for a shard they call into question. ``con``: DuckDB with the views ``events``,
     ``descs`` and ``dlists`` as recorded (a shard column each)."""
     from .sqltext import query_sql
@@ -298,8 +299,8 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
             if "missing_descs" in reasons:
                 seq = silent[s.name]
                 c.cut_to(seq - 1, f"shard {s.name}: descriptor rows of its transfer posted at seq {seq} are missing "
-                         "(they hold fewer bytes than the post moved, or index a prepared list not recorded; none were "
-                         "counted lost)", "missing_descs")
+                         "or repeated (they hold other bytes than the post moved, or index a prepared list not "
+                         "recorded; none were counted lost)", "missing_descs")
         if limit and s.name in limit:
             c.cut_to(limit[s.name][0], limit[s.name][1], "unclosed")
         cuts[s.name] = c

@@ -168,6 +168,19 @@ def shuffle_rows(shard: str, seed: int):
     return t
 
 
+def repeat_desc_row(shard: str, at: float):
+    """One descriptor row of ``shard`` stored twice in place (same transfer and position):
+    read as a second descriptor it copies bytes the post never moved (on engine-clean: a
+    false layer_offset_mismatch); only the post's bytes show it."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "descs.arrows")
+        ds = _read(p)
+        i = int(len(ds) * at)
+        _write(p, pa.concat_tables([ds.slice(0, i + 1), ds.slice(i, 1), ds.slice(i + 1)]))
+    t.__name__ = f"repeat_desc_row({shard}@{at})"
+    return t
+
+
 def repeat_row(shard: str, kind: str, at: float):
     """One ``kind`` event of ``shard`` stored twice, seq and all (a writer that flushed a
     batch twice): which of the two came first, and where they stand, is unknown (read as
@@ -351,6 +364,7 @@ DAMAGE = {
     # a row stored twice leaves the order unknown from there (rows merely out of seq order
     # lose nothing: test_partial_traces checks those against the whole trace)
     "prefill_free_stored_twice": [repeat_row("prefill", "free", 0.5)],
+    "prefill_desc_stored_twice": [repeat_desc_row("prefill", 0.5)],
     "decode_alloc_stored_twice": [repeat_row("decode", "alloc", 0.6)],
     # flight-recorder windows whose kept state was dropped (state_complete false), and one
     # whose start kept everything (state_complete true: left as it is)

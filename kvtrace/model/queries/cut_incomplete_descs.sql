@@ -1,7 +1,8 @@
--- cut_incomplete_descs: the first transfer post of shard $1 whose descriptor rows are not all
--- in the trace: none at all, fewer bytes than the post moves (xfer_post.nbytes, the sum of
+-- cut_incomplete_descs: the first transfer post of shard $1 whose descriptor rows are not the
+-- ones it posted: none at all, other bytes than the post moves (xfer_post.nbytes, the sum of
 -- its descriptors' bytes; a re-posted handle's rows are written again per post, so the sums
--- over a transfer id's posts compare), or one indexing a prepared list that was not recorded.
+-- over a transfer id's posts compare: fewer, rows are missing; more, a row is stored twice),
+-- or one indexing a prepared list that was not recorded.
 -- Asked for a shard whose recorder counted descriptor or list rows lost (shard.json
 -- lost.rows: a write that failed mid-run loses rows from the middle of the stream), and for
 -- one whose totals say rows are missing although none were counted lost (desc_bytes_short).
@@ -20,4 +21,4 @@ SELECT min(p.seq) AS seq
 FROM posts p LEFT JOIN rows r USING (xfer)
 -- (a post of zero bytes legally has no rows)
 WHERE (r.xfer IS NULL AND NOT (p.sized AND p.nbytes = 0)) OR coalesce(r.nolist, false)
-   OR (p.sized AND coalesce(r.nbytes < p.nbytes, false));
+   OR (p.sized AND coalesce(r.nbytes <> p.nbytes, false));
