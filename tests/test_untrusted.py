@@ -178,3 +178,28 @@ def test_posting_that_mixes_listed_and_plain_descriptors_is_refused_by_replay(tm
     out = _one_line_refusal(_cli("replay", trace, "--scheduler", "random", "--seed", "1", "-o", tmp_path / "r.kvtrace"))
     assert "mixes descriptors of different dst lists" in out
     assert _cli("check", trace).returncode in (0, 1)
+
+
+def _one_huge_descriptor(path, length: int) -> str:
+    """One transfer of one descriptor ``length`` bytes long, its post's bytes agreeing."""
+    b = TraceBuilder(str(path))
+    p, d = b.agent("prefill"), b.agent("decode")
+    for side in (p, d):
+        side.pool("kv", layers=1, slot_bytes=64, num_slots=8)
+    p.req_start("r1"); d.req_start("r1")
+    d.alloc("r1", "kv", [5]); p.alloc("r1", "kv", [1]); p.write("r1", "kv", [1])
+    x = p.post("r1", d, descs=[(p.pools["kv"].addr(0, 1), d.pools["kv"].addr(0, 5), length)], msg=b"m")
+    d.notif_recv(p, b"m", request="r1"); p.done(x, "r1"); p.release(x)
+    b.close()
+    return str(path)
+
+
+def test_a_descriptor_whose_end_passes_2_64_is_refused_in_one_line(tmp_path):
+    """Address plus length past 2^64, with the post's bytes saying the same (so nothing
+    marks the rows as damaged): the analysis cannot compute the end and says so in one
+    line; the fuzz corpus's case of it now has rows the post disagrees with, and is cut
+    instead. Its twin of a plain length checks."""
+    err = _one_line_refusal(_cli("check", _one_huge_descriptor(tmp_path / "huge.kvtrace", 2**64 - 1)))
+    assert "out of range for the analysis" in err and "2^64" in err
+    r = _cli("check", _one_huge_descriptor(tmp_path / "plain.kvtrace", 64))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
