@@ -418,10 +418,10 @@ def ring_window_of(info) -> str | None:
 
 
 def _read_streams(sdir: str, name: str, scan_only: bool = False,
-                  window: bool = False) -> tuple[dict, list[str], list[str]]:
+                  window: bool = False) -> tuple[dict, list[str], list[str], int | None]:
     """Every stream of a shard read (memory-mapped; ``scan_only``: scanned, see
     open_trace); the notes on streams missing or cut short, and on event seqs out of
-    sequence."""
+    sequence; and the first seq stored more than once (None: none)."""
     streams, notes, seqs = {}, [], SeqScan()
     for tname in TABLES:
         p = _inside(sdir, tname + ".arrows")
@@ -467,7 +467,7 @@ def usable_summary(summary) -> bool:
             isinstance(summary["first_repeated_seq"], int) and not isinstance(summary["first_repeated_seq"], bool)))
 
 
-def _known_streams(sdir: str, summary: dict) -> tuple[dict, list[str], list[str]]:
+def _known_streams(sdir: str, summary: dict) -> tuple[dict, list[str], list[str], int | None]:
     streams = {}
     for tname in TABLES:
         p = _inside(sdir, tname + ".arrows")
