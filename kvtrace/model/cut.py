@@ -299,8 +299,8 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
             if "missing_descs" in reasons:
                 seq = silent[s.name]
                 c.cut_to(seq - 1, f"shard {s.name}: descriptor rows of its transfer posted at seq {seq} are missing "
-                         "or repeated (they hold other bytes than the post moved, or index a prepared list not "
-                         "recorded; none were counted lost)", "missing_descs")
+                         "or repeated (they hold other bytes than the post moved, skip or repeat a position of its "
+                         "list, or index a prepared list not recorded; none were counted lost)", "missing_descs")
         if limit and s.name in limit:
             c.cut_to(limit[s.name][0], limit[s.name][1], "unclosed")
         cuts[s.name] = c

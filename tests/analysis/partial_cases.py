@@ -181,6 +181,37 @@ def repeat_desc_row(shard: str, at: float):
     return t
 
 
+def drop_desc_row(shard: str, at: float):
+    """One descriptor row of ``shard`` gone from inside its list (a position after it is
+    still there), nothing counted lost: read as recorded, that slot layer was never sent."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "descs.arrows")
+        ds = _read(p)
+        xs, pos = ds.column("xfer").to_numpy(), ds.column("pos").to_numpy()
+        last = {}
+        for x, q in zip(xs.tolist(), pos.tolist()):
+            last[x] = max(q, last.get(x, q))
+        inner = [i for i in range(len(ds)) if pos[i] < last[int(xs[i])]]
+        i = inner[int(len(inner) * at)]
+        _write(p, pa.concat_tables([ds.slice(0, i), ds.slice(i + 1)]))
+    t.__name__ = f"drop_desc_row({shard}@{at})"
+    return t
+
+
+def unsize_posts(shard: str):
+    """``shard``'s posts carry no ``nbytes`` (a writer that does not record it: the format
+    allows a null): a post's rows can then be judged only by their positions."""
+    def t(trace: str) -> None:
+        p = os.path.join(trace, shard, "events.arrows")
+        ev = _read(p)
+        i = ev.schema.get_field_index("nbytes")
+        post = pc.fill_null(pc.equal(ev.column("kind"), "xfer_post"), False)
+        nb = pc.if_else(post, pa.scalar(None, ev.schema.field(i).type), ev.column(i))
+        _write(p, ev.set_column(i, ev.schema.field(i), nb))
+    t.__name__ = f"unsize_posts({shard})"
+    return t
+
+
 def repeat_row(shard: str, kind: str, at: float):
     """One ``kind`` event of ``shard`` stored twice, seq and all (a writer that flushed a
     batch twice): which of the two came first, and where they stand, is unknown (read as
@@ -366,6 +397,9 @@ DAMAGE = {
     "prefill_free_stored_twice": [repeat_row("prefill", "free", 0.5)],
     "prefill_desc_stored_twice": [repeat_desc_row("prefill", 0.5)],
     "decode_alloc_stored_twice": [repeat_row("decode", "alloc", 0.6)],
+    # ... and where the writer records no post sizes, only the rows' positions show it
+    "prefill_unsized_desc_stored_twice": [unsize_posts("prefill"), repeat_desc_row("prefill", 0.5)],
+    "prefill_unsized_desc_dropped": [unsize_posts("prefill"), drop_desc_row("prefill", 0.5)],
     # flight-recorder windows whose kept state was dropped (state_complete false), and one
     # whose start kept everything (state_complete true: left as it is)
     "ring_window_bare": [ring_window(0.3)],

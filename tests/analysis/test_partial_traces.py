@@ -254,8 +254,8 @@ def test_descriptor_rows_dropped_with_nothing_counted_are_found_by_their_bytes(t
         found = s.findings()
         notes = [u.note() for u in s.unknowns]
     assert found == [], [f.message for f in found][:3]
-    assert any("are missing or repeated (they hold other bytes than the post moved, or index a prepared list not "
-               "recorded; none were counted lost)" in n
+    assert any("are missing or repeated (they hold other bytes than the post moved, skip or repeat a position of its "
+               "list, or index a prepared list not recorded; none were counted lost)" in n
                for n in notes), notes
     with TraceSession(copy_trace(os.path.join(TRACES, "engine-clean.kvtrace"), str(tmp_path / "twin.kvtrace"))) as s:
         s.findings()
@@ -335,3 +335,22 @@ def test_a_descriptor_row_stored_twice_is_not_a_second_descriptor(tmp_path):
     with TraceSession(path) as s:
         assert s.findings() == []
         assert any("are missing or repeated" in u.note() for u in s.unknowns), s.notes
+
+
+@pytest.mark.parametrize("damage", ["prefill_unsized_desc_stored_twice", "prefill_unsized_desc_dropped"])
+def test_without_post_sizes_a_descriptor_row_missing_or_repeated_is_found_by_its_position(tmp_path, damage):
+    """A writer that records no post nbytes: one row stored twice read as a second copy (a
+    false layer_offset_mismatch on engine-clean), one row gone from inside its list as a
+    slot layer never sent (a false read_undelivered). Their positions skip or repeat, so
+    the shard is cut before that post. The twin without sizes but with every row keeps the
+    whole trace's findings, uncut."""
+    from partial_cases import unsize_posts
+
+    twin = copy_trace(os.path.join(TRACES, "engine-clean.kvtrace"), str(tmp_path / "unsized.kvtrace"))
+    unsize_posts("prefill")(twin)
+    with TraceSession(twin) as s:
+        assert s.findings() == [] and s.cuts == {} and s.unknowns == []
+    path = damaged(tmp_path, "clean", damage)
+    with TraceSession(path) as s:
+        assert s.findings() == []
+        assert any("skip or repeat a position of its list" in u.note() for u in s.unknowns), s.notes
