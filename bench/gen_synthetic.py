@@ -246,7 +246,7 @@ class _Shard:
             "xfer": pa.array(req, pa.int64(), mask=~xferish),
             "peer": pa.array(np.where(xferish | msgish | detailish, self.peer, None), pa.string()),
             # a post's size, as the recorders write it: the bytes of its descriptors
-            "nbytes": pa.array(np.full(n, POST_BYTES, np.uint64), pa.uint64(), mask=kind != "xfer_post"),
+            "nbytes": pa.array(np.full(n, _post_bytes(), np.uint64), pa.uint64(), mask=kind != "xfer_post"),
         }
         cols["msg"] = pa.compute.if_else(pa.array(msgish), msgs.take(rix), pa.nulls(n, pa.binary()))
         cols["detail"] = pa.compute.if_else(pa.array(detailish), ids.take(rix), pa.nulls(n, pa.string()))
@@ -265,7 +265,9 @@ class _Shard:
 
 
 #: the bytes one request's post moves: one descriptor per (pool, layer, page), a slot each
-POST_BYTES = PAGES * sum(sb * layers for _, layers, sb, _ in POOLS)
+def _post_bytes() -> int:
+    """A post's nbytes: its descriptors' (one per pool, layer and page; POOLS may be set by --layers)."""
+    return PAGES * sum(sb * layers for _, layers, sb, _ in POOLS)
 
 
 def _emit_descs(path, R, bases, chunk=CHUNK_REQUESTS):
@@ -326,7 +328,15 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--bug", choices=("early-free",), default=None)
+    ap.add_argument("--layers", type=int, default=None,
+                    help="layers of each pool (default 8; a real model has 32-80: more layout regions per agent, "
+                         "more descriptors and events per request)")
     a = ap.parse_args()
+    if a.layers is not None:
+        if a.layers < 1:
+            ap.error("--layers must be at least 1")
+        global POOLS
+        POOLS = tuple((name, a.layers, sb, ns) for name, _, sb, ns in POOLS)
     t = time.perf_counter()
     c = build(a.out, a.events, a.bug)
     print(f"{a.out}: {c['events']:,} events, {c['descs']:,} descriptors, {c['requests']:,} requests "
