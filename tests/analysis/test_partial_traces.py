@@ -354,3 +354,25 @@ def test_without_post_sizes_a_descriptor_row_missing_or_repeated_is_found_by_its
     with TraceSession(path) as s:
         assert s.findings() == []
         assert any("skip or repeat a position of its list" in u.note() for u in s.unknowns), s.notes
+
+
+def test_positions_numbered_from_one_where_posts_are_sized_cut_nothing(tmp_path):
+    """A writer that numbers a list's positions from 1 breaks the format (validate says so),
+    but where its posts carry nbytes the rows' bytes already show nothing is missing: the
+    analysis does not cut on positions there, and finds what the whole trace finds."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from partial_cases import _read, _write
+
+    src = os.path.join(TRACES, "engine-early-src-free.kvtrace")
+    with TraceSession(src) as s:
+        whole = sorted(f.message for f in s.findings())
+    path = copy_trace(src, str(tmp_path / "from-one.kvtrace"))
+    p = os.path.join(path, "prefill", "descs.arrows")
+    ds = _read(p)
+    i = ds.schema.get_field_index("pos")
+    _write(p, ds.set_column(i, ds.schema.field(i), pc.add(ds.column(i), pa.scalar(1, ds.schema.field(i).type))))
+    with TraceSession(path) as s:
+        assert sorted(f.message for f in s.findings()) == whole
+        assert s.cuts == {} and s.unknowns == []

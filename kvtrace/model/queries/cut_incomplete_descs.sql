@@ -3,8 +3,8 @@
 -- its descriptors' bytes; a re-posted handle's rows are written again per post, so the sums
 -- over a transfer id's posts compare: fewer, rows are missing; more, a row is stored twice),
 -- or one indexing a prepared list that was not recorded; or rows whose positions are not the
--- post's list (each of 0..n-1 once per post: a hole or a repeat), which is all a writer that
--- records no post nbytes leaves to judge by (a lost tail of a list then shows nothing).
+-- post's list (each of 0..n-1 once per post: a hole or a repeat) where the post has no nbytes,
+-- which is all such a writer leaves to judge by (a lost tail of a list then shows nothing).
 -- Asked for a shard whose recorder counted descriptor or list rows lost (shard.json
 -- lost.rows: a write that failed mid-run loses rows from the middle of the stream), and for
 -- one whose totals say rows are missing although none were counted lost (desc_bytes_short).
@@ -24,4 +24,6 @@ FROM posts p LEFT JOIN rows r USING (xfer)
 -- (a post of zero bytes legally has no rows)
 WHERE (r.xfer IS NULL AND NOT (p.sized AND p.nbytes = 0)) OR coalesce(r.nolist, false)
    OR (p.sized AND coalesce(r.nbytes <> p.nbytes, false))
-   OR coalesce(r.lo <> 0 OR r.hi <> r.npos - 1 OR r.n <> r.npos * p.n, false);
+   -- (a sized post's bytes already tell a lost or repeated row: its positions are not asked,
+   -- so a writer numbering from 1 loses nothing where it records sizes)
+   OR (NOT p.sized AND coalesce(r.lo <> 0 OR r.hi <> r.npos - 1 OR r.n <> r.npos * p.n, false));
