@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import warnings
 
 _SEV_COLOR = {"error": "#c0392b", "warning": "#e67e22"}
 
@@ -14,6 +15,9 @@ def _plt():
     matplotlib.use("Agg", force=True)
     # agent and pool names come from the trace: plain text, never mathtext ("$...$")
     matplotlib.rcParams["text.parse_math"] = False
+    # ... and may hold characters the font lacks (an emoji, a tab): drawn as a box, without
+    # matplotlib's warning, which names only its own file and line
+    warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font")
     import matplotlib.pyplot as plt
     return plt
 

@@ -148,3 +148,14 @@ def test_report_bad_input_one_line(tmp_path, capsys):
     assert main(["report", tr, "-o", "/proc/kvtrace-report-test.html"]) == 2   # unwritable even as root
     err = capsys.readouterr().err.strip()
     assert "cannot write" in err and len(err.splitlines()) == 1
+
+
+def test_a_name_the_font_cannot_draw_prints_no_matplotlib_warning(recwarn):
+    """Agent and pool names come from the trace: an emoji or a tab in one is drawn as a
+    box, and matplotlib's "Glyph ... missing" warning (its own file and line) stays out of
+    the user's terminal."""
+    from kvtrace.analysis.report_plots import occupancy_png
+
+    key = ("pre\U0001F4A5fill\t", "kv")
+    assert base64.b64decode(occupancy_png({key: [(0.0, 1), (1.0, 2)]}, {key: 4}))[:4] == b"\x89PNG"
+    assert not [w for w in recwarn if "Glyph" in str(w.message)], [str(w.message) for w in recwarn]
