@@ -11,6 +11,8 @@ schema.py, the one place the format is defined in code.
 """
 from __future__ import annotations
 
+import collections
+
 import dataclasses
 import json
 import os
@@ -147,7 +149,12 @@ def _events(ev: pa.Table, where: str, v: Validation) -> set:
                 break
     if "xfer" not in names:
         return set()
-    return {x for k, x in zip(kinds, ev.column("xfer").to_pylist()) if k == EventKind.XFER_POST.value}
+    posted = [x for k, x in zip(kinds, ev.column("xfer").to_pylist()) if k == EventKind.XFER_POST.value]
+    twice = sorted({x for x, n in collections.Counter(posted).items() if n > 1 and x is not None})
+    if twice:   # every posting gets a new id: two under one leave whose rows and completions unknown
+        v.problems.append(f"{where}: {len(twice)} transfer id(s) posted more than once (every posting, a re-post "
+                          f"included, needs its own id), e.g. xfer {twice[:5]}")
+    return set(posted)
 
 
 def _layouts(lay: pa.Table, where: str, v: Validation) -> None:

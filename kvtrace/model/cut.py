@@ -65,6 +65,9 @@ _RECORD = {
                       "record again"),
     "repeated_seqs": ("the shard's event stream holds some seqs more than once (a writer that flushed a batch "
                       "twice, or a file damaged or merged after recording: `kvtrace validate` says where); record again"),
+    "repeated_xfers": ("the writer gave two postings one transfer id (the format asks a new id for every posting, a "
+                       "re-post of a handle included: `kvtrace validate` names them); record with kvtrace's recorder, "
+                       "or number postings apart"),
     "untraced": ("start recording before the process creates its NIXL agent and prepares its descriptor "
                  "lists (`kvtrace record -- CMD` taps NIXL from the start)"),
 }
@@ -239,13 +242,24 @@ def silent_desc_loss(con, trace) -> dict[str, int]:
     return out
 
 
+def repeated_xfer_posts(con) -> dict[str, int]:
+    """Per shard that posts one transfer id more than once, the first post of the earliest
+    such id (the analysis ends the shard before it: which rows and completions belong to
+    which posting is unknown). ``con``: DuckDB with the view ``events`` as recorded."""
+    from .sqltext import query_sql
+
+    return {str(s): int(seq) for s, seq in con.execute(query_sql("repeated_xfer_posts")).fetchall()}
+
+
 def compute(model, limit: dict[str, tuple[int, str]] | None = None,
-            silent: dict[str, int] | None = None) -> dict[str, ShardCut]:
+            silent: dict[str, int] | None = None,
+            repeated: dict[str, int] | None = None) -> dict[str, ShardCut]:
     """The consistent cut of an incomplete trace, over the model's base views as recorded.
 
     ``limit``: per shard, a last seq to analyse at most and why (a live trace's time
     frontier, live.py), applied before the causal closure. ``silent``: per shard, the first
     post whose descriptor rows are missing although none were counted lost (silent_desc_loss).
+    ``repeated``: per shard, the first post of a transfer id posted twice (repeated_xfer_posts).
 
     The pairing (``sync_pairs``) and agents' homes (``agent_home``) of the recorded events
     are built and dropped again: the analysis derives them anew from the cut events."""
@@ -255,6 +269,8 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
     state, missing = shard_state(trace)
     for name in silent or {}:
         state.setdefault(name, set()).add("missing_descs")
+    for name in repeated or {}:
+        state.setdefault(name, set()).add("repeated_xfers")
     q = lambda sql, p=None: con.execute(sql, p or []).fetchall()  # noqa: E731
     last = {s: (n, m) for s, n, m in q("SELECT shard, count(*), max(seq) FROM events GROUP BY shard")}
     cuts: dict[str, ShardCut] = {}
@@ -285,7 +301,7 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
             # flushes those before the events, so only the last posts of a shard cut short
             # can lack them (a closed shard missing rows with nothing counted is cut below,
             # under its own reason)
-            tail = reasons - {"missing_descs", "lost_descs", "repeated_seqs"}
+            tail = reasons - {"missing_descs", "lost_descs", "repeated_seqs", "repeated_xfers"}
             for (seq,) in (q(query_sql("cut_lost_descs"), [s.name]) if tail else []):
                 if seq is not None:
                     c.cut_to(int(seq) - 1, f"shard {s.name}: the descriptors of its transfers from seq {seq} on were lost", "descs")
@@ -301,6 +317,10 @@ def compute(model, limit: dict[str, tuple[int, str]] | None = None,
                 c.cut_to(seq - 1, f"shard {s.name}: descriptor rows of its transfer posted at seq {seq} are missing "
                          "or repeated (they hold other bytes than the post moved, skip or repeat a position of its "
                          "list, or index a prepared list not recorded; none were counted lost)", "missing_descs")
+            if "repeated_xfers" in reasons:
+                seq = repeated[s.name]
+                c.cut_to(seq - 1, f"shard {s.name}: the transfer id posted at seq {seq} is posted again later, so which "
+                         "descriptors and completions belong to which posting is unknown", "repeated_xfers")
         if limit and s.name in limit:
             c.cut_to(limit[s.name][0], limit[s.name][1], "unclosed")
         cuts[s.name] = c
@@ -375,8 +395,8 @@ def unknowns(cuts: dict[str, ShardCut], missing: list[str]) -> list[Unknown]:
         if not c.kinds:
             continue
         beyond = 0 if c.last_seq is None or c.cut is None else max(0, c.last_seq - c.cut)
-        kind = next(k for k in ("lost_send", "descs", "lost_descs", "missing_descs", "repeated_seqs", "gaps", "truncated",
-                                "unclosed", "window_end")
+        kind = next(k for k in ("lost_send", "descs", "lost_descs", "missing_descs", "repeated_seqs", "repeated_xfers",
+                                "gaps", "truncated", "unclosed", "window_end")
                     if k in c.kinds)
         what = (f"shard {c.shard}: what happened after its last recorded event"
                 if beyond == 0 else f"shard {c.shard}: {beyond:,} recorded events after seq {c.cut} are not analysed")
@@ -403,9 +423,10 @@ def apply(model) -> tuple[dict[str, ShardCut], list[Unknown]]:
 
     trace, con = model.trace, model.con
     silent = silent_desc_loss(con, trace)   # rows gone without a trace of why: not "not sent"
-    if is_complete(trace) and not silent:
+    repeated = repeated_xfer_posts(con)     # two postings under one id: not one transfer
+    if is_complete(trace) and not silent and not repeated:
         return {}, untraced_unknowns(trace)
-    cuts = compute(model, silent=silent)
+    cuts = compute(model, silent=silent, repeated=repeated)
     missing = shard_state(trace)[1]
     for t in ("events", "descs"):
         con.read_parquet(scan_paths(trace, model.index_dir, t)).create_view(f"recorded_{t}")

@@ -263,11 +263,12 @@ class LiveModel(TraceModel):
         # their absence must not read as "not sent". A live shard's tail posts whose rows are
         # not written yet are cut as a lost tail first (cut.compute), not called missing.
         silent = cut.silent_desc_loss(self.con, self.trace)
-        if complete and not silent:
+        repeated = cut.repeated_xfer_posts(self.con)   # two postings under one id, as check does
+        if complete and not silent and not repeated:
             self.cuts, self.unknowns = {}, cut.untraced_unknowns(self.trace)
             self.notes += [u.note() for u in self.unknowns]
             return True
-        self.cuts = cut.compute(self, limit, silent=silent)
+        self.cuts = cut.compute(self, limit, silent=silent, repeated=repeated)
         self.con.from_arrow(cut.shard_cut_table(self.trace, self.cuts, [])).create("shard_cut")
         self.con.execute(query_sql("cut_events"))
         self.con.execute(query_sql("cut_descs"))

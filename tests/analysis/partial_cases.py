@@ -198,6 +198,28 @@ def drop_desc_row(shard: str, at: float):
     return t
 
 
+def reuse_xfer_id(shard: str, at: float):
+    """Two postings of ``shard`` under one transfer id (a writer that numbers transfers by a
+    handle's address, freed and reused by the next handle): the later one's events and
+    descriptor rows take the earlier one's id. Read as one transfer, one request's
+    descriptors hold the other's slots."""
+    def t(trace: str) -> None:
+        pe, pd_ = os.path.join(trace, shard, "events.arrows"), os.path.join(trace, shard, "descs.arrows")
+        ev, ds = _read(pe), _read(pd_)
+        posts = [x for x, k in zip(ev.column("xfer").to_pylist(), ev.column("kind").to_pylist()) if k == "xfer_post"]
+        i = int((len(posts) - 1) * at)
+        a, b = posts[i], posts[i + 1]
+
+        def remap(tab):
+            j = tab.schema.get_field_index("xfer")
+            col = tab.column(j)
+            return tab.set_column(j, tab.schema.field(j), pc.if_else(pc.equal(col, b), pa.scalar(a, col.type), col))
+        _write(pe, remap(ev))
+        _write(pd_, remap(ds))
+    t.__name__ = f"reuse_xfer_id({shard}@{at})"
+    return t
+
+
 def unsize_posts(shard: str):
     """``shard``'s posts carry no ``nbytes`` (a writer that does not record it: the format
     allows a null): a post's rows can then be judged only by their positions."""
@@ -400,6 +422,8 @@ DAMAGE = {
     # ... and where the writer records no post sizes, only the rows' positions show it
     "prefill_unsized_desc_stored_twice": [unsize_posts("prefill"), repeat_desc_row("prefill", 0.5)],
     "prefill_unsized_desc_dropped": [unsize_posts("prefill"), drop_desc_row("prefill", 0.5)],
+    # two postings under one transfer id: which rows and completions are whose is unknown
+    "prefill_xfer_id_reused": [reuse_xfer_id("prefill", 0.5)],
     # flight-recorder windows whose kept state was dropped (state_complete false), and one
     # whose start kept everything (state_complete true: left as it is)
     "ring_window_bare": [ring_window(0.3)],

@@ -1,8 +1,10 @@
-"""A transfer id posted twice in one shard (an untrusted trace: NIXL never reuses one, but
-nothing in the format forbids it) gives one xfers row per posting. inflight_pairs names each
-pair's requests by its posting (initiator shard, transfer id, post seq), so it derives, and
-each pair's request is the one end_hold gives that posting's ends; the unmodified trace
-(the clean twin of this repair) gives the same kind of rows."""
+"""A transfer id posted twice in one shard (an untrusted trace: NIXL never reuses one, and
+the format gives every posting its own id) leaves which descriptor rows and completions
+belong to which posting unknown, so the analysis ends the shard before that id's first
+post (cut.repeated_xfer_posts). What is left derives: inflight_pairs names each pair's
+requests by its posting (initiator shard, transfer id, post seq), each pair's request is
+the one end_hold gives that posting's ends, and no id is posted twice in what is analysed;
+the unmodified trace (the clean twin) is not cut and gives the same kind of rows."""
 from __future__ import annotations
 
 import glob
@@ -65,16 +67,23 @@ def pairs_and_their_requests(path: str):
     return pairs, named
 
 
-def test_reposted_transfer_ids_pairs_named_by_their_posting(tmp_path):
+def test_reposted_transfer_ids_cut_before_the_first_posting_of_the_id(tmp_path):
     path = str(tmp_path / "reposted.kvtrace")
     shutil.copytree(TRACE, path)
     assert repost_first_transfers(path) == REPOSTED
     pairs, named = pairs_and_their_requests(path)
-    assert pairs and pairs == named
+    assert pairs == named
     with TraceModel(path, keep_derived=False) as m:
         m.derive(["xfers"])
-        twice = m.execute("SELECT count(*) FROM (SELECT shard, xfer FROM xfers GROUP BY ALL HAVING count(*) = 2)").fetchone()[0]
-    assert twice == REPOSTED                       # the trace really posts those ids twice
+        twice = m.execute("SELECT count(*) FROM (SELECT shard, xfer FROM xfers GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
+        first = dict(m.execute("SELECT shard, min(seq) FROM recorded_events WHERE kind = 'xfer_post' "
+                               "GROUP BY shard").fetchall())
+        cuts = {n: (c.cut, c.kinds) for n, c in m.cuts.items() if c.cut is not None}
+    assert twice == 0                              # what is analysed posts each id once
+    # each shard that posts is cut before its first post (the re-posted ids are its first);
+    # a shard that received what it sent after that is cut by the closure
+    assert set(first) <= set(cuts)
+    assert all(cuts[n][0] == first[n] - 1 and "repeated_xfers" in cuts[n][1] for n in first)
 
 
 def test_clean_twin_pairs_named_the_same_way(tmp_path):
@@ -82,3 +91,5 @@ def test_clean_twin_pairs_named_the_same_way(tmp_path):
     shutil.copytree(TRACE, path)
     pairs, named = pairs_and_their_requests(path)
     assert pairs and pairs == named
+    with TraceModel(path, keep_derived=False) as m:
+        assert not m.cuts
