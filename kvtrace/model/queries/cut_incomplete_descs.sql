@@ -2,8 +2,7 @@
 -- ones it posted: none at all, other bytes than the post moves (xfer_post.nbytes, the sum of
 -- its descriptors' bytes; summed over a transfer id's posts, which are one but for a writer
 -- that reuses ids (repeated_xfer_posts cuts there): fewer, rows are missing; more, a row is
--- stored twice),
--- or one indexing a prepared list that was not recorded; or rows whose positions are not the
+-- stored twice), or one indexing a prepared list that was not recorded; or rows whose positions are not the
 -- post's list (each of 0..n-1 once per post: a hole or a repeat) where the post has no nbytes,
 -- which is all such a writer leaves to judge by (a lost tail of a list then shows nothing).
 -- Asked for a shard whose recorder counted descriptor or list rows lost (shard.json
